@@ -1,0 +1,48 @@
+# Quarry developer tasks. `make demo` and `make test` are the README's quick start:
+# each creates .venv, builds the Rust core and installs the package itself.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?= -q
+
+.PHONY: help install demo test test-rust test-python lint fmt bench clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+$(PY):
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+install: $(PY)  ## build the Rust core and install quarry (editable) with test/plot/lint extras
+	$(PY) -m pip install -q -e '.[test,plot,lint]'
+
+demo: install  ## generate a sample, index it, run queries, draw a histogram (in ./quarry-demo)
+	$(VENV)/bin/quarry demo
+
+test: install test-rust test-python  ## the whole test suite: Rust core + Python (incl. doctests)
+
+test-rust:
+	cargo test -p quarry-core -q
+
+test-python:
+	$(PY) -m pytest tests python/quarry --doctest-modules $(PYTEST_ARGS)
+
+lint: install  ## ruff, mypy, stubtest, cargo fmt, clippy
+	$(VENV)/bin/ruff check python tests benches
+	$(VENV)/bin/ruff format --check python tests benches
+	$(VENV)/bin/mypy
+	$(PY) -m mypy.stubtest quarry._core
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings
+
+fmt:  ## format Rust and Python
+	cargo fmt --all
+	$(VENV)/bin/ruff format python tests benches
+	$(VENV)/bin/ruff check --fix python tests benches
+
+bench: install  ## run the benchmark and rewrite benches/REPORT.md (needs ../shared/bench or generates data)
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) benches/run.py
+
+clean:
+	rm -rf target $(VENV) python/quarry/*.so quarry-demo

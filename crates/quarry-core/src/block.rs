@@ -1,0 +1,480 @@
+//! One block's index: build, serialise, and parse (checked) from bytes.
+//!
+//! Layout (little-endian), all offsets relative to the start of the block:
+//!
+//! ```text
+//! 0   magic "QBLK"            4   u16 version, u8 key kind, u8 0
+//! 8   u32 rows in block       12  u32 bins of the variable
+//! 16  u32 non-empty bins (E)  20  u32 0
+//! 24  stats: u64 valid count, f64 sum, f64 sum of squares, key min, key max
+//! 64  missing bitmap: u64 count, u64 offset, u32 length, u32 crc32
+//! 88  E entries of 48 bytes: u32 bin, u32 length, u64 count, key min,
+//!     key max, u64 offset, u32 crc32, u32 0
+//! ..  u32 crc32 of everything above
+//! ..  payload: Roaring bitmaps in the portable serialisation
+//! ```
+//!
+//! The header checksum covers every number a count or a plan reads; each
+//! bitmap has its own checksum, verified when (and only when) it is read.
+
+use roaring::RoaringBitmap;
+
+use crate::binning::bin_of;
+use crate::error::{corrupt, CoreError, Result};
+use crate::key::{Key, KeyKind};
+
+const MAGIC: &[u8; 4] = b"QBLK";
+const VERSION: u16 = 1;
+const FIXED_HEADER: usize = 88;
+const ENTRY_LEN: usize = 48;
+
+/// Summary statistics of a block's non-missing values.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stats<K> {
+    pub count: u64,
+    pub sum: f64,
+    pub sum_sq: f64,
+    /// Zone map; meaningless when `count == 0`.
+    pub min: K,
+    pub max: K,
+}
+
+/// One non-empty bin of a block: its rows' count and in-block value range.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Entry<K> {
+    pub bin: u32,
+    pub count: u64,
+    pub min: K,
+    pub max: K,
+    offset: u64,
+    len: u32,
+    crc: u32,
+}
+
+/// A block index as built in memory.
+#[derive(Clone, Debug)]
+pub struct BlockIndex<K> {
+    pub n_rows: u32,
+    pub n_bins: u32,
+    pub stats: Stats<K>,
+    pub missing: RoaringBitmap,
+    pub bins: Vec<(Entry<K>, RoaringBitmap)>,
+}
+
+impl<K: Key> BlockIndex<K> {
+    /// Index `values` (one block) with the variable's `edges`.
+    ///
+    /// # Examples
+    /// ```
+    /// use quarry_core::block::BlockIndex;
+    /// let block = BlockIndex::build(&[0.5, 1.5, f64::NAN, 1.7], &[1.0]).unwrap();
+    /// assert_eq!(block.missing.len(), 1);
+    /// assert_eq!(block.bins.len(), 2);
+    /// assert_eq!(block.bins[1].0.count, 2);
+    /// ```
+    pub fn build(values: &[K], edges: &[K]) -> Result<Self> {
+        let n_rows = u32::try_from(values.len())
+            .map_err(|_| CoreError::Invalid("a block holds at most 2^32-1 rows".into()))?;
+        if !edges.windows(2).all(|w| w[0] < w[1]) {
+            return Err(CoreError::Invalid(
+                "bin edges must be strictly increasing".into(),
+            ));
+        }
+        let n_bins = edges.len() + 1;
+        let mut counts = vec![0u32; n_bins];
+        let mut bin_ids = vec![u32::MAX; values.len()];
+        let mut missing = Vec::new();
+        let mut bin_min: Vec<Option<K>> = vec![None; n_bins];
+        let mut bin_max: Vec<Option<K>> = vec![None; n_bins];
+        let (mut sum, mut sum_sq) = (0.0f64, 0.0f64);
+        for (row, &value) in values.iter().enumerate() {
+            if value.is_missing() {
+                missing.push(row as u32);
+                continue;
+            }
+            let bin = bin_of(edges, value);
+            bin_ids[row] = bin as u32;
+            counts[bin] += 1;
+            if bin_min[bin].is_none_or(|m| value < m) {
+                bin_min[bin] = Some(value);
+            }
+            if bin_max[bin].is_none_or(|m| value > m) {
+                bin_max[bin] = Some(value);
+            }
+            let v = value.to_f64();
+            sum += v;
+            sum_sq += v * v;
+        }
+        // Counting sort of row numbers by bin: rows stay ascending within a bin.
+        let mut starts = Vec::with_capacity(n_bins + 1);
+        let mut acc = 0u32;
+        for &c in &counts {
+            starts.push(acc);
+            acc += c;
+        }
+        let mut cursor = starts.clone();
+        let mut rows_by_bin = vec![0u32; acc as usize];
+        for (row, &bin) in bin_ids.iter().enumerate() {
+            if bin != u32::MAX {
+                let slot = &mut cursor[bin as usize];
+                rows_by_bin[*slot as usize] = row as u32;
+                *slot += 1;
+            }
+        }
+        let mut bins = Vec::new();
+        for bin in 0..n_bins {
+            if counts[bin] == 0 {
+                continue;
+            }
+            let start = starts[bin] as usize;
+            let rows = &rows_by_bin[start..start + counts[bin] as usize];
+            let bitmap = RoaringBitmap::from_sorted_iter(rows.iter().copied())
+                .expect("rows of a bin are ascending");
+            let entry = Entry {
+                bin: bin as u32,
+                count: u64::from(counts[bin]),
+                min: bin_min[bin].expect("non-empty bin has a minimum"),
+                max: bin_max[bin].expect("non-empty bin has a maximum"),
+                offset: 0,
+                len: 0,
+                crc: 0,
+            };
+            bins.push((entry, bitmap));
+        }
+        let valid = u64::from(acc);
+        let min = bins.first().map_or(K::LOWEST, |(e, _)| e.min);
+        let max = bins.last().map_or(K::HIGHEST, |(e, _)| e.max);
+        Ok(Self {
+            n_rows,
+            n_bins: n_bins as u32,
+            stats: Stats {
+                count: valid,
+                sum,
+                sum_sq,
+                min,
+                max,
+            },
+            missing: RoaringBitmap::from_sorted_iter(missing).expect("ascending"),
+            bins,
+        })
+    }
+
+    /// Serialise to the checked block layout described in the module docs.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let header_len = FIXED_HEADER + ENTRY_LEN * self.bins.len() + 4;
+        let mut payload = Vec::new();
+        let mut put_bitmap = |bitmap: &RoaringBitmap| -> (u64, u32, u32) {
+            let offset = (header_len + payload.len()) as u64;
+            let start = payload.len();
+            bitmap
+                .serialize_into(&mut payload)
+                .expect("writing to a Vec cannot fail");
+            let bytes = &payload[start..];
+            (offset, bytes.len() as u32, crc32fast::hash(bytes))
+        };
+        let missing = put_bitmap(&self.missing);
+        let entries: Vec<Entry<K>> = self
+            .bins
+            .iter()
+            .map(|(entry, bitmap)| {
+                let (offset, len, crc) = put_bitmap(bitmap);
+                Entry {
+                    offset,
+                    len,
+                    crc,
+                    ..*entry
+                }
+            })
+            .collect();
+
+        let mut out = Vec::with_capacity(header_len + payload.len());
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.push(K::KIND as u8);
+        out.push(0);
+        out.extend_from_slice(&self.n_rows.to_le_bytes());
+        out.extend_from_slice(&self.n_bins.to_le_bytes());
+        out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&self.stats.count.to_le_bytes());
+        out.extend_from_slice(&self.stats.sum.to_le_bytes());
+        out.extend_from_slice(&self.stats.sum_sq.to_le_bytes());
+        out.extend_from_slice(&self.stats.min.to_le_bytes8());
+        out.extend_from_slice(&self.stats.max.to_le_bytes8());
+        out.extend_from_slice(&self.missing.len().to_le_bytes());
+        out.extend_from_slice(&missing.0.to_le_bytes());
+        out.extend_from_slice(&missing.1.to_le_bytes());
+        out.extend_from_slice(&missing.2.to_le_bytes());
+        for e in &entries {
+            out.extend_from_slice(&e.bin.to_le_bytes());
+            out.extend_from_slice(&e.len.to_le_bytes());
+            out.extend_from_slice(&e.count.to_le_bytes());
+            out.extend_from_slice(&e.min.to_le_bytes8());
+            out.extend_from_slice(&e.max.to_le_bytes8());
+            out.extend_from_slice(&e.offset.to_le_bytes());
+            out.extend_from_slice(&e.crc.to_le_bytes());
+            out.extend_from_slice(&0u32.to_le_bytes());
+        }
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        debug_assert_eq!(out.len(), header_len);
+        out.extend_from_slice(&payload);
+        out
+    }
+}
+
+/// A parsed, checksum-verified block header. Bitmaps stay in the caller's
+/// bytes and are decoded on demand with [`BlockHeader::bitmap`].
+#[derive(Clone, Debug)]
+pub struct BlockHeader<K> {
+    pub n_rows: u32,
+    pub n_bins: u32,
+    pub stats: Stats<K>,
+    pub n_missing: u64,
+    missing: (u64, u32, u32),
+    pub entries: Vec<Entry<K>>,
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn take<const N: usize>(&mut self) -> [u8; N] {
+        let out: [u8; N] = self.bytes[self.at..self.at + N]
+            .try_into()
+            .expect("length checked");
+        self.at += N;
+        out
+    }
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.take())
+    }
+    fn u64(&mut self) -> u64 {
+        u64::from_le_bytes(self.take())
+    }
+    fn f64(&mut self) -> f64 {
+        f64::from_le_bytes(self.take())
+    }
+    fn key<K: Key>(&mut self) -> K {
+        K::from_le_bytes8(self.take())
+    }
+}
+
+impl<K: Key> BlockHeader<K> {
+    /// Parse and verify a block's header. Never panics on bad bytes.
+    pub fn parse(bytes: &[u8]) -> Result<Self> {
+        if bytes.len() < FIXED_HEADER + 4 {
+            return corrupt(format!(
+                "block is {} bytes, shorter than a header",
+                bytes.len()
+            ));
+        }
+        if &bytes[0..4] != MAGIC {
+            return corrupt("block does not start with QBLK");
+        }
+        let version = u16::from_le_bytes([bytes[4], bytes[5]]);
+        if version != VERSION {
+            return corrupt(format!(
+                "block format version {version}, this build reads {VERSION}"
+            ));
+        }
+        match KeyKind::from_u8(bytes[6]) {
+            Some(kind) if kind == K::KIND => {}
+            Some(kind) => {
+                return corrupt(format!(
+                    "block holds {} keys, read as {}",
+                    kind.name(),
+                    K::KIND.name()
+                ))
+            }
+            None => return corrupt(format!("unknown key kind {}", bytes[6])),
+        }
+        let mut r = Reader { bytes, at: 8 };
+        let n_rows = r.u32();
+        let n_bins = r.u32();
+        let n_entries = r.u32() as usize;
+        let _ = r.u32();
+        let header_len = n_entries
+            .checked_mul(ENTRY_LEN)
+            .and_then(|x| x.checked_add(FIXED_HEADER + 4))
+            .filter(|&len| len <= bytes.len());
+        let Some(header_len) = header_len else {
+            return corrupt(format!(
+                "{n_entries} bin entries do not fit in {} bytes",
+                bytes.len()
+            ));
+        };
+        let stored_crc =
+            u32::from_le_bytes(bytes[header_len - 4..header_len].try_into().expect("4"));
+        if crc32fast::hash(&bytes[..header_len - 4]) != stored_crc {
+            return corrupt("block header checksum mismatch");
+        }
+        let stats = Stats {
+            count: r.u64(),
+            sum: r.f64(),
+            sum_sq: r.f64(),
+            min: r.key(),
+            max: r.key(),
+        };
+        let n_missing = r.u64();
+        let missing = (r.u64(), r.u32(), r.u32());
+        let entries = parse_entries::<K>(&mut r, n_entries, n_bins)?;
+        let total = entries
+            .iter()
+            .fold(n_missing, |acc, e| acc.saturating_add(e.count));
+        if total != u64::from(n_rows) || stats.count + n_missing != u64::from(n_rows) {
+            return corrupt("bin counts do not add up to the block's rows");
+        }
+        for (offset, len) in entries
+            .iter()
+            .map(|e| (e.offset, e.len))
+            .chain([(missing.0, missing.1)])
+        {
+            if offset < header_len as u64
+                || offset.saturating_add(u64::from(len)) > bytes.len() as u64
+            {
+                return corrupt("bitmap lies outside the block");
+            }
+        }
+        Ok(Self {
+            n_rows,
+            n_bins,
+            stats,
+            n_missing,
+            missing,
+            entries,
+        })
+    }
+
+    /// Decode entry `i`'s bitmap from the block's bytes, verifying it.
+    pub fn bitmap(&self, bytes: &[u8], i: usize) -> Result<RoaringBitmap> {
+        let e = &self.entries[i];
+        decode(bytes, (e.offset, e.len, e.crc), e.count, self.n_rows)
+    }
+
+    /// Decode the bitmap of missing rows.
+    pub fn missing(&self, bytes: &[u8]) -> Result<RoaringBitmap> {
+        decode(bytes, self.missing, self.n_missing, self.n_rows)
+    }
+}
+
+/// The bin entries of a header: ordered by bin, with disjoint ascending ranges.
+fn parse_entries<K: Key>(
+    r: &mut Reader<'_>,
+    n_entries: usize,
+    n_bins: u32,
+) -> Result<Vec<Entry<K>>> {
+    use std::cmp::Ordering;
+    let mut entries: Vec<Entry<K>> = Vec::with_capacity(n_entries);
+    for _ in 0..n_entries {
+        let bin = r.u32();
+        let len = r.u32();
+        let count = r.u64();
+        let (min, max) = (r.key::<K>(), r.key::<K>());
+        let offset = r.u64();
+        let crc = r.u32();
+        let _ = r.u32();
+        let ordered = entries.last().is_none_or(|prev| {
+            prev.bin < bin && prev.max.partial_cmp(&min) == Some(Ordering::Less)
+        });
+        if !ordered || bin >= n_bins {
+            return corrupt("bin entries are not in bin order");
+        }
+        let range_ok = matches!(
+            min.partial_cmp(&max),
+            Some(Ordering::Less | Ordering::Equal)
+        );
+        if !range_ok || count == 0 {
+            return corrupt(format!("bin {bin} has an empty or inverted range"));
+        }
+        entries.push(Entry {
+            bin,
+            count,
+            min,
+            max,
+            offset,
+            len,
+            crc,
+        });
+    }
+    Ok(entries)
+}
+
+fn decode(
+    bytes: &[u8],
+    (offset, len, crc): (u64, u32, u32),
+    count: u64,
+    n_rows: u32,
+) -> Result<RoaringBitmap> {
+    let slice = bytes
+        .get(offset as usize..offset as usize + len as usize)
+        .ok_or_else(|| CoreError::Corrupt("bitmap lies outside the block".into()))?;
+    if crc32fast::hash(slice) != crc {
+        return corrupt("bitmap checksum mismatch");
+    }
+    let bitmap = RoaringBitmap::deserialize_from(slice)
+        .map_err(|e| CoreError::Corrupt(format!("bitmap does not decode: {e}")))?;
+    if bitmap.len() != count || bitmap.max().is_some_and(|m| m >= n_rows) {
+        return corrupt("bitmap does not match its recorded count");
+    }
+    Ok(bitmap)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> BlockIndex<f64> {
+        let values: Vec<f64> = (0..1000)
+            .map(|i| f64::from(i % 97) * 0.5)
+            .chain([f64::NAN; 3])
+            .collect();
+        BlockIndex::build(&values, &[5.0, 10.0, 20.0]).unwrap()
+    }
+
+    #[test]
+    fn round_trip() {
+        let block = sample();
+        let bytes = block.to_bytes();
+        let header = BlockHeader::<f64>::parse(&bytes).unwrap();
+        assert_eq!(header.n_rows, 1003);
+        assert_eq!(header.n_missing, 3);
+        assert_eq!(header.entries.len(), block.bins.len());
+        for (i, (entry, bitmap)) in block.bins.iter().enumerate() {
+            assert_eq!(header.entries[i].count, entry.count);
+            assert_eq!(&header.bitmap(&bytes, i).unwrap(), bitmap);
+        }
+        assert_eq!(header.missing(&bytes).unwrap(), block.missing);
+    }
+
+    #[test]
+    fn every_flipped_byte_is_detected_or_harmless() {
+        let bytes = sample().to_bytes();
+        for at in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[at] ^= 0x5a;
+            // Either the header fails to parse, or the damaged bitmap fails to
+            // decode; never a silently different answer.
+            let Ok(header) = BlockHeader::<f64>::parse(&bad) else {
+                continue;
+            };
+            let all_ok = (0..header.entries.len()).all(|i| header.bitmap(&bad, i).is_ok())
+                && header.missing(&bad).is_ok();
+            assert!(!all_ok, "flip at byte {at} went unnoticed");
+        }
+    }
+
+    #[test]
+    fn wrong_key_kind_and_truncation_are_errors() {
+        let bytes = sample().to_bytes();
+        assert!(BlockHeader::<i64>::parse(&bytes).is_err());
+        for cut in [0, 10, 87, 100, bytes.len() / 2] {
+            let header = BlockHeader::<f64>::parse(&bytes[..cut]);
+            if let Ok(h) = header {
+                assert!((0..h.entries.len()).any(|i| h.bitmap(&bytes[..cut], i).is_err()));
+            }
+        }
+    }
+}

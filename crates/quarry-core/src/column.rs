@@ -1,0 +1,328 @@
+//! All blocks of one indexed variable, evaluated together in parallel.
+
+use std::ops::Range;
+
+use rayon::prelude::*;
+use roaring::{MultiOps, RoaringBitmap};
+
+use crate::block::{BlockHeader, Stats};
+use crate::error::{corrupt, CoreError, Result};
+use crate::eval::Interval;
+use crate::key::Key;
+use crate::rowset::{block_count, RowSet};
+
+/// The parsed headers of a variable's blocks and where each block's bytes lie
+/// in the caller's buffer (typically a memory-mapped index file).
+#[derive(Clone, Debug)]
+pub struct ColumnIndex<K> {
+    n_rows: u64,
+    block_len: u64,
+    spans: Vec<Range<usize>>,
+    headers: Vec<BlockHeader<K>>,
+}
+
+/// Which entries of one block an interval takes whole, and which straddle it.
+struct BlockPlan {
+    inside: Range<usize>,
+    boundary: Vec<usize>,
+}
+
+impl<K: Key> ColumnIndex<K> {
+    /// Parse every block header found at `spans` (byte ranges) of `data`.
+    pub fn open(data: &[u8], spans: &[(u64, u64)], n_rows: u64, block_len: u64) -> Result<Self> {
+        let expected = RowSet::empty(n_rows, block_len)?; // validates block_len
+        if spans.len() != block_count(n_rows, block_len) {
+            return corrupt(format!(
+                "{} blocks recorded for {n_rows} rows in blocks of {block_len}",
+                spans.len()
+            ));
+        }
+        let spans: Vec<Range<usize>> = spans
+            .iter()
+            .map(|&(offset, len)| {
+                let end = offset
+                    .checked_add(len)
+                    .filter(|&end| end <= data.len() as u64);
+                end.map(|end| offset as usize..end as usize).ok_or_else(|| {
+                    CoreError::Corrupt(format!(
+                        "block at byte {offset} runs past the end of the index"
+                    ))
+                })
+            })
+            .collect::<Result<_>>()?;
+        let headers = spans
+            .par_iter()
+            .enumerate()
+            .map(|(b, span)| {
+                let header = BlockHeader::<K>::parse(&data[span.clone()])
+                    .map_err(|e| CoreError::Corrupt(format!("block {b}: {e}")))?;
+                let rows = (n_rows - b as u64 * block_len).min(block_len);
+                if u64::from(header.n_rows) != rows {
+                    return corrupt(format!(
+                        "block {b} holds {} rows, expected {rows}",
+                        header.n_rows
+                    ));
+                }
+                Ok(header)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        drop(expected);
+        Ok(Self {
+            n_rows,
+            block_len,
+            spans,
+            headers,
+        })
+    }
+
+    pub fn n_rows(&self) -> u64 {
+        self.n_rows
+    }
+
+    pub fn block_len(&self) -> u64 {
+        self.block_len
+    }
+
+    /// Per-block statistics (zone maps, counts, sums).
+    pub fn stats(&self) -> Vec<Stats<K>> {
+        self.headers.iter().map(|h| h.stats).collect()
+    }
+
+    fn plan(header: &BlockHeader<K>, iv: &Interval<K>) -> BlockPlan {
+        let entries = &header.entries;
+        let first = entries.partition_point(|e| iv.is_above(e.max));
+        let end = first + entries[first..].partition_point(|e| !iv.is_below(e.min));
+        if first == end {
+            return BlockPlan {
+                inside: 0..0,
+                boundary: Vec::new(),
+            };
+        }
+        let mut boundary = Vec::new();
+        let (mut lo, mut hi) = (first, end);
+        if !iv.covers(entries[first].min, entries[first].max) {
+            boundary.push(first);
+            lo += 1;
+        }
+        if hi > lo && !iv.covers(entries[end - 1].min, entries[end - 1].max) {
+            boundary.push(end - 1);
+            hi -= 1;
+        }
+        BlockPlan {
+            inside: lo..hi,
+            boundary,
+        }
+    }
+
+    fn union(
+        &self,
+        b: usize,
+        data: &[u8],
+        entries: impl Iterator<Item = usize>,
+    ) -> Result<RoaringBitmap> {
+        let bytes = &data[self.spans[b].clone()];
+        let bitmaps = entries
+            .map(|i| self.headers[b].bitmap(bytes, i))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(bitmaps.union())
+    }
+
+    /// Rows of block `b` that surely satisfy the plan.
+    fn sure(&self, b: usize, data: &[u8], plan: &BlockPlan) -> Result<RoaringBitmap> {
+        let header = &self.headers[b];
+        let n_entries = header.entries.len();
+        if plan.inside.len() * 2 <= n_entries {
+            return self.union(b, data, plan.inside.clone());
+        }
+        // Most bins are inside: take everything and remove the few that are not.
+        let mut all = RoaringBitmap::new();
+        all.insert_range(0..header.n_rows);
+        let outside = (0..plan.inside.start).chain(plan.inside.end..n_entries);
+        let removed = self.union(b, data, outside)?;
+        let missing = header.missing(&data[self.spans[b].clone()])?;
+        Ok(all - removed - missing)
+    }
+
+    /// Count of rows that surely satisfy `iv`, and the candidate rows the
+    /// caller must check against the values. No sure bitmap is decoded.
+    pub fn count(&self, data: &[u8], iv: &Interval<K>) -> Result<(u64, RowSet)> {
+        let per_block = (0..self.headers.len())
+            .into_par_iter()
+            .map(|b| {
+                let plan = Self::plan(&self.headers[b], iv);
+                let sure: u64 = self.headers[b].entries[plan.inside.clone()]
+                    .iter()
+                    .map(|e| e.count)
+                    .sum();
+                Ok((sure, self.union(b, data, plan.boundary.iter().copied())?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let sure = per_block.iter().map(|(s, _)| s).sum();
+        let candidates = per_block.into_iter().map(|(_, c)| c).collect();
+        Ok((
+            sure,
+            RowSet::from_blocks(self.n_rows, self.block_len, candidates)?,
+        ))
+    }
+
+    /// Rows that surely satisfy `iv` and candidate rows to check, restricted to
+    /// `domain` when given (blocks with no domain rows decode nothing).
+    pub fn leaf(
+        &self,
+        data: &[u8],
+        iv: &Interval<K>,
+        domain: Option<&RowSet>,
+    ) -> Result<(RowSet, RowSet)> {
+        if let Some(d) = domain {
+            self.check_table(d)?;
+        }
+        let per_block = (0..self.headers.len())
+            .into_par_iter()
+            .map(|b| {
+                let dom = domain.map(|d| &d.blocks()[b]);
+                if dom.is_some_and(RoaringBitmap::is_empty) {
+                    return Ok((RoaringBitmap::new(), RoaringBitmap::new()));
+                }
+                let plan = Self::plan(&self.headers[b], iv);
+                let mut sure = self.sure(b, data, &plan)?;
+                let mut cand = self.union(b, data, plan.boundary.iter().copied())?;
+                if let Some(dom) = dom {
+                    sure &= dom;
+                    cand &= dom;
+                }
+                Ok((sure, cand))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let (sure, cand): (Vec<_>, Vec<_>) = per_block.into_iter().unzip();
+        Ok((
+            RowSet::from_blocks(self.n_rows, self.block_len, sure)?,
+            RowSet::from_blocks(self.n_rows, self.block_len, cand)?,
+        ))
+    }
+
+    /// Rows whose value is missing (NaN).
+    pub fn missing(&self, data: &[u8]) -> Result<RowSet> {
+        let blocks = (0..self.headers.len())
+            .into_par_iter()
+            .map(|b| self.headers[b].missing(&data[self.spans[b].clone()]))
+            .collect::<Result<Vec<_>>>()?;
+        RowSet::from_blocks(self.n_rows, self.block_len, blocks)
+    }
+
+    fn check_table(&self, set: &RowSet) -> Result<()> {
+        if set.n_rows() != self.n_rows || set.block_len() != self.block_len {
+            return Err(CoreError::Invalid(format!(
+                "row set of {} rows in blocks of {} used with a variable of {} rows in blocks of {}",
+                set.n_rows(),
+                set.block_len(),
+                self.n_rows,
+                self.block_len
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Index `values` block by block in parallel; returns each block's bytes.
+pub fn build_blocks<K: Key>(values: &[K], edges: &[K], block_len: usize) -> Result<Vec<Vec<u8>>> {
+    if block_len == 0 {
+        return Err(CoreError::Invalid("block length must be positive".into()));
+    }
+    values
+        .par_chunks(block_len)
+        .map(|chunk| crate::block::BlockIndex::build(chunk, edges).map(|b| b.to_bytes()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::binning::equal_weight_edges;
+
+    fn layout(blocks: &[Vec<u8>]) -> (Vec<u8>, Vec<(u64, u64)>) {
+        let mut data = vec![0xEE; 7]; // blocks need not start at 0
+        let mut spans = Vec::new();
+        for b in blocks {
+            spans.push((data.len() as u64, b.len() as u64));
+            data.extend_from_slice(b);
+        }
+        (data, spans)
+    }
+
+    fn oracle(values: &[f64], iv: &Interval<f64>) -> Vec<u64> {
+        (0..values.len() as u64)
+            .filter(|&i| iv.contains(values[i as usize]))
+            .collect()
+    }
+
+    #[test]
+    fn sure_plus_checked_candidates_is_exact() {
+        let values: Vec<f64> = (0..10_007)
+            .map(|i| {
+                if i % 101 == 0 {
+                    f64::NAN
+                } else {
+                    f64::from((i * 7919) % 1000) / 10.0
+                }
+            })
+            .collect();
+        let edges = equal_weight_edges(&values, 16);
+        let blocks = build_blocks(&values, &edges, 1000).unwrap();
+        let (data, spans) = layout(&blocks);
+        let col = ColumnIndex::<f64>::open(&data, &spans, values.len() as u64, 1000).unwrap();
+        for iv in [
+            Interval {
+                lo: 10.0,
+                lo_incl: false,
+                hi: 55.5,
+                hi_incl: true,
+            },
+            Interval {
+                lo: edges[3],
+                lo_incl: true,
+                hi: f64::INFINITY,
+                hi_incl: true,
+            },
+            Interval {
+                lo: 99.95,
+                lo_incl: true,
+                hi: 1e9,
+                hi_incl: false,
+            },
+            Interval {
+                lo: 5.0,
+                lo_incl: true,
+                hi: 5.0,
+                hi_incl: true,
+            },
+        ] {
+            let expect = oracle(&values, &iv);
+            let (sure, cand) = col.leaf(&data, &iv, None).unwrap();
+            let checked: Vec<u64> = cand
+                .to_ids()
+                .into_iter()
+                .filter(|&i| iv.contains(values[i as usize]))
+                .collect();
+            let mut got = sure.to_ids();
+            got.extend(checked);
+            got.sort_unstable();
+            assert_eq!(got, expect, "{iv:?}");
+            let (count, cand2) = col.count(&data, &iv).unwrap();
+            assert_eq!(cand2, cand);
+            assert_eq!(count, sure.len());
+        }
+        assert_eq!(col.missing(&data).unwrap().len(), 100);
+    }
+
+    #[test]
+    fn open_rejects_inconsistent_layouts() {
+        let values: Vec<i64> = (0..100).collect();
+        let blocks = build_blocks(&values, &[50], 30).unwrap();
+        let (data, spans) = layout(&blocks);
+        assert!(ColumnIndex::<i64>::open(&data, &spans, 100, 30).is_ok());
+        assert!(ColumnIndex::<i64>::open(&data, &spans, 100, 25).is_err());
+        assert!(ColumnIndex::<i64>::open(&data, &spans[..3], 100, 30).is_err());
+        assert!(ColumnIndex::<u64>::open(&data, &spans, 100, 30).is_err());
+        assert!(ColumnIndex::<i64>::open(&data[..data.len() - 1], &spans, 100, 30).is_err());
+    }
+}

@@ -1,0 +1,100 @@
+//! The three key domains values are indexed in.
+//!
+//! Floating-point data (float32 and float64) is indexed as `f64`, which is the
+//! exact widening of a float32, so comparisons are exact on the stored value.
+//! Signed integers are indexed as `i64` and unsigned ones as `u64`, so integer
+//! comparisons never round through a float.
+
+/// A value type the index is built over.
+pub trait Key: Copy + PartialOrd + Send + Sync + std::fmt::Debug + 'static {
+    /// Tag stored in every block so a block is never read with the wrong type.
+    const KIND: KeyKind;
+    /// The least value of the domain (used for unbounded intervals).
+    const LOWEST: Self;
+    /// The greatest value of the domain.
+    const HIGHEST: Self;
+    fn to_le_bytes8(self) -> [u8; 8];
+    fn from_le_bytes8(bytes: [u8; 8]) -> Self;
+    fn to_f64(self) -> f64;
+    /// Missing values are left out of every bin (NaN for floats; integers have none).
+    fn is_missing(self) -> bool;
+    /// Total order for sorting samples that contain no missing values.
+    fn cmp_total(&self, other: &Self) -> std::cmp::Ordering;
+}
+
+/// Which key domain a block was built over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum KeyKind {
+    F64 = 0,
+    I64 = 1,
+    U64 = 2,
+}
+
+impl KeyKind {
+    pub fn from_u8(tag: u8) -> Option<Self> {
+        match tag {
+            0 => Some(Self::F64),
+            1 => Some(Self::I64),
+            2 => Some(Self::U64),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F64 => "f64",
+            Self::I64 => "i64",
+            Self::U64 => "u64",
+        }
+    }
+}
+
+impl Key for f64 {
+    const KIND: KeyKind = KeyKind::F64;
+    const LOWEST: Self = f64::NEG_INFINITY;
+    const HIGHEST: Self = f64::INFINITY;
+    fn to_le_bytes8(self) -> [u8; 8] {
+        self.to_le_bytes()
+    }
+    fn from_le_bytes8(bytes: [u8; 8]) -> Self {
+        f64::from_le_bytes(bytes)
+    }
+    fn to_f64(self) -> f64 {
+        self
+    }
+    fn is_missing(self) -> bool {
+        self.is_nan()
+    }
+    fn cmp_total(&self, other: &Self) -> std::cmp::Ordering {
+        self.total_cmp(other)
+    }
+}
+
+macro_rules! int_key {
+    ($t:ty, $kind:expr) => {
+        impl Key for $t {
+            const KIND: KeyKind = $kind;
+            const LOWEST: Self = <$t>::MIN;
+            const HIGHEST: Self = <$t>::MAX;
+            fn to_le_bytes8(self) -> [u8; 8] {
+                self.to_le_bytes()
+            }
+            fn from_le_bytes8(bytes: [u8; 8]) -> Self {
+                <$t>::from_le_bytes(bytes)
+            }
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn is_missing(self) -> bool {
+                false
+            }
+            fn cmp_total(&self, other: &Self) -> std::cmp::Ordering {
+                self.cmp(other)
+            }
+        }
+    };
+}
+
+int_key!(i64, KeyKind::I64);
+int_key!(u64, KeyKind::U64);

@@ -1,0 +1,232 @@
+//! Sets of rows of a logical table, one Roaring bitmap per block.
+//!
+//! Keeping the block as the unit means set algebra runs block by block in
+//! parallel and no bitmap is ever re-based to global row numbers until the
+//! caller asks for ids.
+
+use rayon::prelude::*;
+use roaring::RoaringBitmap;
+
+use crate::error::{CoreError, Result};
+
+/// Rows `0..n_rows` of a table cut into blocks of `block_len` rows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowSet {
+    n_rows: u64,
+    block_len: u64,
+    blocks: Vec<RoaringBitmap>,
+}
+
+/// Number of blocks a table of `n_rows` has.
+pub fn block_count(n_rows: u64, block_len: u64) -> usize {
+    n_rows.div_ceil(block_len) as usize
+}
+
+fn check_shape(n_rows: u64, block_len: u64) -> Result<()> {
+    if block_len == 0 || block_len > u64::from(u32::MAX) {
+        return Err(CoreError::Invalid(format!(
+            "block length {block_len} is not in 1..2^32"
+        )));
+    }
+    let _ = n_rows;
+    Ok(())
+}
+
+impl RowSet {
+    /// No rows.
+    pub fn empty(n_rows: u64, block_len: u64) -> Result<Self> {
+        check_shape(n_rows, block_len)?;
+        Ok(Self {
+            n_rows,
+            block_len,
+            blocks: vec![RoaringBitmap::new(); block_count(n_rows, block_len)],
+        })
+    }
+
+    /// Every row.
+    ///
+    /// # Examples
+    /// ```
+    /// use quarry_core::rowset::RowSet;
+    /// let all = RowSet::full(10, 4).unwrap();
+    /// assert_eq!(all.len(), 10);
+    /// assert_eq!(all.block_counts(), vec![4, 4, 2]);
+    /// ```
+    pub fn full(n_rows: u64, block_len: u64) -> Result<Self> {
+        check_shape(n_rows, block_len)?;
+        let blocks = (0..block_count(n_rows, block_len))
+            .map(|b| {
+                let mut bm = RoaringBitmap::new();
+                bm.insert_range(0..Self::rows_in(n_rows, block_len, b));
+                bm
+            })
+            .collect();
+        Ok(Self {
+            n_rows,
+            block_len,
+            blocks,
+        })
+    }
+
+    /// Build from per-block bitmaps (row numbers local to each block).
+    pub fn from_blocks(n_rows: u64, block_len: u64, blocks: Vec<RoaringBitmap>) -> Result<Self> {
+        check_shape(n_rows, block_len)?;
+        if blocks.len() != block_count(n_rows, block_len) {
+            return Err(CoreError::Invalid(format!(
+                "{} block bitmaps for {} blocks",
+                blocks.len(),
+                block_count(n_rows, block_len)
+            )));
+        }
+        for (b, bm) in blocks.iter().enumerate() {
+            if bm
+                .max()
+                .is_some_and(|m| m >= Self::rows_in(n_rows, block_len, b))
+            {
+                return Err(CoreError::Invalid(format!(
+                    "block {b} bitmap has rows past the block's end"
+                )));
+            }
+        }
+        Ok(Self {
+            n_rows,
+            block_len,
+            blocks,
+        })
+    }
+
+    /// Build from ascending global row ids.
+    pub fn from_sorted_ids(n_rows: u64, block_len: u64, ids: &[u64]) -> Result<Self> {
+        let mut set = Self::empty(n_rows, block_len)?;
+        if ids.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(CoreError::Invalid(
+                "row ids must be strictly ascending".into(),
+            ));
+        }
+        if ids.last().is_some_and(|&last| last >= n_rows) {
+            return Err(CoreError::Invalid(format!(
+                "row id past the table's {n_rows} rows"
+            )));
+        }
+        let mut start = 0;
+        while start < ids.len() {
+            let b = ids[start] / block_len;
+            let base = b * block_len;
+            let end = start + ids[start..].partition_point(|&id| id < base + block_len);
+            set.blocks[b as usize] = RoaringBitmap::from_sorted_iter(
+                ids[start..end].iter().map(|&id| (id - base) as u32),
+            )
+            .expect("ascending");
+            start = end;
+        }
+        Ok(set)
+    }
+
+    fn rows_in(n_rows: u64, block_len: u64, b: usize) -> u32 {
+        let start = b as u64 * block_len;
+        (n_rows - start).min(block_len) as u32
+    }
+
+    pub fn n_rows(&self) -> u64 {
+        self.n_rows
+    }
+
+    pub fn block_len(&self) -> u64 {
+        self.block_len
+    }
+
+    pub fn blocks(&self) -> &[RoaringBitmap] {
+        &self.blocks
+    }
+
+    /// Number of rows in the set.
+    pub fn len(&self) -> u64 {
+        self.blocks.iter().map(RoaringBitmap::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.blocks.iter().all(RoaringBitmap::is_empty)
+    }
+
+    /// Rows per block.
+    pub fn block_counts(&self) -> Vec<u64> {
+        self.blocks.iter().map(RoaringBitmap::len).collect()
+    }
+
+    /// Ascending global row ids.
+    pub fn to_ids(&self) -> Vec<u64> {
+        let mut out = Vec::with_capacity(self.len() as usize);
+        for (b, bm) in self.blocks.iter().enumerate() {
+            let base = b as u64 * self.block_len;
+            out.extend(bm.iter().map(|r| base + u64::from(r)));
+        }
+        out
+    }
+
+    fn zip_with(
+        &self,
+        other: &Self,
+        op: fn(&RoaringBitmap, &RoaringBitmap) -> RoaringBitmap,
+    ) -> Result<Self> {
+        if self.n_rows != other.n_rows || self.block_len != other.block_len {
+            return Err(CoreError::Invalid(format!(
+                "row sets of different tables ({} rows in blocks of {} vs {} in blocks of {})",
+                self.n_rows, self.block_len, other.n_rows, other.block_len
+            )));
+        }
+        let blocks = self
+            .blocks
+            .par_iter()
+            .zip(other.blocks.par_iter())
+            .map(|(a, b)| op(a, b))
+            .collect();
+        Ok(Self {
+            n_rows: self.n_rows,
+            block_len: self.block_len,
+            blocks,
+        })
+    }
+
+    /// Rows in both.
+    pub fn and(&self, other: &Self) -> Result<Self> {
+        self.zip_with(other, |a, b| a & b)
+    }
+
+    /// Rows in either.
+    pub fn or(&self, other: &Self) -> Result<Self> {
+        self.zip_with(other, |a, b| a | b)
+    }
+
+    /// Rows in `self` but not in `other`.
+    pub fn minus(&self, other: &Self) -> Result<Self> {
+        self.zip_with(other, |a, b| a - b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip_across_blocks() {
+        let ids = [0, 3, 4, 9, 10, 11];
+        let set = RowSet::from_sorted_ids(12, 4, &ids).unwrap();
+        assert_eq!(set.block_counts(), vec![2, 1, 3]);
+        assert_eq!(set.to_ids(), ids);
+    }
+
+    #[test]
+    fn algebra_requires_the_same_table() {
+        let a = RowSet::full(10, 4).unwrap();
+        let b = RowSet::full(10, 5).unwrap();
+        assert!(a.and(&b).is_err());
+        assert_eq!(a.minus(&a).unwrap().len(), 0);
+    }
+
+    #[test]
+    fn bad_ids_are_rejected() {
+        assert!(RowSet::from_sorted_ids(5, 2, &[3, 1]).is_err());
+        assert!(RowSet::from_sorted_ids(5, 2, &[5]).is_err());
+        assert!(RowSet::empty(5, 0).is_err());
+    }
+}

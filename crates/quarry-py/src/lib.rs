@@ -1,0 +1,429 @@
+//! `quarry._core`: the `PyO3` layer over `quarry-core`. Bindings only: argument
+//! conversion, GIL release around long calls, and error mapping.
+
+// PyO3 hands arguments over as owned values (arrays, vectors); taking them by
+// value is how its extraction works, not a missed borrow.
+#![allow(clippy::needless_pass_by_value)]
+
+use std::fs::File;
+use std::sync::Arc;
+
+use memmap2::Mmap;
+use numpy::{
+    IntoPyArray, PyArray1, PyArrayDescrMethods, PyArrayMethods, PyReadonlyArray1, PyUntypedArray,
+    PyUntypedArrayMethods,
+};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use quarry_core::binning;
+use quarry_core::column::{self, ColumnIndex};
+use quarry_core::eval::Interval;
+use quarry_core::key::Key;
+use quarry_core::rowset;
+use quarry_core::CoreError;
+
+create_exception!(
+    _core,
+    CorruptBlockError,
+    pyo3::exceptions::PyException,
+    "Index bytes that do not parse."
+);
+
+fn to_py(err: CoreError) -> PyErr {
+    match err {
+        CoreError::Corrupt(msg) => CorruptBlockError::new_err(msg),
+        CoreError::Invalid(msg) => PyValueError::new_err(msg),
+    }
+}
+
+/// Rows of a logical table, one Roaring bitmap per block.
+#[pyclass(frozen, module = "quarry._core")]
+#[derive(Clone)]
+struct RowSet(rowset::RowSet);
+
+#[pymethods]
+impl RowSet {
+    #[staticmethod]
+    fn full(n_rows: u64, block_len: u64) -> PyResult<Self> {
+        rowset::RowSet::full(n_rows, block_len)
+            .map(Self)
+            .map_err(to_py)
+    }
+
+    #[staticmethod]
+    fn empty(n_rows: u64, block_len: u64) -> PyResult<Self> {
+        rowset::RowSet::empty(n_rows, block_len)
+            .map(Self)
+            .map_err(to_py)
+    }
+
+    #[staticmethod]
+    fn from_ids(
+        py: Python<'_>,
+        ids: PyReadonlyArray1<'_, i64>,
+        n_rows: u64,
+        block_len: u64,
+    ) -> PyResult<Self> {
+        let ids = ids.as_slice()?;
+        if ids.iter().any(|&i| i < 0) {
+            return Err(PyValueError::new_err("row ids must not be negative"));
+        }
+        let ids: Vec<u64> = ids.iter().map(|&i| i as u64).collect();
+        py.detach(|| rowset::RowSet::from_sorted_ids(n_rows, block_len, &ids))
+            .map(Self)
+            .map_err(to_py)
+    }
+
+    #[getter]
+    fn n_rows(&self) -> u64 {
+        self.0.n_rows()
+    }
+
+    #[getter]
+    fn block_len(&self) -> u64 {
+        self.0.block_len()
+    }
+
+    fn __len__(&self) -> usize {
+        self.0.len() as usize
+    }
+
+    fn __and__(&self, py: Python<'_>, other: &Self) -> PyResult<Self> {
+        py.detach(|| self.0.and(&other.0)).map(Self).map_err(to_py)
+    }
+
+    fn __or__(&self, py: Python<'_>, other: &Self) -> PyResult<Self> {
+        py.detach(|| self.0.or(&other.0)).map(Self).map_err(to_py)
+    }
+
+    fn __sub__(&self, py: Python<'_>, other: &Self) -> PyResult<Self> {
+        py.detach(|| self.0.minus(&other.0))
+            .map(Self)
+            .map_err(to_py)
+    }
+
+    fn __eq__(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn block_counts(&self) -> Vec<u64> {
+        self.0.block_counts()
+    }
+
+    /// Ascending global row ids as int64.
+    fn to_ids<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
+        let ids: Vec<i64> = py.detach(|| self.0.to_ids().into_iter().map(|i| i as i64).collect());
+        ids.into_pyarray(py)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "RowSet({} of {} rows, blocks of {})",
+            self.0.len(),
+            self.0.n_rows(),
+            self.0.block_len()
+        )
+    }
+}
+
+/// A memory-mapped index file; columns borrow its bytes.
+#[pyclass(frozen, module = "quarry._core")]
+struct IndexFile {
+    map: Arc<Mmap>,
+}
+
+#[pymethods]
+impl IndexFile {
+    #[new]
+    fn new(path: std::path::PathBuf) -> PyResult<Self> {
+        let file = File::open(&path)?;
+        // SAFETY: index files are replaced by rename, never rewritten in place,
+        // so the mapped inode does not change under us.
+        let map = unsafe { Mmap::map(&file)? };
+        Ok(Self { map: Arc::new(map) })
+    }
+
+    fn __len__(&self) -> usize {
+        self.map.len()
+    }
+
+    /// The bytes in `[offset, offset + length)`.
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        offset: usize,
+        length: usize,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let end = offset.checked_add(length).filter(|&e| e <= self.map.len());
+        let end = end.ok_or_else(|| {
+            CorruptBlockError::new_err("section runs past the end of the index file")
+        })?;
+        Ok(PyBytes::new(py, &self.map[offset..end]))
+    }
+
+    /// Open the column whose blocks lie at `spans` (offset, length).
+    fn column(
+        &self,
+        py: Python<'_>,
+        kind: &str,
+        spans: Vec<(u64, u64)>,
+        n_rows: u64,
+        block_len: u64,
+    ) -> PyResult<Column> {
+        let data: &[u8] = &self.map;
+        let inner = py
+            .detach(|| -> Result<Inner, CoreError> {
+                Ok(match kind {
+                    "f64" => Inner::F64(ColumnIndex::open(data, &spans, n_rows, block_len)?),
+                    "i64" => Inner::I64(ColumnIndex::open(data, &spans, n_rows, block_len)?),
+                    "u64" => Inner::U64(ColumnIndex::open(data, &spans, n_rows, block_len)?),
+                    other => return Err(CoreError::Invalid(format!("unknown key kind {other:?}"))),
+                })
+            })
+            .map_err(to_py)?;
+        Ok(Column {
+            map: Arc::clone(&self.map),
+            inner,
+        })
+    }
+}
+
+enum Inner {
+    F64(ColumnIndex<f64>),
+    I64(ColumnIndex<i64>),
+    U64(ColumnIndex<u64>),
+}
+
+/// (count of valid values, sum, sum of squares, min, max) of one block.
+type BlockStats = (u64, f64, f64, Py<PyAny>, Py<PyAny>);
+
+/// One indexed variable: all its blocks.
+#[pyclass(frozen, module = "quarry._core")]
+struct Column {
+    map: Arc<Mmap>,
+    inner: Inner,
+}
+
+/// Python numbers to keys; an integer bound outside the domain is an error
+/// (the planner clamps before it gets here).
+trait ExtractKey: Key {
+    fn extract_key(ob: &Bound<'_, PyAny>) -> PyResult<Self>;
+}
+
+macro_rules! extract_key {
+    ($t:ty) => {
+        impl ExtractKey for $t {
+            fn extract_key(ob: &Bound<'_, PyAny>) -> PyResult<Self> {
+                ob.extract::<$t>()
+            }
+        }
+    };
+}
+extract_key!(f64);
+extract_key!(i64);
+extract_key!(u64);
+
+fn interval<K: ExtractKey>(
+    lo: &Bound<'_, PyAny>,
+    lo_incl: bool,
+    hi: &Bound<'_, PyAny>,
+    hi_incl: bool,
+) -> PyResult<Interval<K>> {
+    Ok(Interval {
+        lo: K::extract_key(lo)?,
+        lo_incl,
+        hi: K::extract_key(hi)?,
+        hi_incl,
+    })
+}
+
+macro_rules! with_column {
+    ($self:ident, $col:ident, $k:ident => $body:expr) => {
+        match &$self.inner {
+            Inner::F64($col) => {
+                #[allow(dead_code)]
+                type $k = f64;
+                $body
+            }
+            Inner::I64($col) => {
+                #[allow(dead_code)]
+                type $k = i64;
+                $body
+            }
+            Inner::U64($col) => {
+                #[allow(dead_code)]
+                type $k = u64;
+                $body
+            }
+        }
+    };
+}
+
+#[pymethods]
+impl Column {
+    #[getter]
+    fn n_rows(&self) -> u64 {
+        with_column!(self, c, K => c.n_rows())
+    }
+
+    #[getter]
+    fn block_len(&self) -> u64 {
+        with_column!(self, c, K => c.block_len())
+    }
+
+    /// Count of rows surely inside, and the candidate rows to check.
+    fn count<'py>(
+        &self,
+        py: Python<'py>,
+        lo: &Bound<'py, PyAny>,
+        lo_incl: bool,
+        hi: &Bound<'py, PyAny>,
+        hi_incl: bool,
+    ) -> PyResult<(u64, RowSet)> {
+        let data: &[u8] = &self.map;
+        with_column!(self, c, K => {
+            let iv = interval::<K>(lo, lo_incl, hi, hi_incl)?;
+            py.detach(|| c.count(data, &iv)).map(|(n, cand)| (n, RowSet(cand))).map_err(to_py)
+        })
+    }
+
+    /// Rows surely inside and candidate rows, restricted to `domain` if given.
+    #[pyo3(signature = (lo, lo_incl, hi, hi_incl, domain=None))]
+    fn leaf<'py>(
+        &self,
+        py: Python<'py>,
+        lo: &Bound<'py, PyAny>,
+        lo_incl: bool,
+        hi: &Bound<'py, PyAny>,
+        hi_incl: bool,
+        domain: Option<&RowSet>,
+    ) -> PyResult<(RowSet, RowSet)> {
+        let data: &[u8] = &self.map;
+        let domain = domain.map(|d| &d.0);
+        with_column!(self, c, K => {
+            let iv = interval::<K>(lo, lo_incl, hi, hi_incl)?;
+            py.detach(|| c.leaf(data, &iv, domain)).map(|(s, cand)| (RowSet(s), RowSet(cand))).map_err(to_py)
+        })
+    }
+
+    /// Rows whose value is missing.
+    fn missing(&self, py: Python<'_>) -> PyResult<RowSet> {
+        let data: &[u8] = &self.map;
+        with_column!(self, c, K => py.detach(|| c.missing(data)).map(RowSet).map_err(to_py))
+    }
+
+    /// Per block: (count of valid values, sum, sum of squares, min, max).
+    fn stats(&self, py: Python<'_>) -> PyResult<Vec<BlockStats>> {
+        with_column!(self, c, K => c
+            .stats()
+            .into_iter()
+            .map(|s| {
+                Ok((s.count, s.sum, s.sum_sq, s.min.into_pyobject(py)?.into_any().unbind(), s.max.into_pyobject(py)?.into_any().unbind()))
+            })
+            .collect())
+    }
+}
+
+fn kind_of(array: &Bound<'_, PyUntypedArray>) -> PyResult<&'static str> {
+    let dtype = array.dtype();
+    let py = array.py();
+    if dtype.is_equiv_to(&numpy::dtype::<f64>(py)) {
+        Ok("f64")
+    } else if dtype.is_equiv_to(&numpy::dtype::<i64>(py)) {
+        Ok("i64")
+    } else if dtype.is_equiv_to(&numpy::dtype::<u64>(py)) {
+        Ok("u64")
+    } else {
+        Err(PyTypeError::new_err(format!(
+            "expected a float64, int64 or uint64 array, got {dtype}"
+        )))
+    }
+}
+
+fn contiguous<'py, K: Key + numpy::Element>(
+    array: &Bound<'py, PyUntypedArray>,
+) -> PyResult<PyReadonlyArray1<'py, K>> {
+    let typed = array.cast::<PyArray1<K>>()?;
+    Ok(typed.readonly())
+}
+
+/// Index `values` in blocks of `block_len` rows with `edges`; each block's bytes.
+#[pyfunction]
+fn build_blocks<'py>(
+    py: Python<'py>,
+    values: &Bound<'py, PyUntypedArray>,
+    edges: &Bound<'py, PyUntypedArray>,
+    block_len: usize,
+) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    let kind = kind_of(values)?;
+    if kind_of(edges)? != kind {
+        return Err(PyTypeError::new_err(
+            "values and edges must have the same dtype",
+        ));
+    }
+    macro_rules! go {
+        ($k:ty) => {{
+            let v = contiguous::<$k>(values)?;
+            let e = contiguous::<$k>(edges)?;
+            let (v, e) = (v.as_slice()?, e.as_slice()?);
+            py.detach(|| column::build_blocks::<$k>(v, e, block_len))
+        }};
+    }
+    let blocks = match kind {
+        "f64" => go!(f64),
+        "i64" => go!(i64),
+        _ => go!(u64),
+    }
+    .map_err(to_py)?;
+    Ok(blocks.iter().map(|b| PyBytes::new(py, b)).collect())
+}
+
+/// Equal-weight bin edges from a sample (same dtype as the sample).
+#[pyfunction]
+fn equal_weight_edges<'py>(
+    py: Python<'py>,
+    sample: &Bound<'py, PyUntypedArray>,
+    nbins: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    macro_rules! go {
+        ($k:ty) => {{
+            let s = contiguous::<$k>(sample)?;
+            let s = s.as_slice()?;
+            let edges = py.detach(|| binning::equal_weight_edges::<$k>(s, nbins));
+            Ok(edges.into_pyarray(py).into_any())
+        }};
+    }
+    match kind_of(sample)? {
+        "f64" => go!(f64),
+        "i64" => go!(i64),
+        _ => go!(u64),
+    }
+}
+
+/// Round float edges to `digits` significant decimal digits.
+#[pyfunction]
+fn round_edges<'py>(
+    py: Python<'py>,
+    edges: PyReadonlyArray1<'py, f64>,
+    digits: u32,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    Ok(binning::round_edges(edges.as_slice()?, digits).into_pyarray(py))
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<RowSet>()?;
+    m.add_class::<IndexFile>()?;
+    m.add_class::<Column>()?;
+    m.add_function(wrap_pyfunction!(build_blocks, m)?)?;
+    m.add_function(wrap_pyfunction!(equal_weight_edges, m)?)?;
+    m.add_function(wrap_pyfunction!(round_edges, m)?)?;
+    m.add("CorruptBlockError", m.py().get_type::<CorruptBlockError>())?;
+    Ok(())
+}

@@ -1,0 +1,189 @@
+"""The public entry point: a data file, its variables, its index, and queries."""
+
+from __future__ import annotations
+
+import os
+from types import TracebackType
+from typing import Any
+
+from quarry.errors import IndexMissingError, QuarryError, ShapeMismatchError
+from quarry.expr import parse
+from quarry.expr.ast import Var
+from quarry.expr.names import resolve
+from quarry.expr.plan import compile_plan
+from quarry.formats import open_source
+from quarry.formats.base import VariableInfo
+from quarry.index import BuildOptions, IndexStore, build_index, default_index_path
+from quarry.index.build import DEFAULT_BLOCK_LEN
+from quarry.query import Executor, Selection, Table
+
+
+def open(path: str | os.PathLike[str], index: str | os.PathLike[str] | None = None) -> Dataset:
+    """Open a data file for indexing and querying.
+
+    ``index`` is where its index lives (default: beside the file, ``<file>.qidx``);
+    give another path when the data directory is read-only.
+
+    Examples
+    --------
+    >>> import quarry, h5py, numpy as np, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "run.h5")
+    >>> with h5py.File(path, "w") as f:
+    ...     _ = f.create_dataset("energy", data=np.linspace(0, 2, 101))
+    >>> ds = quarry.open(path)
+    >>> _ = ds.build_index()
+    >>> ds.query("energy > 1.3").count()
+    35
+    >>> ds.close()
+    """
+    return Dataset(os.fspath(path), None if index is None else os.fspath(index))
+
+
+class Dataset:
+    """One data file, opened read-only, with its index if it has one."""
+
+    def __init__(self, path: str, index_path: str | None = None) -> None:
+        self.path = path
+        self.driver = open_source(path)
+        self.index_path = index_path or default_index_path(path)
+        self._store: IndexStore | None = None
+
+    # -- variables -------------------------------------------------------
+    def variables(self) -> list[VariableInfo]:
+        """Every array in the file (unsupported ones carry a ``problem``)."""
+        return self.driver.variables()
+
+    def variable(self, name: str) -> VariableInfo:
+        """The variable ``name`` refers to (full path, or bare name when unique)."""
+        return resolve(name, self.variables(), self.path)
+
+    # -- index -----------------------------------------------------------
+    @property
+    def has_index(self) -> bool:
+        return os.path.exists(self.index_path)
+
+    @property
+    def index(self) -> IndexStore:
+        """The opened index; raises if missing, damaged, or stale."""
+        if self._store is None:
+            if not self.has_index:
+                raise IndexMissingError(
+                    f"{self.path} has no index at {self.index_path}; build one with: "
+                    f"quarry index {self.path}"
+                )
+            self._store = IndexStore(self.index_path, self.path)
+        return self._store
+
+    def build_index(
+        self,
+        variables: list[str] | None = None,
+        *,
+        bins: int | None = None,
+        precision: int | None = None,
+        block_len: int | None = None,
+    ) -> dict[str, Any]:
+        """Index ``variables`` (default: every supported one); replaces any old index.
+
+        Returns the index manifest. See :class:`quarry.index.BuildOptions` for the options.
+        """
+        if variables is None:
+            chosen = [v for v in self.variables() if v.problem is None]
+        else:
+            chosen = [self.variable(name) for name in variables]
+        defaults = BuildOptions()
+        options = BuildOptions(
+            bins=bins or defaults.bins,
+            precision=precision,
+            block_len=block_len or defaults.block_len,
+        )
+        self._store = None
+        return build_index(self.driver, chosen, self.index_path, options)
+
+    # -- queries ---------------------------------------------------------
+    def query(self, query: str) -> Selection:
+        """Rows where ``query`` is true; see :class:`quarry.query.Selection`.
+
+        Variables must share one shape (they form one table, position by
+        position). Indexed variables are answered from the index, others by
+        reading the data; a stale or damaged index is an error, never a wrong answer.
+        """
+        cond = parse(query)
+        variables = self.variables()
+        resolved: dict[str, VariableInfo] = {}
+
+        def lookup(var: Var) -> VariableInfo:
+            info = resolved.get(var.name)
+            if info is None:
+                info = resolve(var.name, variables, self.path)
+                if info.problem is not None:
+                    from quarry.errors import UnsupportedVariableError
+
+                    raise UnsupportedVariableError(f"cannot query {info.path}: {info.problem}")
+                resolved[var.name] = info
+            return info
+
+        plan = compile_plan(cond, lookup, query)
+        # Every variable the query names forms the table, even one whose
+        # comparison folded away (``nan < x`` is unknown on every row of x).
+        used = list({v.path: v for v in resolved.values()}.values())
+        if not used:
+            raise QuarryError(f"query {query!r} names no variable")
+        shapes = {v.shape for v in used}
+        if len(shapes) > 1:
+            listing = ", ".join(f"{v.path} {v.shape}" for v in used)
+            raise ShapeMismatchError(f"variables in one query must have one shape: {listing}")
+        store = self.index if self.has_index else None
+        block_len = store.block_len if store is not None else DEFAULT_BLOCK_LEN
+        table = Table(used[0].shape, block_len)
+        return Selection(self, query, plan, Executor(self.driver, store, table))
+
+    # -- description -----------------------------------------------------
+    def info(self) -> dict[str, Any]:
+        """Variables, shapes, dtypes, and what is indexed (JSON-ready)."""
+        indexed: dict[str, Any] = {}
+        index_state: dict[str, Any] = {"path": self.index_path, "exists": self.has_index}
+        if self.has_index:
+            try:
+                indexed = self.index.variables
+                index_state["block_len"] = self.index.block_len
+                index_state["bytes"] = os.path.getsize(self.index_path)
+                index_state["state"] = "ok"
+            except QuarryError as exc:
+                index_state["state"] = "unusable"
+                index_state["error"] = str(exc)
+        out = []
+        for v in self.variables():
+            entry: dict[str, Any] = {
+                "path": v.path,
+                "name": v.name,
+                "shape": list(v.shape),
+                "dtype": str(v.dtype),
+                "chunks": list(v.chunks) if v.chunks else None,
+                "compression": v.compression,
+                "indexed": v.path in indexed,
+            }
+            if v.path in indexed:
+                entry["bins"] = len(indexed[v.path]["edges"]) + 1
+            if v.problem:
+                entry["unsupported"] = v.problem
+            out.append(entry)
+        return {"file": self.path, "index": index_state, "variables": out}
+
+    # -- lifetime --------------------------------------------------------
+    def close(self) -> None:
+        self._store = None
+        self.driver.close()
+
+    def __enter__(self) -> Dataset:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"quarry.open({self.path!r})"

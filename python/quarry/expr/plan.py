@@ -1,0 +1,340 @@
+"""Syntax tree -> plan: what the executor evaluates.
+
+Comparisons of one variable with a number become :class:`RangeLeaf` nodes with
+an exact interval in the variable's key domain (float64 for floats, int64 or
+uint64 for integers); these are what an index answers. Every other
+comparison becomes a :class:`ScanLeaf`, evaluated in float64 on the rows that
+can still matter. Ranges on the same variable under one AND are merged, so
+``1.5 < energy < 1.6`` is a single index lookup.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+import numpy.typing as npt
+
+from quarry.errors import QuerySyntaxError
+from quarry.expr.ast import (
+    And,
+    Arith,
+    BinOp,
+    Call,
+    Compare,
+    Cond,
+    Neg,
+    Not,
+    Num,
+    Or,
+    Var,
+)
+from quarry.formats.base import VariableInfo
+
+Number = int | float
+_I64 = (-(2**63), 2**63 - 1)
+_U64 = (0, 2**64 - 1)
+
+
+def key_kind(dtype: np.dtype[np.generic]) -> str:
+    """The key domain a dtype is indexed and compared in: ``f64``, ``i64`` or ``u64``."""
+    return {"f": "f64", "i": "i64", "u": "u64"}[dtype.kind]
+
+
+KEY_DTYPES = {"f64": np.dtype("f8"), "i64": np.dtype("i8"), "u64": np.dtype("u8")}
+
+
+@dataclass(frozen=True)
+class Interval:
+    """``lo (<|<=) x (<|<=) hi`` in one key domain; ``empty`` matches nothing."""
+
+    kind: str
+    lo: Number
+    lo_incl: bool
+    hi: Number
+    hi_incl: bool
+    empty: bool = False
+
+    def mask(self, values: npt.NDArray[np.generic]) -> npt.NDArray[np.bool_]:
+        """Exact membership of stored values (missing values are not members)."""
+        keys = values.astype(KEY_DTYPES[self.kind], copy=False)
+        if self.empty:
+            return np.zeros(keys.shape, dtype=bool)
+        above = keys >= self.lo if self.lo_incl else keys > self.lo
+        below = keys <= self.hi if self.hi_incl else keys < self.hi
+        return np.asarray(above & below)
+
+    def intersect(self, other: Interval) -> Interval:
+        if self.empty or other.empty:
+            return replace(self, empty=True)
+        if other.lo > self.lo or (other.lo == self.lo and not other.lo_incl):
+            lo, lo_incl = other.lo, other.lo_incl
+        else:
+            lo, lo_incl = self.lo, self.lo_incl
+        if other.hi < self.hi or (other.hi == self.hi and not other.hi_incl):
+            hi, hi_incl = other.hi, other.hi_incl
+        else:
+            hi, hi_incl = self.hi, self.hi_incl
+        empty = lo > hi or (lo == hi and not (lo_incl and hi_incl))
+        return Interval(self.kind, lo, lo_incl, hi, hi_incl, empty)
+
+
+@dataclass(frozen=True)
+class RangeLeaf:
+    var: VariableInfo
+    interval: Interval
+
+
+@dataclass(frozen=True)
+class ScanLeaf:
+    """``left op right`` over arbitrary arithmetic, evaluated in float64."""
+
+    op: str
+    left: Arith
+    right: Arith
+    variables: tuple[VariableInfo, ...]
+
+
+@dataclass(frozen=True)
+class Const:
+    """True, False, or None (unknown) for every row."""
+
+    value: bool | None
+
+
+@dataclass(frozen=True)
+class AndNode:
+    items: tuple[PlanNode, ...]
+
+
+@dataclass(frozen=True)
+class OrNode:
+    items: tuple[PlanNode, ...]
+
+
+@dataclass(frozen=True)
+class NotNode:
+    operand: PlanNode
+
+
+PlanNode = RangeLeaf | ScanLeaf | Const | AndNode | OrNode | NotNode
+
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+
+
+def float_interval(op: str, literal: Number) -> Interval | None:
+    """Interval of float64 values ``x`` with ``x op literal``, compared exactly.
+
+    A literal that is not a float64 (a huge integer) is compared exactly too.
+    Returns None for a NaN literal (every comparison with it is unknown).
+
+    Examples
+    --------
+    >>> float_interval(">", 2**53 + 1)  # no float64 lies between 2**53 and 2**53+1
+    Interval(kind='f64', lo=9007199254740992.0, lo_incl=False, hi=inf, hi_incl=True, empty=False)
+    """
+    try:
+        f = float(literal)
+    except OverflowError:
+        f = math.inf if literal > 0 else -math.inf
+    if math.isnan(f):
+        return None
+    inf = math.inf
+    exact, below = f == literal, f < literal
+    if op == "==":
+        return Interval("f64", f, True, f, True, empty=not exact)
+    if op in (">", ">="):
+        incl = (op == ">=" and exact) or (not exact and not below)
+        return Interval("f64", f, incl, inf, True)
+    incl = (op == "<=" and exact) or (not exact and below)
+    return Interval("f64", -inf, True, f, incl)
+
+
+def int_interval(op: str, literal: Number, kind: str) -> Interval | None:
+    """Interval of integers ``x`` with ``x op literal``, exact for any literal.
+
+    Examples
+    --------
+    >>> int_interval(">", 2.5, "i64")
+    Interval(kind='i64', lo=3, lo_incl=True, hi=9223372036854775807, hi_incl=True, empty=False)
+    >>> int_interval("<", 0, "u64").empty
+    True
+    """
+    if isinstance(literal, float) and math.isnan(literal):
+        return None
+    lo_dom, hi_dom = _I64 if kind == "i64" else _U64
+    lo, hi = lo_dom, hi_dom
+    if isinstance(literal, float) and math.isinf(literal):
+        if (op in (">", ">=")) == (literal > 0) or op == "==":
+            return Interval(kind, lo, True, hi, True, empty=True)
+        return Interval(kind, lo, True, hi, True)
+    floor, ceil = math.floor(literal), math.ceil(literal)
+    if op == ">":
+        lo = floor + 1
+    elif op == ">=":
+        lo = ceil
+    elif op == "<":
+        hi = ceil - 1
+    elif op == "<=":
+        hi = floor
+    else:  # ==
+        if floor != ceil:
+            return Interval(kind, lo_dom, True, hi_dom, True, empty=True)
+        lo = hi = floor
+    lo, hi = max(lo, lo_dom), min(hi, hi_dom)
+    return Interval(kind, lo, True, hi, True, empty=lo > hi)
+
+
+def fold(node: Arith) -> Arith:
+    """Fold arithmetic on constants (``2*3``, ``-1e-3``) into numbers."""
+    match node:
+        case Neg(operand=x):
+            x = fold(x)
+            return Num(-x.value, node.pos) if isinstance(x, Num) else Neg(x, node.pos)
+        case BinOp(op=op, left=left, right=right):
+            left, right = fold(left), fold(right)
+            if isinstance(left, Num) and isinstance(right, Num):
+                return Num(_apply(op, left.value, right.value), node.pos)
+            return BinOp(op, left, right, node.pos)
+        case Call(func=func, args=args):
+            folded = tuple(fold(a) for a in args)
+            if all(isinstance(a, Num) for a in folded):
+                vals = [float(a.value) for a in folded if isinstance(a, Num)]
+                with np.errstate(all="ignore"):
+                    return Num(float(FUNCS[func](*vals)), node.pos)
+            return Call(func, folded, node.pos)
+    return node
+
+
+def _apply(op: str, a: Number, b: Number) -> Number:
+    if isinstance(a, int) and isinstance(b, int) and op in "+-*":
+        return {"+": a + b, "-": a - b, "*": a * b}[op]
+    with np.errstate(all="ignore"):
+        return float(ARITH[op](np.float64(a), np.float64(b)))
+
+
+ARITH: dict[str, Callable[..., npt.NDArray[np.float64]]] = {
+    "+": np.add,
+    "-": np.subtract,
+    "*": np.multiply,
+    "/": np.true_divide,
+    "**": np.power,
+}
+FUNCS: dict[str, Callable[..., npt.NDArray[np.float64]]] = {
+    "sqrt": np.sqrt,
+    "abs": np.abs,
+    "exp": np.exp,
+    "log": np.log,
+    "log10": np.log10,
+    "min": np.fmin,
+    "max": np.fmax,
+}
+
+
+def compile_plan(cond: Cond, resolve: Callable[[Var], VariableInfo], query: str = "") -> PlanNode:
+    """Turn a parsed condition into a plan, resolving every name."""
+
+    def arith(node: Arith) -> Arith:
+        return fold(_resolved(node, resolve))
+
+    def build(node: Cond) -> PlanNode:
+        match node:
+            case Not(operand=x):
+                return NotNode(build(x))
+            case Or(items=items):
+                return OrNode(tuple(build(x) for x in items))
+            case And(items=items):
+                return merge_ranges(AndNode(tuple(build(x) for x in items)))
+            case Compare(op=op, left=left, right=right):
+                left, right = arith(left), arith(right)
+                if isinstance(left, Num) and isinstance(right, Var):
+                    left, right, op = right, left, _FLIP[op]
+                if isinstance(left, Var) and isinstance(right, Num):
+                    return range_leaf(resolve(left), op, right.value)
+                if isinstance(left, Num) and isinstance(right, Num):
+                    return Const(_compare_numbers(op, left.value, right.value))
+                variables = tuple(
+                    {resolve(v).path: resolve(v) for v in _vars(left) + _vars(right)}.values()
+                )
+                return ScanLeaf(op, left, right, variables)
+        raise QuerySyntaxError("unsupported expression", query, getattr(node, "pos", 0))
+
+    return build(cond)
+
+
+def _resolved(node: Arith, resolve: Callable[[Var], VariableInfo]) -> Arith:
+    """``node`` with every name replaced by its variable's full path."""
+    match node:
+        case Var():
+            return Var(resolve(node).path, node.pos)
+        case Neg(operand=x):
+            return Neg(_resolved(x, resolve), node.pos)
+        case BinOp(op=op, left=a, right=b):
+            return BinOp(op, _resolved(a, resolve), _resolved(b, resolve), node.pos)
+        case Call(func=func, args=args):
+            return Call(func, tuple(_resolved(a, resolve) for a in args), node.pos)
+    return node
+
+
+def _vars(node: Arith) -> list[Var]:
+    from quarry.expr.ast import variables
+
+    return variables(node)
+
+
+def _compare_numbers(op: str, a: Number, b: Number) -> bool | None:
+    if any(isinstance(x, float) and math.isnan(x) for x in (a, b)):
+        return None
+    return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[op]
+
+
+def range_leaf(var: VariableInfo, op: str, literal: Number) -> PlanNode:
+    """``var op literal`` as one or two range leaves (``!=`` is ``<`` or ``>``)."""
+    if op == "!=":
+        return OrNode((range_leaf(var, "<", literal), range_leaf(var, ">", literal)))
+    kind = key_kind(var.dtype)
+    iv = float_interval(op, literal) if kind == "f64" else int_interval(op, literal, kind)
+    if iv is None:
+        return Const(None)
+    return RangeLeaf(var, iv)
+
+
+def merge_ranges(node: AndNode) -> PlanNode:
+    """Intersect range leaves on the same variable under one AND."""
+    merged: dict[str, RangeLeaf] = {}
+    others: list[PlanNode] = []
+    for item in node.items:
+        if isinstance(item, RangeLeaf):
+            prev = merged.get(item.var.path)
+            merged[item.var.path] = (
+                item
+                if prev is None
+                else RangeLeaf(item.var, prev.interval.intersect(item.interval))
+            )
+        else:
+            others.append(item)
+    items = (*merged.values(), *others)
+    return items[0] if len(items) == 1 else AndNode(items)
+
+
+def plan_variables(node: PlanNode) -> list[VariableInfo]:
+    """Every variable the plan reads, once each, in order of first use."""
+    out: dict[str, VariableInfo] = {}
+
+    def walk(n: PlanNode) -> None:
+        match n:
+            case RangeLeaf(var=v):
+                out.setdefault(v.path, v)
+            case ScanLeaf(variables=vs):
+                for v in vs:
+                    out.setdefault(v.path, v)
+            case AndNode(items=items) | OrNode(items=items):
+                for x in items:
+                    walk(x)
+            case NotNode(operand=x):
+                walk(x)
+
+    walk(node)
+    return list(out.values())

@@ -1,0 +1,123 @@
+"""The array I/O interface every format driver implements.
+
+A driver lists variables and reads flat, row-major element ranges of one of
+them into NumPy arrays. Everything else (names, indexes, queries) is built on
+these few calls, so a new format is one small module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+#: dtypes Quarry indexes and queries; float16, complex, strings and compounds are not.
+SUPPORTED_DTYPES = frozenset(
+    np.dtype(t).str[1:] for t in ("i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8")
+)
+MAX_RANK = 4
+
+#: Positions are read in spans of this many elements when a driver cannot
+#: address single elements cheaply.
+GATHER_SPAN = 1 << 18
+
+
+@dataclass(frozen=True)
+class VariableInfo:
+    """What a driver knows of one variable, without reading its values."""
+
+    path: str
+    shape: tuple[int, ...]
+    dtype: np.dtype[np.generic]
+    chunks: tuple[int, ...] | None = None
+    compression: str | None = None
+    problem: str | None = None
+    """Why Quarry cannot index or query this variable; ``None`` if it can."""
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+def variable_problem(shape: tuple[int, ...], dtype: np.dtype[np.generic]) -> str | None:
+    """The reason a variable of this shape and dtype is unsupported, or ``None``.
+
+    Examples
+    --------
+    >>> variable_problem((10,), np.dtype("f4")) is None
+    True
+    >>> variable_problem((10,), np.dtype("c8"))
+    'dtype complex64 is not supported (integers and float32/float64 are)'
+    """
+    if dtype.str[1:] not in SUPPORTED_DTYPES:
+        return f"dtype {dtype} is not supported (integers and float32/float64 are)"
+    if not 1 <= len(shape) <= MAX_RANK:
+        return f"rank {len(shape)} is not supported (1 to {MAX_RANK} dimensions are)"
+    return None
+
+
+class Driver(Protocol):
+    """One open data file."""
+
+    path: str
+
+    def variables(self) -> list[VariableInfo]:
+        """Every array in the file, supported or not."""
+        ...
+
+    def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
+        """Elements ``[start, stop)`` of ``var`` in flat row-major order, native byte order."""
+        ...
+
+    def gather(self, var: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
+        """Elements at ascending flat ``positions``."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def gather_by_spans(
+    driver: Driver, var: str, size: int, positions: npt.NDArray[np.int64]
+) -> npt.NDArray[np.generic]:
+    """Gather through ``driver.read`` one span at a time, reading only spans with hits.
+
+    The fallback for storage that cannot address single elements cheaply
+    (chunked or compressed data).
+    """
+    if len(positions) == size:
+        return driver.read(var, 0, size)
+    parts = []
+    i = 0
+    while i < len(positions):
+        start = int(positions[i]) // GATHER_SPAN * GATHER_SPAN
+        stop = min(start + GATHER_SPAN, size)
+        j = i + int(np.searchsorted(positions[i:], stop))
+        if j - i == 1:
+            parts.append(driver.read(var, int(positions[i]), int(positions[i]) + 1))
+        else:
+            parts.append(driver.read(var, start, stop)[positions[i:j] - start])
+        i = j
+    if not parts:
+        return driver.read(var, 0, 0)
+    return np.concatenate(parts)
+
+
+def covering_rows(shape: tuple[int, ...], start: int, stop: int) -> tuple[int, int, int]:
+    """Leading-axis rows ``[r0, r1)`` that cover flat elements ``[start, stop)``,
+    and the flat offset of ``start`` within them.
+
+    Examples
+    --------
+    >>> covering_rows((4, 5), 7, 13)
+    (1, 3, 2)
+    """
+    row = int(np.prod(shape[1:], dtype=np.int64)) if len(shape) > 1 else 1
+    r0 = start // row
+    r1 = -(-stop // row)
+    return r0, r1, start - r0 * row

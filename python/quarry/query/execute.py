@@ -1,0 +1,237 @@
+"""Evaluating a plan over a logical table with SQL's three-valued logic.
+
+Every node evaluates to a pair of row sets ``(T, U)``: rows where it is true
+and rows where it is unknown (a missing value was read); the rest are false.
+``NOT`` swaps true and false and keeps unknown; ``AND``/``OR`` follow the SQL
+truth tables. Each node is evaluated only on a *domain*: the rows whose answer
+can still change the result. After an AND's first child, only its true or
+unknown rows remain; after an OR's, only its not-true rows. Indexed leaves use
+the domain to skip blocks, scanned leaves read values only at domain rows, so
+arithmetic runs on the surviving rows only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from quarry import _core
+from quarry.expr.ast import Arith, BinOp, Call, Neg, Num, Var
+from quarry.expr.plan import (
+    ARITH,
+    FUNCS,
+    AndNode,
+    Const,
+    NotNode,
+    OrNode,
+    PlanNode,
+    RangeLeaf,
+    ScanLeaf,
+)
+from quarry.formats.base import Driver, VariableInfo
+from quarry.index.store import IndexStore
+
+Pair = tuple[_core.RowSet, _core.RowSet]
+
+
+@dataclass(frozen=True)
+class Table:
+    """Rows of same-shaped variables, position by position, cut into blocks."""
+
+    shape: tuple[int, ...]
+    block_len: int
+
+    @property
+    def n_rows(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+class Executor:
+    """Evaluates plans against one file and (optionally) its index."""
+
+    def __init__(self, driver: Driver, store: IndexStore | None, table: Table) -> None:
+        self.driver = driver
+        self.store = store
+        self.table = table
+        self._missing: dict[str, _core.RowSet] = {}
+
+    # -- helpers ---------------------------------------------------------
+    def _empty(self) -> _core.RowSet:
+        return _core.RowSet.empty(self.table.n_rows, self.table.block_len)
+
+    def _full(self) -> _core.RowSet:
+        return _core.RowSet.full(self.table.n_rows, self.table.block_len)
+
+    def _from_ids(self, ids: npt.NDArray[np.int64]) -> _core.RowSet:
+        return _core.RowSet.from_ids(ids, self.table.n_rows, self.table.block_len)
+
+    def _ids(self, domain: _core.RowSet | None) -> npt.NDArray[np.int64]:
+        if domain is None:
+            return np.arange(self.table.n_rows, dtype=np.int64)
+        return domain.to_ids()
+
+    def _column(self, var: VariableInfo) -> _core.Column | None:
+        if self.store is None or var.path not in self.store.variables:
+            return None
+        return self.store.column(var.path)
+
+    def _gather(self, var: VariableInfo, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
+        if len(ids) == self.table.n_rows:
+            return self.driver.read(var.path, 0, self.table.n_rows)
+        return self.driver.gather(var.path, ids)
+
+    def _missing_rows(self, var: VariableInfo, col: _core.Column) -> _core.RowSet:
+        rows = self._missing.get(var.path)
+        if rows is None:
+            try:
+                rows = col.missing()
+            except _core.CorruptBlockError as exc:
+                assert self.store is not None
+                raise self.store.damaged(var.path, exc) from None
+            self._missing[var.path] = rows
+        return rows
+
+    # -- entry points ----------------------------------------------------
+    def rows(self, plan: PlanNode) -> _core.RowSet:
+        """Rows where the plan is true."""
+        return self.eval(plan, None)[0]
+
+    def count(self, plan: PlanNode) -> int:
+        """Number of rows where the plan is true; a single indexed range is
+        counted from per-bin counts plus its checked candidates."""
+        if isinstance(plan, RangeLeaf) and not plan.interval.empty:
+            col = self._column(plan.var)
+            if col is not None:
+                iv = plan.interval
+                try:
+                    sure, cand = col.count(iv.lo, iv.lo_incl, iv.hi, iv.hi_incl)
+                except _core.CorruptBlockError as exc:
+                    assert self.store is not None
+                    raise self.store.damaged(plan.var.path, exc) from None
+                return int(sure) + len(self._check(plan, cand))
+        return len(self.rows(plan))
+
+    # -- evaluation ------------------------------------------------------
+    def eval(self, node: PlanNode, domain: _core.RowSet | None) -> Pair:
+        match node:
+            case RangeLeaf():
+                return self._range(node, domain)
+            case ScanLeaf():
+                return self._scan(node, domain)
+            case Const(value=value):
+                everything = domain if domain is not None else self._full()
+                if value is True:
+                    return everything, self._empty()
+                if value is None:
+                    return self._empty(), everything
+                return self._empty(), self._empty()
+            case NotNode(operand=x):
+                t, u = self.eval(x, domain)
+                everything = domain if domain is not None else self._full()
+                return everything - t - u, u
+            case AndNode(items=items):
+                return self._and(_cheapest_first(items), domain)
+            case OrNode(items=items):
+                return self._or(_cheapest_first(items), domain)
+        raise TypeError(node)
+
+    def _and(self, items: list[PlanNode], domain: _core.RowSet | None) -> Pair:
+        t, u = self.eval(items[0], domain)
+        for item in items[1:]:
+            live = t | u
+            if live.is_empty():
+                break
+            t2, u2 = self.eval(item, live)
+            t, u = t & t2, (u & (t2 | u2)) | (t & u2)
+        return t, u
+
+    def _or(self, items: list[PlanNode], domain: _core.RowSet | None) -> Pair:
+        t, u = self.eval(items[0], domain)
+        for item in items[1:]:
+            rest = (domain if domain is not None else self._full()) - t
+            if rest.is_empty():
+                break
+            t2, u2 = self.eval(item, rest)
+            t, u = t | t2, (u - t2) | u2
+        return t, u
+
+    def _check(self, leaf: RangeLeaf, cand: _core.RowSet) -> _core.RowSet:
+        """The candidates whose stored value really is inside the interval."""
+        if cand.is_empty():
+            return cand
+        ids = cand.to_ids()
+        values = self.driver.gather(leaf.var.path, ids)
+        return self._from_ids(ids[leaf.interval.mask(values)])
+
+    def _range(self, leaf: RangeLeaf, domain: _core.RowSet | None) -> Pair:
+        iv = leaf.interval
+        col = self._column(leaf.var)
+        if col is None:
+            ids = self._ids(domain)
+            values = self._gather(leaf.var, ids)
+            unknown = np.isnan(values) if values.dtype.kind == "f" else None
+            t = self._from_ids(ids[iv.mask(values)])
+            u = self._from_ids(ids[unknown]) if unknown is not None else self._empty()
+            return t, u
+        missing = self._missing_rows(leaf.var, col)
+        u = missing if domain is None else missing & domain
+        if iv.empty:
+            return self._empty(), u
+        try:
+            sure, cand = col.leaf(iv.lo, iv.lo_incl, iv.hi, iv.hi_incl, domain)
+        except _core.CorruptBlockError as exc:
+            assert self.store is not None
+            raise self.store.damaged(leaf.var.path, exc) from None
+        return sure | self._check(leaf, cand), u
+
+    def _scan(self, leaf: ScanLeaf, domain: _core.RowSet | None) -> Pair:
+        ids = self._ids(domain)
+        columns = {v.path: self._gather(v, ids).astype(np.float64) for v in leaf.variables}
+        with np.errstate(all="ignore"):
+            left = evaluate(leaf.left, columns)
+            right = evaluate(leaf.right, columns)
+            valid = ~(np.isnan(left) | np.isnan(right))
+            hit = _COMPARE[leaf.op](left, right) & valid
+        hit = np.broadcast_to(hit, ids.shape)
+        valid = np.broadcast_to(valid, ids.shape)
+        return self._from_ids(ids[hit]), self._from_ids(ids[~valid])
+
+
+_COMPARE = {
+    "<": np.less,
+    "<=": np.less_equal,
+    ">": np.greater,
+    ">=": np.greater_equal,
+    "==": np.equal,
+    "!=": np.not_equal,
+}
+
+
+def evaluate(node: Arith, columns: dict[str, npt.NDArray[np.float64]]) -> npt.NDArray[np.float64]:
+    """Evaluate arithmetic in float64; names are the resolved variable paths.
+
+    Examples
+    --------
+    >>> from quarry.expr.ast import BinOp, Var, Num
+    >>> evaluate(BinOp("*", Var("/x", 0), Num(2, 0), 0), {"/x": np.array([1.0, 3.0])})
+    array([2., 6.])
+    """
+    match node:
+        case Num(value=v):
+            return np.asarray(float(v))
+        case Var(name=path):
+            return columns[path]
+        case Neg(operand=x):
+            return -evaluate(x, columns)
+        case BinOp(op=op, left=a, right=b):
+            return ARITH[op](evaluate(a, columns), evaluate(b, columns))
+        case Call(func=func, args=args):
+            return FUNCS[func](*(evaluate(a, columns) for a in args))
+    raise TypeError(node)
+
+
+def _cheapest_first(items: tuple[PlanNode, ...]) -> list[PlanNode]:
+    """Index lookups before scans, so scans see the smallest domain."""
+    return sorted(items, key=lambda n: 0 if isinstance(n, RangeLeaf) else 1)

@@ -1,0 +1,87 @@
+"""A query's answer: the rows where it is true, and what can be read at them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from quarry import _core
+from quarry.errors import ShapeMismatchError
+from quarry.expr.plan import PlanNode
+from quarry.query.execute import Executor
+
+if TYPE_CHECKING:
+    from quarry.dataset import Dataset
+
+
+class Selection:
+    """Rows of a logical table where a query is true. Evaluated lazily, once.
+
+    Examples
+    --------
+    >>> import quarry, h5py, numpy as np, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "d.h5")
+    >>> with h5py.File(path, "w") as f:
+    ...     _ = f.create_dataset("energy", data=np.array([0.5, 1.5, np.nan, 2.5]))
+    ...     _ = f.create_dataset("x", data=np.array([10, 20, 30, 40]))
+    >>> with quarry.open(path) as ds:
+    ...     sel = ds.query("energy > 1 && x < 35")
+    ...     print(sel.count(), sel.ids(), sel.values("x"))
+    1 [1] [20]
+    """
+
+    def __init__(self, dataset: Dataset, query: str, plan: PlanNode, executor: Executor) -> None:
+        self.dataset = dataset
+        self.query = query
+        self.plan = plan
+        self._executor = executor
+        self._rows: _core.RowSet | None = None
+        self._count: int | None = None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of the logical table the query ran over."""
+        return self._executor.table.shape
+
+    @property
+    def rows(self) -> _core.RowSet:
+        if self._rows is None:
+            self._rows = self._executor.rows(self.plan)
+        return self._rows
+
+    def count(self) -> int:
+        """Number of rows where the query is true."""
+        if self._count is None:
+            self._count = (
+                len(self._rows) if self._rows is not None else (self._executor.count(self.plan))
+            )
+        return self._count
+
+    def ids(self) -> npt.NDArray[np.int64]:
+        """Flat row-major positions of the hits, ascending."""
+        return self.rows.to_ids()
+
+    def coords(self) -> npt.NDArray[np.int64]:
+        """N-d indices of the hits, one row per hit (shape ``(count, ndim)``)."""
+        ids = self.ids()
+        return np.stack(np.unravel_index(ids, self.shape), axis=1).astype(np.int64)
+
+    def values(self, name: str) -> npt.NDArray[np.generic]:
+        """Values of variable ``name`` at the hits (any variable of the table's shape)."""
+        var = self.dataset.variable(name)
+        if var.shape != self.shape:
+            raise ShapeMismatchError(
+                f"{var.path} has shape {var.shape} but the query ran over shape {self.shape}"
+            )
+        ids = self.ids()
+        if len(ids) == 0:
+            return np.empty(0, dtype=var.dtype)
+        return self.dataset.driver.gather(var.path, ids)
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __repr__(self) -> str:
+        return f"Selection({self.query!r}, shape={self.shape})"

@@ -1,0 +1,165 @@
+"""The command line as a user meets it: stable output forms and one-line errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+
+QUARRY = [sys.executable, "-m", "quarry.cli.main"]
+
+
+def run(*args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([*QUARRY, *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == code, (proc.stdout, proc.stderr)
+    if code:
+        assert "Traceback" not in proc.stderr
+    return proc
+
+
+@pytest.fixture(scope="module")
+def run_h5(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("cli") / "run.h5")
+    rng = np.random.default_rng(3)
+    with h5py.File(path, "w") as f:
+        f["Step#0/energy"] = rng.exponential(0.4, 20_000).astype("f4")
+        f["Step#0/x"] = rng.uniform(0, 200, 20_000).astype("f4")
+        f["Step#0/y"] = rng.uniform(0, 200, 20_000).astype("f4")
+        f["Step#0/z"] = rng.uniform(0, 200, 20_000).astype("f4")
+        f["Step#0/mesh"] = rng.normal(size=(20, 30))
+        f["Step#1/z"] = rng.uniform(0, 200, 20_000).astype("f4")
+        f["notes"] = np.zeros(3, dtype="c16")
+    run("index", path)
+    return path
+
+
+def columns(path):
+    with h5py.File(path) as f:
+        return {k: f["Step#0"][k][()] for k in ("energy", "x", "y")}
+
+
+def test_count_json(run_h5):
+    out = json.loads(run("query", run_h5, "energy > 1.3 && x < 100", "--count", "--json").stdout)
+    c = columns(run_h5)
+    assert out["count"] == int(((c["energy"] > 1.3) & (c["x"] < 100)).sum())
+    assert run("query", run_h5, "energy > 1.3").stdout.strip() == str(
+        int((c["energy"] > 1.3).sum())
+    )
+
+
+def test_ids_to_npy(run_h5, tmp_path):
+    out = str(tmp_path / "hits.npy")
+    run("query", run_h5, "energy > 1.3", "--ids", "--out", out)
+    ids = np.load(out)
+    assert ids.dtype == np.int64 and ids.ndim == 1
+    np.testing.assert_array_equal(ids, np.flatnonzero(columns(run_h5)["energy"] > 1.3))
+
+
+@pytest.mark.parametrize("ext", [".npy", ".csv", ".h5"])
+def test_values_by_extension(run_h5, tmp_path, ext):
+    out = str(tmp_path / f"sel{ext}")
+    run("query", run_h5, "1.2 < energy < 1.3", "--values", "x,y,/Step#0/z,energy", "--out", out)
+    c = columns(run_h5)
+    hits = np.flatnonzero((c["energy"] > 1.2) & (c["energy"] < 1.3))
+    if ext == ".npy":
+        table = np.load(out)
+        got = {k: table[k] for k in ("id", "x", "energy")}
+    elif ext == ".csv":
+        with open(out, newline="") as f:
+            rows = list(csv.DictReader(f))
+        assert list(rows[0]) == ["id", "x", "y", "/Step#0/z", "energy"]
+        got = {k: np.array([float(r[k]) for r in rows]) for k in ("id", "x", "energy")}
+    else:
+        with h5py.File(out) as f:
+            got = {k: f[k][()] for k in ("id", "x", "energy")}
+            assert f.attrs["query"] == "1.2 < energy < 1.3"
+    np.testing.assert_array_equal(got["id"], hits)
+    np.testing.assert_array_equal(got["x"].astype("f4"), c["x"][hits])
+    np.testing.assert_array_equal(got["energy"].astype("f4"), c["energy"][hits])
+
+
+def test_coords_of_a_2d_variable(run_h5, tmp_path):
+    out = json.loads(run("query", run_h5, "mesh > 2", "--coords", "--json").stdout)
+    with h5py.File(run_h5) as f:
+        mesh = f["Step#0/mesh"][()]
+    assert out["coords"] == np.argwhere(mesh > 2).tolist()
+
+
+def test_info_json(run_h5):
+    info = json.loads(run("info", run_h5, "--json").stdout)
+    by_path = {v["path"]: v for v in info["variables"]}
+    assert by_path["/Step#0/energy"]["indexed"] and by_path["/Step#0/energy"]["dtype"] == "float32"
+    assert "unsupported" in by_path["/notes"] and not by_path["/notes"]["indexed"]
+    assert info["index"]["state"] == "ok"
+    assert "indexed" in run("info", run_h5).stdout
+
+
+def test_malformed_query_shows_a_caret_and_exits_2(run_h5):
+    err = run("query", run_h5, "energy > > 1", code=2).stderr
+    assert "energy > > 1" in err and "\n           ^" in err
+
+
+def test_unknown_variable_names_its_neighbours(run_h5):
+    err = run("query", run_h5, "enrgy > 1", code=1).stderr
+    assert "enrgy" in err and "energy" in err and err.count("\n") == 1
+
+
+def test_ambiguous_name_lists_candidates(run_h5):
+    err = run("query", run_h5, "z > 1", code=1).stderr
+    assert "/Step#0/z" in err and "/Step#1/z" in err
+    assert run("query", run_h5, "/Step#1/z > 100").stdout.strip().isdigit()
+
+
+def test_shape_mismatch_names_both_shapes(run_h5):
+    err = run("query", run_h5, "energy > 1 && mesh > 0", code=1).stderr
+    assert "(20000,)" in err and "(20, 30)" in err
+
+
+@pytest.mark.parametrize(
+    ("setup", "words"),
+    [("missing", "no such file"), ("text", "not an HDF5 file"), ("dtype", "not supported")],
+)
+def test_bad_inputs_get_one_line(tmp_path, run_h5, setup, words):
+    target = str(tmp_path / "f.h5")
+    query = "x > 1"
+    if setup == "text":
+        with open(target, "w") as f:
+            f.write("hello")
+    elif setup == "dtype":
+        target, query = run_h5, "notes > 1"
+    err = run("query", target, query, code=1).stderr
+    assert words in err and err.count("\n") == 1
+
+
+def test_stale_index_is_refused(tmp_path):
+    path = str(tmp_path / "s.h5")
+    with h5py.File(path, "w") as f:
+        f["v"] = np.arange(10.0)
+    run("index", path)
+    with h5py.File(path, "r+") as f:
+        f["v"][0] = 100
+    err = run("query", path, "v > 1", code=1).stderr
+    assert "changed since it was indexed" in err and "quarry index" in err
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    proc = subprocess.run(
+        [*QUARRY, "--debug", "query", str(tmp_path / "nope.h5"), "x > 1"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode != 0 and "Traceback" in proc.stderr
+
+
+def test_demo_writes_a_picture(tmp_path):
+    out = run("demo", "--dir", str(tmp_path), "--rows", "50000").stdout
+    picture = tmp_path / "energy_hist.png"
+    assert picture.exists() and str(picture) in out
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert os.path.exists(tmp_path / "particles.h5.qidx")

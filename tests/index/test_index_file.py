@@ -1,0 +1,138 @@
+"""The index on disk: round trip, staleness, corruption at every byte, killed builds."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+import quarry
+from quarry.errors import CorruptIndexError, IndexMissingError, StaleIndexError
+from quarry.index import layout
+
+
+@pytest.fixture
+def small(tmp_path):
+    path = str(tmp_path / "small.h5")
+    rng = np.random.default_rng(7)
+    with h5py.File(path, "w") as f:
+        f["x"] = rng.normal(size=500)
+        f["n"] = rng.integers(-50, 50, 500).astype("i2")
+    return path
+
+
+def test_round_trip_records_provenance(small):
+    with quarry.open(small) as ds:
+        manifest = ds.build_index(bins=16, block_len=100)
+    _, read_back = layout.read(small + ".qidx")
+    assert read_back == manifest
+    entry = manifest["variables"]["/x"]
+    assert entry["key"] == "f64" and entry["dtype"] == "<f8" and entry["shape"] == [500]
+    assert len(entry["blocks"]) == 5 and len(entry["source_crc32"]) == 5
+    assert len(entry["edges"]) == 15
+    assert manifest["variables"]["/n"]["key"] == "i64"
+    assert manifest["source"]["size"] == os.path.getsize(small)
+
+
+def test_index_elsewhere_for_read_only_data(small, tmp_path):
+    elsewhere = str(tmp_path / "idx" / "small.qidx")
+    os.makedirs(os.path.dirname(elsewhere))
+    with quarry.open(small, index=elsewhere) as ds:
+        ds.build_index()
+        assert ds.query("x > 0").count() == int((h5py.File(small)["x"][()] > 0).sum())
+    assert os.path.exists(elsewhere) and not os.path.exists(small + ".qidx")
+
+
+def test_changed_source_is_refused(small):
+    with quarry.open(small) as ds:
+        ds.build_index()
+    with h5py.File(small, "r+") as f:
+        f["x"][0] = 1e9
+    with quarry.open(small) as ds, pytest.raises(StaleIndexError, match="quarry index"):
+        ds.query("x > 0").count()
+
+
+def test_missing_index_says_how_to_build(small):
+    with quarry.open(small) as ds, pytest.raises(IndexMissingError, match="quarry index"):
+        _ = ds.index
+
+
+def test_every_damaged_byte_is_an_error_or_harmless(small):
+    with quarry.open(small) as ds:
+        ds.build_index(bins=8, block_len=128)
+    idx = small + ".qidx"
+    pristine = Path(idx).read_bytes()
+    st = os.stat(small)
+    truth = {}
+    with quarry.open(small) as ds:
+        for q in ("x > 0.3", "n == 7", "x < -1 || n > 40"):
+            truth[q] = ds.query(q).ids()
+    step = max(1, len(pristine) // 1500)
+    for at in range(0, len(pristine), step):
+        bad = bytearray(pristine)
+        bad[at] ^= 0x41
+        Path(idx).write_bytes(bad)
+        os.utime(small, ns=(st.st_atime_ns, st.st_mtime_ns))
+        for q, ids in truth.items():
+            try:
+                with quarry.open(small) as ds:
+                    got = ds.query(q).ids()
+            except CorruptIndexError:
+                continue
+            np.testing.assert_array_equal(got, ids, err_msg=f"byte {at} flipped, {q}")
+
+
+@pytest.mark.parametrize("keep", [0, 15, 100, -40, -31, -1])
+def test_truncated_index_is_detected(small, keep):
+    with quarry.open(small) as ds:
+        ds.build_index()
+    idx = small + ".qidx"
+    data = Path(idx).read_bytes()
+    Path(idx).write_bytes(data[:keep])
+    with quarry.open(small) as ds, pytest.raises(CorruptIndexError):
+        ds.query("x > 0").count()
+
+
+def test_failed_build_keeps_the_old_index(small, tmp_path):
+    with quarry.open(small) as ds:
+        ds.build_index(["x"])
+    before = Path(small + ".qidx").read_bytes()
+    with h5py.File(small, "a") as f:
+        f["c"] = np.zeros(500, dtype="c8")
+    with quarry.open(small) as ds, pytest.raises(quarry.UnsupportedVariableError):
+        ds.build_index(["x", "c"])
+    assert Path(small + ".qidx").read_bytes() == before
+    assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+def test_killed_build_leaves_the_previous_index(tmp_path):
+    path = str(tmp_path / "big.h5")
+    with h5py.File(path, "w") as f:
+        for name in "abcdef":
+            f[name] = np.random.default_rng(1).normal(size=3_000_000)
+    with quarry.open(path) as ds:
+        ds.build_index(["a"])
+        expected = ds.query("a > 1").count()
+    before = Path(path + ".qidx").read_bytes()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "quarry.cli.main", "index", path, "--block-size", "4096"],
+    )
+    deadline = time.time() + 30
+    while time.time() < deadline and not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    if proc.returncode != -signal.SIGKILL:
+        pytest.skip("the build finished before it could be killed")
+    current = Path(path + ".qidx").read_bytes()
+    # Killed before the rename: the old index is intact and answers.
+    assert current == before
+    with quarry.open(path) as ds:
+        assert ds.query("a > 1").count() == expected

@@ -1,0 +1,48 @@
+"""Literal -> interval conversion is exact for every dtype and literal."""
+
+from fractions import Fraction
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from quarry.expr.plan import float_interval, int_interval
+
+OPS = ["<", "<=", ">", ">=", "=="]
+
+
+def exact(op, a, b):
+    a, b = Fraction(a), Fraction(b)
+    return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b}[op]
+
+
+literals = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([2**53 + 1, 2**63, 2**63 - 1, 2**64 - 1, 2**64, -(2**63) - 1, 0.5, -0.5]),
+)
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False), st.sampled_from(OPS), literals)
+def test_float_interval_is_exact(x, op, lit):
+    iv = float_interval(op, lit)
+    assert iv is not None
+    assert bool(iv.mask(np.array([x]))[0]) == exact(op, x, lit)
+
+
+@given(st.sampled_from(["i64", "u64"]), st.data(), st.sampled_from(OPS), literals)
+def test_int_interval_is_exact(kind, data, op, lit):
+    lo, hi = (-(2**63), 2**63 - 1) if kind == "i64" else (0, 2**64 - 1)
+    x = data.draw(st.one_of(st.integers(lo, hi), st.sampled_from([lo, hi])))
+    iv = int_interval(op, lit, kind)
+    assert iv is not None
+    dtype = np.int64 if kind == "i64" else np.uint64
+    assert bool(iv.mask(np.array([x], dtype=dtype))[0]) == exact(op, x, lit)
+
+
+def test_nan_literal_is_unknown_and_infinities_are_exact():
+    assert float_interval(">", float("nan")) is None
+    assert int_interval(">", float("nan"), "i64") is None
+    assert int_interval(">", float("inf"), "i64").empty
+    assert not int_interval("<", float("inf"), "i64").empty
+    assert float_interval("<=", float("inf")).mask(np.array([np.inf]))[0]
