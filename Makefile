@@ -3,6 +3,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?= -q
+PY_PATHS := python tests $(wildcard benches)
 
 .PHONY: help install demo test test-rust test-python lint fmt bench clean
 
@@ -28,8 +29,8 @@ test-python:
 	$(PY) -m pytest tests python/quarry --doctest-modules $(PYTEST_ARGS)
 
 lint: install  ## ruff, mypy, stubtest, cargo fmt, clippy
-	$(VENV)/bin/ruff check python tests benches
-	$(VENV)/bin/ruff format --check python tests benches
+	$(VENV)/bin/ruff check $(PY_PATHS)
+	$(VENV)/bin/ruff format --check $(PY_PATHS)
 	$(VENV)/bin/mypy
 	$(PY) -m mypy.stubtest quarry._core
 	cargo fmt --all --check
@@ -37,8 +38,8 @@ lint: install  ## ruff, mypy, stubtest, cargo fmt, clippy
 
 fmt:  ## format Rust and Python
 	cargo fmt --all
-	$(VENV)/bin/ruff format python tests benches
-	$(VENV)/bin/ruff check --fix python tests benches
+	$(VENV)/bin/ruff format $(PY_PATHS)
+	$(VENV)/bin/ruff check --fix $(PY_PATHS)
 
 bench: install  ## run the benchmark and rewrite benches/REPORT.md (needs ../shared/bench or generates data)
 	$(PY) -m pip install -q -e '.[bench]'

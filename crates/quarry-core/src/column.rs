@@ -143,6 +143,25 @@ impl<K: Key> ColumnIndex<K> {
         Ok(all - removed - missing)
     }
 
+    /// Per block, the most rows for which `x in iv` can be true or unknown
+    /// (sure + candidate + missing counts), from the headers alone. A zero
+    /// means the predicate is false on every row of the block.
+    pub fn block_bounds(&self, iv: &Interval<K>) -> Vec<u64> {
+        self.headers
+            .iter()
+            .map(|h| {
+                let plan = Self::plan(h, iv);
+                let inside: u64 = h.entries[plan.inside].iter().map(|e| e.count).sum();
+                inside
+                    + plan
+                        .boundary
+                        .iter()
+                        .map(|&i| h.entries[i].count)
+                        .sum::<u64>()
+            })
+            .collect()
+    }
+
     /// Count of rows that surely satisfy `iv`, and the candidate rows the
     /// caller must check against the values. No sure bitmap is decoded.
     pub fn count(&self, data: &[u8], iv: &Interval<K>) -> Result<(u64, RowSet)> {
@@ -310,6 +329,14 @@ mod tests {
             let (count, cand2) = col.count(&data, &iv).unwrap();
             assert_eq!(cand2, cand);
             assert_eq!(count, sure.len());
+            let bounds = col.block_bounds(&iv);
+            for (b, (bound, (s, c))) in bounds
+                .iter()
+                .zip(sure.block_counts().iter().zip(cand.block_counts()))
+                .enumerate()
+            {
+                assert_eq!(*bound, s + c, "block {b}");
+            }
         }
         assert_eq!(col.missing(&data).unwrap().len(), 100);
     }

@@ -68,6 +68,24 @@ impl RowSet {
         })
     }
 
+    /// Every row of the blocks where `keep` is true.
+    pub fn full_blocks(n_rows: u64, block_len: u64, keep: &[bool]) -> Result<Self> {
+        let mut set = Self::full(n_rows, block_len)?;
+        if keep.len() != set.blocks.len() {
+            return Err(CoreError::Invalid(format!(
+                "{} flags for {} blocks",
+                keep.len(),
+                set.blocks.len()
+            )));
+        }
+        for (bm, &k) in set.blocks.iter_mut().zip(keep) {
+            if !k {
+                bm.clear();
+            }
+        }
+        Ok(set)
+    }
+
     /// Build from per-block bitmaps (row numbers local to each block).
     pub fn from_blocks(n_rows: u64, block_len: u64, blocks: Vec<RoaringBitmap>) -> Result<Self> {
         check_shape(n_rows, block_len)?;
@@ -221,6 +239,13 @@ mod tests {
         let b = RowSet::full(10, 5).unwrap();
         assert!(a.and(&b).is_err());
         assert_eq!(a.minus(&a).unwrap().len(), 0);
+    }
+
+    #[test]
+    fn full_blocks_keeps_only_flagged_blocks() {
+        let set = RowSet::full_blocks(10, 4, &[true, false, true]).unwrap();
+        assert_eq!(set.to_ids(), vec![0, 1, 2, 3, 8, 9]);
+        assert!(RowSet::full_blocks(10, 4, &[true]).is_err());
     }
 
     #[test]

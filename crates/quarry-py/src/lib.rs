@@ -76,6 +76,14 @@ impl RowSet {
             .map_err(to_py)
     }
 
+    /// Every row of the blocks flagged true.
+    #[staticmethod]
+    fn full_blocks(n_rows: u64, block_len: u64, keep: Vec<bool>) -> PyResult<Self> {
+        rowset::RowSet::full_blocks(n_rows, block_len, &keep)
+            .map(Self)
+            .map_err(to_py)
+    }
+
     #[getter]
     fn n_rows(&self) -> u64 {
         self.0.n_rows()
@@ -309,6 +317,20 @@ impl Column {
         with_column!(self, c, K => {
             let iv = interval::<K>(lo, lo_incl, hi, hi_incl)?;
             py.detach(|| c.leaf(data, &iv, domain)).map(|(s, cand)| (RowSet(s), RowSet(cand))).map_err(to_py)
+        })
+    }
+
+    /// Per block, the most rows where the interval can be true or unknown (0: false on all).
+    fn block_bounds<'py>(
+        &self,
+        lo: &Bound<'py, PyAny>,
+        lo_incl: bool,
+        hi: &Bound<'py, PyAny>,
+        hi_incl: bool,
+    ) -> PyResult<Vec<u64>> {
+        with_column!(self, c, K => {
+            let iv = interval::<K>(lo, lo_incl, hi, hi_incl)?;
+            Ok(c.block_bounds(&iv))
         })
     }
 

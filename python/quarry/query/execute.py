@@ -132,10 +132,42 @@ class Executor:
                 everything = domain if domain is not None else self._full()
                 return everything - t - u, u
             case AndNode(items=items):
-                return self._and(_cheapest_first(items), domain)
+                ordered, domain = self._prune(items, domain)
+                if domain is not None and domain.is_empty():
+                    return domain, domain
+                return self._and(ordered, domain)
             case OrNode(items=items):
                 return self._or(_cheapest_first(items), domain)
         raise TypeError(node)
+
+    def _prune(
+        self, items: tuple[PlanNode, ...], domain: _core.RowSet | None
+    ) -> tuple[list[PlanNode], _core.RowSet | None]:
+        """Zone-map pruning for an AND: blocks where an indexed range is false on
+        every row (from its bins' in-block ranges and NaN counts, no bitmap
+        read) drop out of the domain; the most selective range goes first."""
+        bounds: dict[int, list[int]] = {}
+        for i, item in enumerate(items):
+            if isinstance(item, RangeLeaf) and not item.interval.empty:
+                col = self._column(item.var)
+                if col is not None:
+                    iv = item.interval
+                    bounds[i] = col.block_bounds(iv.lo, iv.lo_incl, iv.hi, iv.hi_incl)
+        if not bounds:
+            return _cheapest_first(items), domain
+        live = [
+            all(b[k] > 0 for b in bounds.values()) for k in range(len(next(iter(bounds.values()))))
+        ]
+        if not all(live):
+            kept = _core.RowSet.full_blocks(self.table.n_rows, self.table.block_len, live)
+            domain = kept if domain is None else domain & kept
+
+        def cost(i: int) -> tuple[int, int]:
+            if i in bounds:
+                return 0, sum(b for b, keep in zip(bounds[i], live, strict=True) if keep)
+            return (1 if isinstance(items[i], RangeLeaf) else 2), 0
+
+        return [items[i] for i in sorted(range(len(items)), key=cost)], domain
 
     def _and(self, items: list[PlanNode], domain: _core.RowSet | None) -> Pair:
         t, u = self.eval(items[0], domain)

@@ -1,0 +1,125 @@
+//! Property tests: the core against brute force.
+
+use std::collections::BTreeSet;
+
+use proptest::prelude::*;
+use quarry_core::binning::{equal_weight_edges, round_edges};
+use quarry_core::column::{build_blocks, ColumnIndex};
+use quarry_core::eval::Interval;
+use quarry_core::key::Key;
+use quarry_core::rowset::RowSet;
+
+fn layout(blocks: &[Vec<u8>]) -> (Vec<u8>, Vec<(u64, u64)>) {
+    let mut data = Vec::new();
+    let mut spans = Vec::new();
+    for b in blocks {
+        spans.push((data.len() as u64, b.len() as u64));
+        data.extend_from_slice(b);
+    }
+    (data, spans)
+}
+
+/// Sure rows plus the candidates that pass the check, as the caller computes them.
+fn answer<K: Key>(values: &[K], edges: &[K], block_len: usize, iv: &Interval<K>) -> Vec<u64> {
+    let blocks = build_blocks(values, edges, block_len).unwrap();
+    let (data, spans) = layout(&blocks);
+    let col = ColumnIndex::<K>::open(&data, &spans, values.len() as u64, block_len as u64).unwrap();
+    let (sure, cand) = col.leaf(&data, iv, None).unwrap();
+    let (count, cand2) = col.count(&data, iv).unwrap();
+    assert_eq!(count, sure.len());
+    assert_eq!(cand, cand2);
+    assert!(
+        sure.and(&cand).unwrap().is_empty(),
+        "a row is both sure and a candidate"
+    );
+    let mut ids: Vec<u64> = sure.to_ids();
+    ids.extend(
+        cand.to_ids()
+            .into_iter()
+            .filter(|&i| iv.contains(values[i as usize])),
+    );
+    ids.sort_unstable();
+    ids
+}
+
+fn brute<K: Key>(values: &[K], iv: &Interval<K>) -> Vec<u64> {
+    (0..values.len() as u64)
+        .filter(|&i| iv.contains(values[i as usize]))
+        .collect()
+}
+
+fn float_value() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        6 => -100.0f64..100.0,
+        1 => Just(f64::NAN),
+        1 => Just(f64::INFINITY),
+        1 => Just(f64::NEG_INFINITY),
+        2 => prop::sample::select(vec![0.0, -0.0, 0.1, 1.5, 1e300, -1e-300]),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn float_ranges_are_exact(
+        values in prop::collection::vec(float_value(), 0..600),
+        nbins in 1usize..40,
+        block_len in 1usize..130,
+        digits in prop::option::of(1u32..4),
+        a in float_value(), b in float_value(),
+        lo_incl: bool, hi_incl: bool,
+        pick in prop::option::of(0usize..600),
+    ) {
+        let mut edges = equal_weight_edges(&values, nbins);
+        if let Some(d) = digits {
+            edges = round_edges(&edges, d);
+        }
+        // Literals drawn from the data hit bin edges and in-block extremes exactly.
+        let lo = pick.and_then(|p| values.get(p).copied()).unwrap_or(a);
+        let iv = Interval { lo: lo.min(b), lo_incl, hi: lo.max(b), hi_incl };
+        prop_assume!(!iv.lo.is_nan() && !iv.hi.is_nan());
+        prop_assert_eq!(answer(&values, &edges, block_len, &iv), brute(&values, &iv));
+    }
+
+    #[test]
+    fn integer_ranges_are_exact(
+        values in prop::collection::vec(prop_oneof![any::<i64>(), -5i64..5, Just(i64::MIN), Just(i64::MAX)], 0..600),
+        nbins in 1usize..40,
+        block_len in 1usize..130,
+        a: i64, b in -6i64..6, lo_incl: bool, hi_incl: bool,
+    ) {
+        let edges = equal_weight_edges(&values, nbins);
+        let iv = Interval { lo: a.min(b), lo_incl, hi: a.max(b), hi_incl };
+        prop_assert_eq!(answer(&values, &edges, block_len, &iv), brute(&values, &iv));
+    }
+
+    #[test]
+    fn unsigned_ranges_are_exact(
+        values in prop::collection::vec(prop_oneof![any::<u64>(), 0u64..8, Just(u64::MAX)], 0..400),
+        nbins in 1usize..20,
+        block_len in 1usize..100,
+        a in 0u64..10, b: u64,
+    ) {
+        let edges = equal_weight_edges(&values, nbins);
+        let iv = Interval { lo: a.min(b), lo_incl: true, hi: a.max(b), hi_incl: false };
+        prop_assert_eq!(answer(&values, &edges, block_len, &iv), brute(&values, &iv));
+    }
+
+    #[test]
+    fn row_set_algebra_matches_sets(
+        n_rows in 0u64..500,
+        block_len in 1u64..70,
+        a in prop::collection::btree_set(0u64..500, 0..200),
+        b in prop::collection::btree_set(0u64..500, 0..200),
+    ) {
+        let a: BTreeSet<u64> = a.into_iter().filter(|&i| i < n_rows).collect();
+        let b: BTreeSet<u64> = b.into_iter().filter(|&i| i < n_rows).collect();
+        let ra = RowSet::from_sorted_ids(n_rows, block_len, &a.iter().copied().collect::<Vec<_>>()).unwrap();
+        let rb = RowSet::from_sorted_ids(n_rows, block_len, &b.iter().copied().collect::<Vec<_>>()).unwrap();
+        prop_assert_eq!(ra.and(&rb).unwrap().to_ids(), a.intersection(&b).copied().collect::<Vec<_>>());
+        prop_assert_eq!(ra.or(&rb).unwrap().to_ids(), a.union(&b).copied().collect::<Vec<_>>());
+        prop_assert_eq!(ra.minus(&rb).unwrap().to_ids(), a.difference(&b).copied().collect::<Vec<_>>());
+        let all = RowSet::full(n_rows, block_len).unwrap();
+        prop_assert_eq!(all.minus(&ra).unwrap().or(&ra).unwrap(), all.clone());
+        prop_assert_eq!(all.len(), n_rows);
+    }
+}
