@@ -41,6 +41,16 @@ def test_round_trip_records_provenance(small):
     assert manifest["source"]["size"] == os.path.getsize(small)
 
 
+def test_index_permissions_follow_the_umask(small):
+    old = os.umask(0o022)
+    try:
+        with quarry.open(small) as ds:
+            ds.build_index()
+    finally:
+        os.umask(old)
+    assert os.stat(small + ".qidx").st_mode & 0o777 == 0o644
+
+
 def test_index_elsewhere_for_read_only_data(small, tmp_path):
     elsewhere = str(tmp_path / "idx" / "small.qidx")
     os.makedirs(os.path.dirname(elsewhere))

@@ -19,9 +19,9 @@
 
 use roaring::RoaringBitmap;
 
-use crate::binning::bin_of;
+use crate::binning::BinLookup;
 use crate::error::{corrupt, CoreError, Result};
-use crate::key::{Key, KeyKind};
+use crate::key::{Key, KeyKind, Widen};
 
 const MAGIC: &[u8; 4] = b"QBLK";
 const VERSION: u16 = 1;
@@ -51,28 +51,32 @@ pub struct Entry<K> {
     crc: u32,
 }
 
-/// A block index as built in memory.
+/// A block index as built in memory: entries and the serialised bitmaps.
 #[derive(Clone, Debug)]
 pub struct BlockIndex<K> {
     pub n_rows: u32,
     pub n_bins: u32,
     pub stats: Stats<K>,
-    pub missing: RoaringBitmap,
-    pub bins: Vec<(Entry<K>, RoaringBitmap)>,
+    pub n_missing: u64,
+    /// Non-empty bins; offsets are relative to `payload`.
+    pub entries: Vec<Entry<K>>,
+    missing: (u64, u32, u32),
+    payload: Vec<u8>,
 }
 
 impl<K: Key> BlockIndex<K> {
-    /// Index `values` (one block) with the variable's `edges`.
+    /// Index `values` (one block) with the variable's `edges`. Values may be
+    /// any stored type that widens exactly to the key type.
     ///
     /// # Examples
     /// ```
     /// use quarry_core::block::BlockIndex;
-    /// let block = BlockIndex::build(&[0.5, 1.5, f64::NAN, 1.7], &[1.0]).unwrap();
-    /// assert_eq!(block.missing.len(), 1);
-    /// assert_eq!(block.bins.len(), 2);
-    /// assert_eq!(block.bins[1].0.count, 2);
+    /// let block = BlockIndex::<f64>::build(&[0.5f32, 1.5, f32::NAN, 1.7], &[1.0]).unwrap();
+    /// assert_eq!(block.n_missing, 1);
+    /// assert_eq!(block.entries.len(), 2);
+    /// assert_eq!(block.entries[1].count, 2);
     /// ```
-    pub fn build(values: &[K], edges: &[K]) -> Result<Self> {
+    pub fn build<T: Widen<K>>(values: &[T], edges: &[K]) -> Result<Self> {
         let n_rows = u32::try_from(values.len())
             .map_err(|_| CoreError::Invalid("a block holds at most 2^32-1 rows".into()))?;
         if !edges.windows(2).all(|w| w[0] < w[1]) {
@@ -80,26 +84,30 @@ impl<K: Key> BlockIndex<K> {
                 "bin edges must be strictly increasing".into(),
             ));
         }
+        let lookup = BinLookup::new(edges);
         let n_bins = edges.len() + 1;
         let mut counts = vec![0u32; n_bins];
-        let mut bin_ids = vec![u32::MAX; values.len()];
+        let mut bin_min = vec![K::HIGHEST; n_bins];
+        let mut bin_max = vec![K::LOWEST; n_bins];
+        let mut bin_ids: Vec<u32> = Vec::with_capacity(values.len());
         let mut missing = Vec::new();
-        let mut bin_min: Vec<Option<K>> = vec![None; n_bins];
-        let mut bin_max: Vec<Option<K>> = vec![None; n_bins];
         let (mut sum, mut sum_sq) = (0.0f64, 0.0f64);
-        for (row, &value) in values.iter().enumerate() {
+        for (row, raw) in values.iter().enumerate() {
+            let value = raw.widen();
             if value.is_missing() {
                 missing.push(row as u32);
+                bin_ids.push(u32::MAX);
                 continue;
             }
-            let bin = bin_of(edges, value);
-            bin_ids[row] = bin as u32;
+            let bin = lookup.bin(value);
+            bin_ids.push(bin as u32);
             counts[bin] += 1;
-            if bin_min[bin].is_none_or(|m| value < m) {
-                bin_min[bin] = Some(value);
+            // Sentinels instead of Option: a bin of only +inf keeps min +inf, as it should.
+            if value < bin_min[bin] {
+                bin_min[bin] = value;
             }
-            if bin_max[bin].is_none_or(|m| value > m) {
-                bin_max[bin] = Some(value);
+            if value > bin_max[bin] {
+                bin_max[bin] = value;
             }
             let v = value.to_f64();
             sum += v;
@@ -121,29 +129,34 @@ impl<K: Key> BlockIndex<K> {
                 *slot += 1;
             }
         }
-        let mut bins = Vec::new();
+        let mut payload = Vec::with_capacity(2 * values.len() + 64 * n_bins);
+        let mut put = |rows: &[u32]| -> (u64, u32, u32) {
+            let start = payload.len();
+            crate::portable::serialize_sorted(rows, &mut payload);
+            let bytes = &payload[start..];
+            (start as u64, bytes.len() as u32, crc32fast::hash(bytes))
+        };
+        let missing_span = put(&missing);
+        let mut entries = Vec::new();
         for bin in 0..n_bins {
             if counts[bin] == 0 {
                 continue;
             }
             let start = starts[bin] as usize;
-            let rows = &rows_by_bin[start..start + counts[bin] as usize];
-            let bitmap = RoaringBitmap::from_sorted_iter(rows.iter().copied())
-                .expect("rows of a bin are ascending");
-            let entry = Entry {
+            let (offset, len, crc) = put(&rows_by_bin[start..start + counts[bin] as usize]);
+            entries.push(Entry {
                 bin: bin as u32,
                 count: u64::from(counts[bin]),
-                min: bin_min[bin].expect("non-empty bin has a minimum"),
-                max: bin_max[bin].expect("non-empty bin has a maximum"),
-                offset: 0,
-                len: 0,
-                crc: 0,
-            };
-            bins.push((entry, bitmap));
+                min: bin_min[bin],
+                max: bin_max[bin],
+                offset,
+                len,
+                crc,
+            });
         }
         let valid = u64::from(acc);
-        let min = bins.first().map_or(K::LOWEST, |(e, _)| e.min);
-        let max = bins.last().map_or(K::HIGHEST, |(e, _)| e.max);
+        let min = entries.first().map_or(K::LOWEST, |e| e.min);
+        let max = entries.last().map_or(K::HIGHEST, |e| e.max);
         Ok(Self {
             n_rows,
             n_bins: n_bins as u32,
@@ -154,71 +167,49 @@ impl<K: Key> BlockIndex<K> {
                 min,
                 max,
             },
-            missing: RoaringBitmap::from_sorted_iter(missing).expect("ascending"),
-            bins,
+            n_missing: missing.len() as u64,
+            entries,
+            missing: missing_span,
+            payload,
         })
     }
 
     /// Serialise to the checked block layout described in the module docs.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let header_len = FIXED_HEADER + ENTRY_LEN * self.bins.len() + 4;
-        let mut payload = Vec::new();
-        let mut put_bitmap = |bitmap: &RoaringBitmap| -> (u64, u32, u32) {
-            let offset = (header_len + payload.len()) as u64;
-            let start = payload.len();
-            bitmap
-                .serialize_into(&mut payload)
-                .expect("writing to a Vec cannot fail");
-            let bytes = &payload[start..];
-            (offset, bytes.len() as u32, crc32fast::hash(bytes))
-        };
-        let missing = put_bitmap(&self.missing);
-        let entries: Vec<Entry<K>> = self
-            .bins
-            .iter()
-            .map(|(entry, bitmap)| {
-                let (offset, len, crc) = put_bitmap(bitmap);
-                Entry {
-                    offset,
-                    len,
-                    crc,
-                    ..*entry
-                }
-            })
-            .collect();
-
-        let mut out = Vec::with_capacity(header_len + payload.len());
+        let header_len = FIXED_HEADER + ENTRY_LEN * self.entries.len() + 4;
+        let at = |offset: u64| offset + header_len as u64;
+        let mut out = Vec::with_capacity(header_len + self.payload.len());
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
         out.push(K::KIND as u8);
         out.push(0);
         out.extend_from_slice(&self.n_rows.to_le_bytes());
         out.extend_from_slice(&self.n_bins.to_le_bytes());
-        out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(self.entries.len() as u32).to_le_bytes());
         out.extend_from_slice(&0u32.to_le_bytes());
         out.extend_from_slice(&self.stats.count.to_le_bytes());
         out.extend_from_slice(&self.stats.sum.to_le_bytes());
         out.extend_from_slice(&self.stats.sum_sq.to_le_bytes());
         out.extend_from_slice(&self.stats.min.to_le_bytes8());
         out.extend_from_slice(&self.stats.max.to_le_bytes8());
-        out.extend_from_slice(&self.missing.len().to_le_bytes());
-        out.extend_from_slice(&missing.0.to_le_bytes());
-        out.extend_from_slice(&missing.1.to_le_bytes());
-        out.extend_from_slice(&missing.2.to_le_bytes());
-        for e in &entries {
+        out.extend_from_slice(&self.n_missing.to_le_bytes());
+        out.extend_from_slice(&at(self.missing.0).to_le_bytes());
+        out.extend_from_slice(&self.missing.1.to_le_bytes());
+        out.extend_from_slice(&self.missing.2.to_le_bytes());
+        for e in &self.entries {
             out.extend_from_slice(&e.bin.to_le_bytes());
             out.extend_from_slice(&e.len.to_le_bytes());
             out.extend_from_slice(&e.count.to_le_bytes());
             out.extend_from_slice(&e.min.to_le_bytes8());
             out.extend_from_slice(&e.max.to_le_bytes8());
-            out.extend_from_slice(&e.offset.to_le_bytes());
+            out.extend_from_slice(&at(e.offset).to_le_bytes());
             out.extend_from_slice(&e.crc.to_le_bytes());
             out.extend_from_slice(&0u32.to_le_bytes());
         }
         let crc = crc32fast::hash(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         debug_assert_eq!(out.len(), header_len);
-        out.extend_from_slice(&payload);
+        out.extend_from_slice(&self.payload);
         out
     }
 }
@@ -436,17 +427,34 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let block = sample();
+        let values: Vec<f64> = (0..1000)
+            .map(|i| f64::from(i % 97) * 0.5)
+            .chain([f64::NAN; 3])
+            .collect();
+        let edges = [5.0, 10.0, 20.0];
+        let block = BlockIndex::<f64>::build(&values, &edges).unwrap();
         let bytes = block.to_bytes();
         let header = BlockHeader::<f64>::parse(&bytes).unwrap();
         assert_eq!(header.n_rows, 1003);
         assert_eq!(header.n_missing, 3);
-        assert_eq!(header.entries.len(), block.bins.len());
-        for (i, (entry, bitmap)) in block.bins.iter().enumerate() {
-            assert_eq!(header.entries[i].count, entry.count);
-            assert_eq!(&header.bitmap(&bytes, i).unwrap(), bitmap);
+        assert_eq!(header.entries.len(), block.entries.len());
+        for (i, entry) in header.entries.iter().enumerate() {
+            let expect: Vec<u32> = (0..values.len() as u32)
+                .filter(|&r| {
+                    !values[r as usize].is_nan()
+                        && crate::binning::bin_of(&edges, values[r as usize]) == entry.bin as usize
+                })
+                .collect();
+            assert_eq!(entry.count, expect.len() as u64);
+            assert_eq!(
+                header.bitmap(&bytes, i).unwrap().iter().collect::<Vec<_>>(),
+                expect
+            );
         }
-        assert_eq!(header.missing(&bytes).unwrap(), block.missing);
+        assert_eq!(
+            header.missing(&bytes).unwrap().iter().collect::<Vec<_>>(),
+            vec![1000, 1001, 1002]
+        );
     }
 
     #[test]

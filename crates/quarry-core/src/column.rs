@@ -8,7 +8,7 @@ use roaring::{MultiOps, RoaringBitmap};
 use crate::block::{BlockHeader, Stats};
 use crate::error::{corrupt, CoreError, Result};
 use crate::eval::Interval;
-use crate::key::Key;
+use crate::key::{Key, Widen};
 use crate::rowset::{block_count, RowSet};
 
 /// The parsed headers of a variable's blocks and where each block's bytes lie
@@ -152,12 +152,8 @@ impl<K: Key> ColumnIndex<K> {
             .map(|h| {
                 let plan = Self::plan(h, iv);
                 let inside: u64 = h.entries[plan.inside].iter().map(|e| e.count).sum();
-                inside
-                    + plan
-                        .boundary
-                        .iter()
-                        .map(|&i| h.entries[i].count)
-                        .sum::<u64>()
+                let boundary: u64 = plan.boundary.iter().map(|&i| h.entries[i].count).sum();
+                inside + boundary + h.n_missing
             })
             .collect()
     }
@@ -242,15 +238,44 @@ impl<K: Key> ColumnIndex<K> {
     }
 }
 
-/// Index `values` block by block in parallel; returns each block's bytes.
-pub fn build_blocks<K: Key>(values: &[K], edges: &[K], block_len: usize) -> Result<Vec<Vec<u8>>> {
+/// One built block: its index bytes and the CRC-32 of the source values it
+/// indexed (their native bytes), so the source can later be verified.
+pub struct BuiltBlock {
+    pub bytes: Vec<u8>,
+    pub source_crc32: u32,
+}
+
+/// Index `values` block by block in parallel. Each block is widened to the
+/// key type and checksummed inside its own task, so no pass over the whole
+/// array happens on the caller's thread.
+pub fn build_blocks<K: Key, T: Widen<K>>(
+    values: &[T],
+    edges: &[K],
+    block_len: usize,
+) -> Result<Vec<BuiltBlock>> {
     if block_len == 0 {
         return Err(CoreError::Invalid("block length must be positive".into()));
     }
     values
         .par_chunks(block_len)
-        .map(|chunk| crate::block::BlockIndex::build(chunk, edges).map(|b| b.to_bytes()))
+        .map(|chunk| {
+            let bytes = crate::block::BlockIndex::build(chunk, edges)?.to_bytes();
+            Ok(BuiltBlock {
+                bytes,
+                source_crc32: crc32_of(chunk),
+            })
+        })
         .collect()
+}
+
+fn crc32_of<T: Copy>(values: &[T]) -> u32 {
+    // SAFETY: `Widen` is implemented only for primitive integers and floats,
+    // which have no padding and no invalid bit patterns, so their memory is
+    // `size_of_val(values)` initialised bytes.
+    let bytes = unsafe {
+        std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values))
+    };
+    crc32fast::hash(bytes)
 }
 
 #[cfg(test)]
@@ -258,14 +283,28 @@ mod tests {
     use super::*;
     use crate::binning::equal_weight_edges;
 
-    fn layout(blocks: &[Vec<u8>]) -> (Vec<u8>, Vec<(u64, u64)>) {
+    fn layout(blocks: &[BuiltBlock]) -> (Vec<u8>, Vec<(u64, u64)>) {
         let mut data = vec![0xEE; 7]; // blocks need not start at 0
         let mut spans = Vec::new();
         for b in blocks {
-            spans.push((data.len() as u64, b.len() as u64));
-            data.extend_from_slice(b);
+            spans.push((data.len() as u64, b.bytes.len() as u64));
+            data.extend_from_slice(&b.bytes);
         }
         (data, spans)
+    }
+
+    #[test]
+    fn source_checksums_cover_each_block_raw_bytes() {
+        let values: Vec<f32> = (0..10).map(|i| i as f32).collect();
+        let blocks = build_blocks::<f64, f32>(&values, &[3.0], 4).unwrap();
+        let expect: Vec<u32> = values
+            .chunks(4)
+            .map(|c| crc32fast::hash(&c.iter().flat_map(|v| v.to_ne_bytes()).collect::<Vec<u8>>()))
+            .collect();
+        assert_eq!(
+            blocks.iter().map(|b| b.source_crc32).collect::<Vec<_>>(),
+            expect
+        );
     }
 
     fn oracle(values: &[f64], iv: &Interval<f64>) -> Vec<u64> {
@@ -330,12 +369,14 @@ mod tests {
             assert_eq!(cand2, cand);
             assert_eq!(count, sure.len());
             let bounds = col.block_bounds(&iv);
-            for (b, (bound, (s, c))) in bounds
-                .iter()
-                .zip(sure.block_counts().iter().zip(cand.block_counts()))
-                .enumerate()
-            {
-                assert_eq!(*bound, s + c, "block {b}");
+            let missing = col.missing(&data).unwrap().block_counts();
+            let counts = sure
+                .block_counts()
+                .into_iter()
+                .zip(cand.block_counts())
+                .zip(missing);
+            for (b, (bound, ((s, c), m))) in bounds.iter().zip(counts).enumerate() {
+                assert_eq!(*bound, s + c + m, "block {b}");
             }
         }
         assert_eq!(col.missing(&data).unwrap().len(), 100);

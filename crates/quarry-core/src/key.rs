@@ -20,7 +20,29 @@ pub trait Key: Copy + PartialOrd + Send + Sync + std::fmt::Debug + 'static {
     fn is_missing(self) -> bool;
     /// Total order for sorting samples that contain no missing values.
     fn cmp_total(&self, other: &Self) -> std::cmp::Ordering;
+    /// An unsigned image of the key that orders like the key itself
+    /// (`a <= b` iff `a.ordered() <= b.ordered()` for non-missing keys).
+    fn ordered(self) -> u64;
 }
+
+/// A stored value type that widens exactly to key type `K`.
+pub trait Widen<K: Key>: Copy + Send + Sync {
+    fn widen(self) -> K;
+}
+
+macro_rules! widen {
+    ($k:ty: $($t:ty),*) => {$(
+        impl Widen<$k> for $t {
+            #[inline]
+            fn widen(self) -> $k {
+                <$k>::from(self)
+            }
+        }
+    )*};
+}
+widen!(f64: f32, f64);
+widen!(i64: i8, i16, i32, i64);
+widen!(u64: u8, u16, u32, u64);
 
 /// Which key domain a block was built over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,10 +91,20 @@ impl Key for f64 {
     fn cmp_total(&self, other: &Self) -> std::cmp::Ordering {
         self.total_cmp(other)
     }
+    #[inline]
+    fn ordered(self) -> u64 {
+        // -0.0 == 0.0 as floats, so they must map to the same image.
+        let bits = if self == 0.0 { 0 } else { self.to_bits() };
+        if bits >> 63 == 1 {
+            !bits
+        } else {
+            bits | (1 << 63)
+        }
+    }
 }
 
 macro_rules! int_key {
-    ($t:ty, $kind:expr) => {
+    ($t:ty, $kind:expr, $ordered:expr) => {
         impl Key for $t {
             const KIND: KeyKind = $kind;
             const LOWEST: Self = <$t>::MIN;
@@ -92,9 +124,38 @@ macro_rules! int_key {
             fn cmp_total(&self, other: &Self) -> std::cmp::Ordering {
                 self.cmp(other)
             }
+            #[inline]
+            fn ordered(self) -> u64 {
+                $ordered(self)
+            }
         }
     };
 }
 
-int_key!(i64, KeyKind::I64);
-int_key!(u64, KeyKind::U64);
+int_key!(i64, KeyKind::I64, |v: i64| (v as u64) ^ (1 << 63));
+int_key!(u64, KeyKind::U64, |v: u64| v);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ordered_images_preserve_order() {
+        let floats = [
+            f64::NEG_INFINITY,
+            -1e300,
+            -1.0,
+            -0.0,
+            0.0,
+            1e-300,
+            1.0,
+            f64::INFINITY,
+        ];
+        for w in floats.windows(2) {
+            assert!(w[0].ordered() <= w[1].ordered(), "{w:?}");
+        }
+        assert_eq!((-0.0f64).ordered(), 0.0f64.ordered());
+        let ints = [i64::MIN, -1, 0, 1, i64::MAX];
+        assert!(ints.windows(2).all(|w| w[0].ordered() < w[1].ordered()));
+    }
+}

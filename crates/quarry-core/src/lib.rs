@@ -19,6 +19,7 @@ pub mod column;
 pub mod error;
 pub mod eval;
 pub mod key;
+pub mod portable;
 pub mod rowset;
 
 pub use error::CoreError;

@@ -3,24 +3,29 @@
 use std::collections::BTreeSet;
 
 use proptest::prelude::*;
-use quarry_core::binning::{equal_weight_edges, round_edges};
-use quarry_core::column::{build_blocks, ColumnIndex};
+use quarry_core::binning::{bin_of, equal_weight_edges, round_edges, BinLookup};
+use quarry_core::column::{build_blocks, BuiltBlock, ColumnIndex};
 use quarry_core::eval::Interval;
 use quarry_core::key::Key;
 use quarry_core::rowset::RowSet;
 
-fn layout(blocks: &[Vec<u8>]) -> (Vec<u8>, Vec<(u64, u64)>) {
+fn layout(blocks: &[BuiltBlock]) -> (Vec<u8>, Vec<(u64, u64)>) {
     let mut data = Vec::new();
     let mut spans = Vec::new();
     for b in blocks {
-        spans.push((data.len() as u64, b.len() as u64));
-        data.extend_from_slice(b);
+        spans.push((data.len() as u64, b.bytes.len() as u64));
+        data.extend_from_slice(&b.bytes);
     }
     (data, spans)
 }
 
 /// Sure rows plus the candidates that pass the check, as the caller computes them.
-fn answer<K: Key>(values: &[K], edges: &[K], block_len: usize, iv: &Interval<K>) -> Vec<u64> {
+fn answer<K: Key + quarry_core::key::Widen<K>>(
+    values: &[K],
+    edges: &[K],
+    block_len: usize,
+    iv: &Interval<K>,
+) -> Vec<u64> {
     let blocks = build_blocks(values, edges, block_len).unwrap();
     let (data, spans) = layout(&blocks);
     let col = ColumnIndex::<K>::open(&data, &spans, values.len() as u64, block_len as u64).unwrap();
@@ -59,6 +64,25 @@ fn float_value() -> impl Strategy<Value = f64> {
 }
 
 proptest! {
+    #[test]
+    fn lookup_equals_binary_search(
+        sample in prop::collection::vec(float_value(), 1..3000),
+        probes in prop::collection::vec(float_value(), 1..200),
+        nbins in 1usize..2000,
+        ints in prop::collection::vec(prop_oneof![any::<i64>(), -50i64..50], 1..3000),
+    ) {
+        let edges = equal_weight_edges(&sample, nbins);
+        let lookup = BinLookup::new(&edges);
+        for p in probes.iter().copied().chain(sample.iter().copied()).filter(|v| !v.is_nan()) {
+            prop_assert_eq!(lookup.bin(p), bin_of(&edges, p));
+        }
+        let int_edges = equal_weight_edges(&ints, nbins);
+        let lookup = BinLookup::new(&int_edges);
+        for &p in ints.iter().chain([i64::MIN, i64::MAX].iter()) {
+            prop_assert_eq!(lookup.bin(p), bin_of(&int_edges, p));
+        }
+    }
+
     #[test]
     fn float_ranges_are_exact(
         values in prop::collection::vec(float_value(), 0..600),

@@ -368,42 +368,61 @@ fn kind_of(array: &Bound<'_, PyUntypedArray>) -> PyResult<&'static str> {
     }
 }
 
-fn contiguous<'py, K: Key + numpy::Element>(
+fn contiguous<'py, K: numpy::Element>(
     array: &Bound<'py, PyUntypedArray>,
 ) -> PyResult<PyReadonlyArray1<'py, K>> {
     let typed = array.cast::<PyArray1<K>>()?;
     Ok(typed.readonly())
 }
 
-/// Index `values` in blocks of `block_len` rows with `edges`; each block's bytes.
+/// Index `values` (any supported dtype, 1-D, contiguous) in blocks of
+/// `block_len` rows with `edges` (float64, int64 or uint64: the key type of
+/// the values' dtype). Returns, per block, its index bytes and the CRC-32 of
+/// the block's source bytes.
 #[pyfunction]
 fn build_blocks<'py>(
     py: Python<'py>,
     values: &Bound<'py, PyUntypedArray>,
     edges: &Bound<'py, PyUntypedArray>,
     block_len: usize,
-) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-    let kind = kind_of(values)?;
-    if kind_of(edges)? != kind {
-        return Err(PyTypeError::new_err(
-            "values and edges must have the same dtype",
-        ));
-    }
+) -> PyResult<Vec<(Bound<'py, PyBytes>, u32)>> {
     macro_rules! go {
-        ($k:ty) => {{
-            let v = contiguous::<$k>(values)?;
+        ($t:ty => $k:ty) => {{
+            let v = contiguous::<$t>(values)?;
             let e = contiguous::<$k>(edges)?;
             let (v, e) = (v.as_slice()?, e.as_slice()?);
-            py.detach(|| column::build_blocks::<$k>(v, e, block_len))
+            py.detach(|| column::build_blocks::<$k, $t>(v, e, block_len))
         }};
     }
-    let blocks = match kind {
-        "f64" => go!(f64),
-        "i64" => go!(i64),
-        _ => go!(u64),
+    let dtype = values.dtype();
+    let blocks = if dtype.is_equiv_to(&numpy::dtype::<f32>(py)) {
+        go!(f32 => f64)
+    } else if dtype.is_equiv_to(&numpy::dtype::<f64>(py)) {
+        go!(f64 => f64)
+    } else if dtype.is_equiv_to(&numpy::dtype::<i8>(py)) {
+        go!(i8 => i64)
+    } else if dtype.is_equiv_to(&numpy::dtype::<i16>(py)) {
+        go!(i16 => i64)
+    } else if dtype.is_equiv_to(&numpy::dtype::<i32>(py)) {
+        go!(i32 => i64)
+    } else if dtype.is_equiv_to(&numpy::dtype::<i64>(py)) {
+        go!(i64 => i64)
+    } else if dtype.is_equiv_to(&numpy::dtype::<u8>(py)) {
+        go!(u8 => u64)
+    } else if dtype.is_equiv_to(&numpy::dtype::<u16>(py)) {
+        go!(u16 => u64)
+    } else if dtype.is_equiv_to(&numpy::dtype::<u32>(py)) {
+        go!(u32 => u64)
+    } else if dtype.is_equiv_to(&numpy::dtype::<u64>(py)) {
+        go!(u64 => u64)
+    } else {
+        return Err(PyTypeError::new_err(format!("cannot index dtype {dtype}")));
     }
     .map_err(to_py)?;
-    Ok(blocks.iter().map(|b| PyBytes::new(py, b)).collect())
+    Ok(blocks
+        .iter()
+        .map(|b| (PyBytes::new(py, &b.bytes), b.source_crc32))
+        .collect())
 }
 
 /// Equal-weight bin edges from a sample (same dtype as the sample).

@@ -72,7 +72,8 @@ class Driver(Protocol):
         ...
 
     def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
-        """Elements ``[start, stop)`` of ``var`` in flat row-major order, native byte order."""
+        """Elements ``[start, stop)`` of ``var`` in flat row-major order: native byte
+        order, aligned, contiguous."""
         ...
 
     def gather(self, var: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:

@@ -22,6 +22,17 @@ from quarry.formats.base import (
 )
 
 
+def _native(values: Any) -> npt.NDArray[np.generic]:
+    """A plain ndarray in native byte order, aligned and contiguous (copied
+    only when it is not already: a memory map at an odd file offset is not
+    aligned, and the core reads aligned memory)."""
+    dtype = values.dtype.newbyteorder("=")
+    out: npt.NDArray[np.generic] = np.require(
+        np.asarray(values).astype(dtype, copy=False), requirements=["C", "A"]
+    )
+    return out
+
+
 class HDF5Driver:
     """An HDF5 file opened read-only.
 
@@ -100,19 +111,18 @@ class HDF5Driver:
         ds = self._dataset(var)
         mm = self._memmap(var)
         if mm is not None:
-            out = np.asarray(mm[start:stop])
+            out = mm[start:stop]
         elif ds.ndim <= 1:
             out = ds[start:stop]
         else:
             r0, r1, skip = covering_rows(ds.shape, start, stop)
             out = ds[r0:r1].reshape(-1)[skip : skip + (stop - start)]
-        return np.asarray(out, dtype=out.dtype.newbyteorder("="))
+        return _native(out)
 
     def gather(self, var: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
         mm = self._memmap(var)
         if mm is not None:
-            out = mm[positions]
-            return np.asarray(out, dtype=out.dtype.newbyteorder("="))
+            return _native(mm[positions])
         return gather_by_spans(self, var, int(self._dataset(var).size), positions)
 
     def close(self) -> None:

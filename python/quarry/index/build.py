@@ -7,7 +7,6 @@ Reading the next span of the file overlaps with indexing the current one
 from __future__ import annotations
 
 import os
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -25,8 +24,10 @@ DEFAULT_BLOCK_LEN = 1 << 20
 DEFAULT_BINS = 1024
 #: Rows read from the file per step of the build (several blocks at once).
 READ_SPAN = 1 << 22
+#: Edges come from 64 evenly spread spans of 1024 rows: 64 samples per bin
+#: at the default 1024 bins, enough for equal-weight cut points.
 SAMPLE_SPANS = 64
-SAMPLE_SPAN_LEN = 1 << 14
+SAMPLE_SPAN_LEN = 1 << 10
 
 
 @dataclass(frozen=True)
@@ -144,11 +145,9 @@ def _build_variable(
         values = pending.result()
         if k + 1 < len(reads):
             pending = reader.submit(driver.read, var.path, *reads[k + 1])
-        raw = np.ascontiguousarray(values).view(np.uint8)
-        width = values.dtype.itemsize * opts.block_len
-        checksums.extend(zlib.crc32(raw[j : j + width].data) for j in range(0, len(raw), width))
-        for blob in _core.build_blocks(values.astype(key_dtype), edges, opts.block_len):
+        for blob, crc in _core.build_blocks(np.ascontiguousarray(values), edges, opts.block_len):
             spans.append(list(writer.add(blob)))
+            checksums.append(crc)
     return {
         "dtype": var.dtype.str,
         "shape": list(var.shape),

@@ -42,6 +42,11 @@ class IndexWriter:
         fd, self._tmp = tempfile.mkstemp(
             prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory
         )
+        # mkstemp makes the file private (0600); an index is shared like any
+        # file the user creates, so give it the umask's usual permissions.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
         self._file: BinaryIO = os.fdopen(fd, "wb")
         self._file.write(_HEADER.pack(MAGIC, VERSION, 0))
         self._offset = _HEADER.size
