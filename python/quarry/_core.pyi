@@ -12,8 +12,9 @@ __all__ = [
     "IndexFile",
     "RowSet",
     "build_blocks",
-    "equal_weight_edges",
-    "round_edges",
+    "scan_compare",
+    "scan_range",
+    "variable_edges",
 ]
 
 class CorruptBlockError(Exception):
@@ -86,5 +87,24 @@ class IndexFile:
 def build_blocks(
     values: npt.NDArray[np.generic], edges: npt.NDArray[np.generic], block_len: int
 ) -> list[tuple[bytes, int]]: ...
-def equal_weight_edges(sample: npt.NDArray[np.generic], nbins: int) -> npt.NDArray[np.generic]: ...
-def round_edges(edges: npt.NDArray[np.float64], digits: int) -> npt.NDArray[np.float64]: ...
+def scan_compare(
+    columns: list[npt.NDArray[np.generic]],
+    left: list[tuple[str, float]],
+    cmp: str,
+    right: list[tuple[str, float]],
+    n_rows: int,
+    block_len: int,
+    domain: RowSet | None = None,
+) -> tuple[RowSet, RowSet]: ...
+def scan_range(
+    values: npt.NDArray[np.generic],
+    lo: float | int,
+    lo_incl: bool,
+    hi: float | int,
+    hi_incl: bool,
+    block_len: int,
+    domain: RowSet | None = None,
+) -> tuple[RowSet, RowSet]: ...
+def variable_edges(
+    sample: npt.NDArray[np.generic], nbins: int, digits: int
+) -> npt.NDArray[np.generic]: ...

@@ -10,7 +10,7 @@ from quarry.errors import IndexMissingError, QuarryError, ShapeMismatchError
 from quarry.expr import parse
 from quarry.expr.ast import Var
 from quarry.expr.names import resolve
-from quarry.expr.plan import compile_plan
+from quarry.expr.plan import PlanNode, compile_plan
 from quarry.formats import open_source
 from quarry.formats.base import VariableInfo
 from quarry.index import BuildOptions, IndexStore, build_index, default_index_path
@@ -47,6 +47,7 @@ class Dataset:
         self.driver = open_source(path)
         self.index_path = index_path or default_index_path(path)
         self._store: IndexStore | None = None
+        self._plans: dict[tuple[str, int | None], tuple[PlanNode, Table]] = {}
 
     # -- variables -------------------------------------------------------
     def variables(self) -> list[VariableInfo]:
@@ -93,10 +94,11 @@ class Dataset:
         defaults = BuildOptions()
         options = BuildOptions(
             bins=bins or defaults.bins,
-            precision=precision,
+            precision=defaults.precision if precision is None else precision,
             block_len=block_len or defaults.block_len,
         )
         self._store = None
+        self._plans.clear()  # the block length may change
         return build_index(self.driver, chosen, self.index_path, options)
 
     # -- queries ---------------------------------------------------------
@@ -107,6 +109,12 @@ class Dataset:
         position). Indexed variables are answered from the index, others by
         reading the data; a stale or damaged index is an error, never a wrong answer.
         """
+        store = self.index if self.has_index else None
+        key = (query, store.block_len if store is not None else None)
+        cached = self._plans.get(key)
+        if cached is not None:
+            plan, table = cached
+            return Selection(self, query, plan, Executor(self.driver, store, table))
         cond = parse(query)
         variables = self.variables()
         resolved: dict[str, VariableInfo] = {}
@@ -132,9 +140,13 @@ class Dataset:
         if len(shapes) > 1:
             listing = ", ".join(f"{v.path} {v.shape}" for v in used)
             raise ShapeMismatchError(f"variables in one query must have one shape: {listing}")
-        store = self.index if self.has_index else None
         block_len = store.block_len if store is not None else DEFAULT_BLOCK_LEN
         table = Table(used[0].shape, block_len)
+        # The plan depends only on the text and the file's variables, both fixed
+        # while the file is open; repeated queries skip parsing and planning.
+        if len(self._plans) >= 1024:
+            self._plans.clear()
+        self._plans[key] = (plan, table)
         return Selection(self, query, plan, Executor(self.driver, store, table))
 
     # -- description -----------------------------------------------------

@@ -30,7 +30,7 @@ def small(tmp_path):
 
 def test_round_trip_records_provenance(small):
     with quarry.open(small) as ds:
-        manifest = ds.build_index(bins=16, block_len=100)
+        manifest = ds.build_index(bins=16, precision=0, block_len=100)
     _, read_back = layout.read(small + ".qidx")
     assert read_back == manifest
     entry = manifest["variables"]["/x"]

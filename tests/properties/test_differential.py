@@ -119,7 +119,7 @@ def scenarios(draw):
     build = {
         "bins": draw(st.sampled_from([1, 2, 3, 8, 33, 1024])),
         "block_len": draw(st.sampled_from([1, 3, 7, 64, 100, 1 << 20])),
-        "precision": draw(st.sampled_from([None, None, 1, 2, 3])),
+        "precision": draw(st.sampled_from([None, 0, 1, 2, 3])),
     }
     storage = draw(st.sampled_from(["contiguous", "chunked", "gzip"]))
     queries = [draw(conditions(data)) for _ in range(draw(st.integers(1, 6)))]

@@ -138,30 +138,95 @@ pub fn equal_weight_edges<K: Key>(sample: &[K], nbins: usize) -> Vec<K> {
     edges
 }
 
-/// Round edges to `digits` significant decimal digits (`FastBit`'s precision
-/// bins), so that literals people type (`1.5`, `0.3`) tend to fall exactly on
-/// an edge and need no candidate check. Duplicates after rounding collapse.
+/// Every decimal with `digits` significant digits in `[lo, hi]` (`FastBit`'s
+/// precision bins), over at most `decades` decades below the larger
+/// magnitude. Literals people type (`1.5`, `0.3`, `140`) are such decimals,
+/// so a range on them lands exactly on edges and needs no candidate check.
 ///
 /// # Examples
 /// ```
-/// use quarry_core::binning::round_edges;
-/// assert_eq!(round_edges(&[1.234, 1.238, 5.06], 2), vec![1.2, 5.1]);
+/// use quarry_core::binning::decimal_edges;
+/// let edges = decimal_edges(0.95, 1.25, 2, 9);
+/// assert_eq!(edges, vec![0.95, 0.96, 0.97, 0.98, 0.99, 1.0, 1.1, 1.2]);
 /// ```
-pub fn round_edges(edges: &[f64], digits: u32) -> Vec<f64> {
-    let digits = digits.clamp(1, 17) as usize;
-    let mut out: Vec<f64> = Vec::with_capacity(edges.len());
-    for &edge in edges {
-        if !edge.is_finite() {
-            continue;
-        }
-        // Decimal rounding through the shortest-exact formatter: exact, no
-        // accumulated float error from pow/multiply.
-        let rounded: f64 = format!("{:.*e}", digits - 1, edge).parse().unwrap_or(edge);
-        if out.last().is_none_or(|last| rounded > *last) {
-            out.push(rounded);
+pub fn decimal_edges(lo: f64, hi: f64, digits: u32, decades: u32) -> Vec<f64> {
+    if !(lo.is_finite() && hi.is_finite()) || lo > hi || digits == 0 {
+        return Vec::new();
+    }
+    let digits = digits.min(6) as i32;
+    let top = lo.abs().max(hi.abs());
+    if top == 0.0 {
+        return vec![0.0];
+    }
+    let top_exp = top.log10().floor() as i32;
+    let bottom_exp = top_exp - decades as i32;
+    let first = 10i64.pow(digits as u32 - 1);
+    let mut out = Vec::new();
+    for exp in bottom_exp..=top_exp {
+        // Values m * 10^(exp - digits + 1) for m in 10^(d-1)..10^d, built from
+        // their decimal text so each is the f64 nearest that decimal, exactly
+        // as a typed literal parses.
+        for m in first..first * 10 {
+            let v: f64 = format!("{m}e{}", exp - digits + 1)
+                .parse()
+                .expect("a decimal parses");
+            for signed in [-v, v] {
+                if lo <= signed && signed <= hi {
+                    out.push(signed);
+                }
+            }
         }
     }
+    if lo <= 0.0 && 0.0 <= hi {
+        out.push(0.0);
+    }
+    out.sort_by(f64::total_cmp);
+    out.dedup();
     out
+}
+
+/// Merge two sorted edge lists into one strictly increasing list.
+pub fn merge_edges<K: Key>(a: &[K], b: &[K]) -> Vec<K> {
+    let mut out: Vec<K> = a
+        .iter()
+        .chain(b)
+        .copied()
+        .filter(|v| !v.is_missing())
+        .collect();
+    out.sort_unstable_by(K::cmp_total);
+    out.dedup_by(|x, y| x == y);
+    out
+}
+
+/// Decades below the largest magnitude that get decimal edges.
+pub const DECIMAL_DECADES: u32 = 9;
+
+/// A variable's edges: `nbins` equal-weight cut points of `sample` (they
+/// bound the rows a range on any literal must check) merged with the
+/// `digits`-significant decimals in the sample's range (a range on a typed
+/// literal then needs no check at all). `digits == 0` leaves decimals out.
+///
+/// # Examples
+/// ```
+/// use quarry_core::binning::variable_edges;
+/// let sample: Vec<f64> = (0..1000).map(|i| f64::from(i) / 100.0).collect();
+/// let edges = variable_edges(&sample, 4, 1);
+/// assert!(edges.contains(&2.5) && edges.contains(&3.0) && edges.contains(&0.01));
+/// ```
+pub fn variable_edges<K: Key>(sample: &[K], nbins: usize, digits: u32) -> Vec<K> {
+    let quantiles = equal_weight_edges(sample, nbins);
+    let finite = sample.iter().map(|v| v.to_f64()).filter(|v| v.is_finite());
+    let (lo, hi) = finite.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+        (lo.min(v), hi.max(v))
+    });
+    if digits == 0 || lo > hi {
+        return quantiles;
+    }
+    let decimals: Vec<K> = decimal_edges(lo, hi, digits, DECIMAL_DECADES)
+        .into_iter()
+        .filter_map(K::from_f64_exact)
+        .collect();
+    merge_edges(&quantiles, &decimals)
 }
 
 #[cfg(test)]
@@ -222,6 +287,24 @@ mod tests {
         }
         let none: Vec<u64> = Vec::new();
         assert_eq!(BinLookup::new(&none).bin(5), 0);
+    }
+
+    #[test]
+    fn decimal_edges_are_typed_literals() {
+        let edges = decimal_edges(1e-8, 30.0, 2, 9);
+        for literal in ["0.1", "0.3", "1.0", "1.5", "1.6", "2.0", "0.2", "29"] {
+            let v: f64 = literal.parse().unwrap();
+            assert!(edges.contains(&v), "{literal}");
+        }
+        assert!(edges.windows(2).all(|w| w[0] < w[1]));
+        assert!(edges.len() <= 10 * 90);
+        let signed = decimal_edges(-150.0, 140.0, 2, 2);
+        assert!(signed.contains(&-150.0) && signed.contains(&140.0) && signed.contains(&0.0));
+        assert!(decimal_edges(f64::NAN, 1.0, 2, 9).is_empty());
+        assert_eq!(merge_edges(&[1.0, 3.0], &[2.0, 3.0]), vec![1.0, 2.0, 3.0]);
+        let ints = variable_edges(&[0_i64, 5, 37, 140, 1000], 2, 2);
+        assert!(ints.contains(&140) && ints.contains(&37) && ints.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(variable_edges(&[u64::MAX], 4, 2), Vec::<u64>::new());
     }
 
     #[test]

@@ -20,6 +20,8 @@ pub trait Key: Copy + PartialOrd + Send + Sync + std::fmt::Debug + 'static {
     fn is_missing(self) -> bool;
     /// Total order for sorting samples that contain no missing values.
     fn cmp_total(&self, other: &Self) -> std::cmp::Ordering;
+    /// The key equal to float `v`, if there is one (integers: a whole number in range).
+    fn from_f64_exact(v: f64) -> Option<Self>;
     /// An unsigned image of the key that orders like the key itself
     /// (`a <= b` iff `a.ordered() <= b.ordered()` for non-missing keys).
     fn ordered(self) -> u64;
@@ -85,6 +87,9 @@ impl Key for f64 {
     fn to_f64(self) -> f64 {
         self
     }
+    fn from_f64_exact(v: f64) -> Option<Self> {
+        Some(v)
+    }
     fn is_missing(self) -> bool {
         self.is_nan()
     }
@@ -117,6 +122,11 @@ macro_rules! int_key {
             }
             fn to_f64(self) -> f64 {
                 self as f64
+            }
+            fn from_f64_exact(v: f64) -> Option<Self> {
+                // 2^63 and 2^64 are exact floats; the range test is exact too.
+                let fits = v.fract() == 0.0 && v >= <$t>::MIN as f64 && v < <$t>::MAX as f64;
+                fits.then(|| v as $t)
             }
             fn is_missing(self) -> bool {
                 false

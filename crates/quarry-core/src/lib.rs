@@ -21,5 +21,6 @@ pub mod eval;
 pub mod key;
 pub mod portable;
 pub mod rowset;
+pub mod scan;
 
 pub use error::CoreError;

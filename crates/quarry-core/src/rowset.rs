@@ -171,6 +171,36 @@ impl RowSet {
         self.blocks.iter().map(RoaringBitmap::len).collect()
     }
 
+    /// Write the ascending global row ids into `out` (exactly `len()` long),
+    /// each block by its own task.
+    pub fn fill_ids(&self, out: &mut [i64]) -> Result<()> {
+        if out.len() as u64 != self.len() {
+            return Err(CoreError::Invalid(format!(
+                "{} slots for {} ids",
+                out.len(),
+                self.len()
+            )));
+        }
+        let mut parts = Vec::with_capacity(self.blocks.len());
+        let mut rest = out;
+        for bm in &self.blocks {
+            let (head, tail) = rest.split_at_mut(bm.len() as usize);
+            parts.push(head);
+            rest = tail;
+        }
+        parts
+            .into_par_iter()
+            .zip(self.blocks.par_iter())
+            .enumerate()
+            .for_each(|(b, (part, bm))| {
+                let base = (b as u64 * self.block_len) as i64;
+                for (slot, row) in part.iter_mut().zip(bm.iter()) {
+                    *slot = base + i64::from(row);
+                }
+            });
+        Ok(())
+    }
+
     /// Ascending global row ids.
     pub fn to_ids(&self) -> Vec<u64> {
         let mut out = Vec::with_capacity(self.len() as usize);
@@ -231,6 +261,15 @@ mod tests {
         let set = RowSet::from_sorted_ids(12, 4, &ids).unwrap();
         assert_eq!(set.block_counts(), vec![2, 1, 3]);
         assert_eq!(set.to_ids(), ids);
+    }
+
+    #[test]
+    fn fill_ids_matches_to_ids() {
+        let set = RowSet::from_sorted_ids(100, 7, &[0, 6, 7, 50, 99]).unwrap();
+        let mut out = vec![0i64; 5];
+        set.fill_ids(&mut out).unwrap();
+        assert_eq!(out, vec![0, 6, 7, 50, 99]);
+        assert!(set.fill_ids(&mut [0i64; 4]).is_err());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use proptest::prelude::*;
-use quarry_core::binning::{bin_of, equal_weight_edges, round_edges, BinLookup};
+use quarry_core::binning::{bin_of, equal_weight_edges, variable_edges, BinLookup};
 use quarry_core::column::{build_blocks, BuiltBlock, ColumnIndex};
 use quarry_core::eval::Interval;
 use quarry_core::key::Key;
@@ -93,10 +93,7 @@ proptest! {
         lo_incl: bool, hi_incl: bool,
         pick in prop::option::of(0usize..600),
     ) {
-        let mut edges = equal_weight_edges(&values, nbins);
-        if let Some(d) = digits {
-            edges = round_edges(&edges, d);
-        }
+        let edges = variable_edges(&values, nbins, digits.unwrap_or(0));
         // Literals drawn from the data hit bin edges and in-block extremes exactly.
         let lo = pick.and_then(|p| values.get(p).copied()).unwrap_or(a);
         let iv = Interval { lo: lo.min(b), lo_incl, hi: lo.max(b), hi_incl };

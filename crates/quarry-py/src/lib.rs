@@ -22,6 +22,7 @@ use quarry_core::column::{self, ColumnIndex};
 use quarry_core::eval::Interval;
 use quarry_core::key::Key;
 use quarry_core::rowset;
+use quarry_core::scan;
 use quarry_core::CoreError;
 
 create_exception!(
@@ -124,10 +125,15 @@ impl RowSet {
         self.0.block_counts()
     }
 
-    /// Ascending global row ids as int64.
-    fn to_ids<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
-        let ids: Vec<i64> = py.detach(|| self.0.to_ids().into_iter().map(|i| i as i64).collect());
-        ids.into_pyarray(py)
+    /// Ascending global row ids as int64, written straight into the array.
+    fn to_ids<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let n = self.0.len() as usize;
+        // SAFETY: the array is created here and filled completely by
+        // `fill_ids` (which checks the length) before Python can see it.
+        let array = unsafe { PyArray1::<i64>::new(py, [n], false) };
+        let out = unsafe { array.as_slice_mut()? };
+        py.detach(|| self.0.fill_ids(out)).map_err(to_py)?;
+        Ok(array)
     }
 
     fn __repr__(&self) -> String {
@@ -425,18 +431,184 @@ fn build_blocks<'py>(
         .collect())
 }
 
-/// Equal-weight bin edges from a sample (same dtype as the sample).
+/// A `NumPy` array borrowed read-only for the length of a call.
+enum Held<'py> {
+    F32(PyReadonlyArray1<'py, f32>),
+    F64(PyReadonlyArray1<'py, f64>),
+    I8(PyReadonlyArray1<'py, i8>),
+    I16(PyReadonlyArray1<'py, i16>),
+    I32(PyReadonlyArray1<'py, i32>),
+    I64(PyReadonlyArray1<'py, i64>),
+    U8(PyReadonlyArray1<'py, u8>),
+    U16(PyReadonlyArray1<'py, u16>),
+    U32(PyReadonlyArray1<'py, u32>),
+    U64(PyReadonlyArray1<'py, u64>),
+}
+
+impl<'py> Held<'py> {
+    fn new(array: &Bound<'py, PyUntypedArray>) -> PyResult<Self> {
+        let py = array.py();
+        let dtype = array.dtype();
+        macro_rules! try_dtype {
+            ($($t:ty => $v:ident),*) => {
+                $(if dtype.is_equiv_to(&numpy::dtype::<$t>(py)) {
+                    return Ok(Held::$v(contiguous::<$t>(array)?));
+                })*
+            };
+        }
+        try_dtype!(f32 => F32, f64 => F64, i8 => I8, i16 => I16, i32 => I32, i64 => I64,
+                   u8 => U8, u16 => U16, u32 => U32, u64 => U64);
+        Err(PyTypeError::new_err(format!("cannot scan dtype {dtype}")))
+    }
+
+    fn values(&self) -> PyResult<scan::Values<'_>> {
+        Ok(match self {
+            Held::F32(a) => scan::Values::F32(a.as_slice()?),
+            Held::F64(a) => scan::Values::F64(a.as_slice()?),
+            Held::I8(a) => scan::Values::I8(a.as_slice()?),
+            Held::I16(a) => scan::Values::I16(a.as_slice()?),
+            Held::I32(a) => scan::Values::I32(a.as_slice()?),
+            Held::I64(a) => scan::Values::I64(a.as_slice()?),
+            Held::U8(a) => scan::Values::U8(a.as_slice()?),
+            Held::U16(a) => scan::Values::U16(a.as_slice()?),
+            Held::U32(a) => scan::Values::U32(a.as_slice()?),
+            Held::U64(a) => scan::Values::U64(a.as_slice()?),
+        })
+    }
+}
+
+fn program(ops: Vec<(String, f64)>, n_columns: usize) -> PyResult<scan::Program> {
+    let ops = ops
+        .into_iter()
+        .map(|(name, arg)| {
+            Ok(match name.as_str() {
+                "load" => scan::Op::Load(arg as usize),
+                "const" => scan::Op::Const(arg),
+                "neg" => scan::Op::Neg,
+                "+" => scan::Op::Add,
+                "-" => scan::Op::Sub,
+                "*" => scan::Op::Mul,
+                "/" => scan::Op::Div,
+                "**" => scan::Op::Pow,
+                "sqrt" => scan::Op::Sqrt,
+                "abs" => scan::Op::Abs,
+                "exp" => scan::Op::Exp,
+                "log" => scan::Op::Ln,
+                "log10" => scan::Op::Log10,
+                "min" => scan::Op::Min,
+                "max" => scan::Op::Max,
+                other => {
+                    return Err(PyValueError::new_err(format!(
+                        "unknown operation {other:?}"
+                    )))
+                }
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    scan::Program::new(ops, n_columns).map_err(to_py)
+}
+
+/// Rows where `left cmp right` is true and where it is unknown (NaN), the
+/// sides being postfix programs over `columns` evaluated in float64.
 #[pyfunction]
-fn equal_weight_edges<'py>(
+#[pyo3(signature = (columns, left, cmp, right, n_rows, block_len, domain=None))]
+#[allow(clippy::too_many_arguments)]
+fn scan_compare<'py>(
+    py: Python<'py>,
+    columns: Vec<Bound<'py, PyUntypedArray>>,
+    left: Vec<(String, f64)>,
+    cmp: &str,
+    right: Vec<(String, f64)>,
+    n_rows: u64,
+    block_len: u64,
+    domain: Option<&RowSet>,
+) -> PyResult<(RowSet, RowSet)> {
+    let held = columns
+        .iter()
+        .map(Held::new)
+        .collect::<PyResult<Vec<_>>>()?;
+    let values = held
+        .iter()
+        .map(Held::values)
+        .collect::<PyResult<Vec<_>>>()?;
+    let cmp = match cmp {
+        "<" => scan::Cmp::Lt,
+        "<=" => scan::Cmp::Le,
+        ">" => scan::Cmp::Gt,
+        ">=" => scan::Cmp::Ge,
+        "==" => scan::Cmp::Eq,
+        "!=" => scan::Cmp::Ne,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown comparison {other:?}"
+            )))
+        }
+    };
+    let comparison = scan::Comparison {
+        left: program(left, values.len())?,
+        cmp,
+        right: program(right, values.len())?,
+    };
+    let domain = domain.map(|d| &d.0);
+    py.detach(|| scan::scan_compare(&values, &comparison, n_rows, block_len, domain))
+        .map(|(t, u)| (RowSet(t), RowSet(u)))
+        .map_err(to_py)
+}
+
+/// Rows whose stored value lies in the interval (compared exactly in the
+/// key domain of the values' dtype) and rows whose value is missing.
+#[pyfunction]
+#[pyo3(signature = (values, lo, lo_incl, hi, hi_incl, block_len, domain=None))]
+#[allow(clippy::too_many_arguments)]
+fn scan_range<'py>(
+    py: Python<'py>,
+    values: &Bound<'py, PyUntypedArray>,
+    lo: &Bound<'py, PyAny>,
+    lo_incl: bool,
+    hi: &Bound<'py, PyAny>,
+    hi_incl: bool,
+    block_len: u64,
+    domain: Option<&RowSet>,
+) -> PyResult<(RowSet, RowSet)> {
+    let held = Held::new(values)?;
+    let domain = domain.map(|d| &d.0);
+    macro_rules! go {
+        ($k:ty, $s:expr) => {{
+            let iv = interval::<$k>(lo, lo_incl, hi, hi_incl)?;
+            let s = $s;
+            py.detach(|| scan::scan_range(s, &iv, block_len, domain))
+        }};
+    }
+    let result = match held.values()? {
+        scan::Values::F32(s) => go!(f64, s),
+        scan::Values::F64(s) => go!(f64, s),
+        scan::Values::I8(s) => go!(i64, s),
+        scan::Values::I16(s) => go!(i64, s),
+        scan::Values::I32(s) => go!(i64, s),
+        scan::Values::I64(s) => go!(i64, s),
+        scan::Values::U8(s) => go!(u64, s),
+        scan::Values::U16(s) => go!(u64, s),
+        scan::Values::U32(s) => go!(u64, s),
+        scan::Values::U64(s) => go!(u64, s),
+    };
+    result.map(|(t, u)| (RowSet(t), RowSet(u))).map_err(to_py)
+}
+
+/// A variable's bin edges from a sample (float64, int64 or uint64; the
+/// edges have the sample's dtype): equal-weight cut points merged with the
+/// `digits`-significant decimals in the sample's range (0: none).
+#[pyfunction]
+fn variable_edges<'py>(
     py: Python<'py>,
     sample: &Bound<'py, PyUntypedArray>,
     nbins: usize,
+    digits: u32,
 ) -> PyResult<Bound<'py, PyAny>> {
     macro_rules! go {
         ($k:ty) => {{
             let s = contiguous::<$k>(sample)?;
             let s = s.as_slice()?;
-            let edges = py.detach(|| binning::equal_weight_edges::<$k>(s, nbins));
+            let edges = py.detach(|| binning::variable_edges::<$k>(s, nbins, digits));
             Ok(edges.into_pyarray(py).into_any())
         }};
     }
@@ -447,24 +619,15 @@ fn equal_weight_edges<'py>(
     }
 }
 
-/// Round float edges to `digits` significant decimal digits.
-#[pyfunction]
-fn round_edges<'py>(
-    py: Python<'py>,
-    edges: PyReadonlyArray1<'py, f64>,
-    digits: u32,
-) -> PyResult<Bound<'py, PyArray1<f64>>> {
-    Ok(binning::round_edges(edges.as_slice()?, digits).into_pyarray(py))
-}
-
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RowSet>()?;
     m.add_class::<IndexFile>()?;
     m.add_class::<Column>()?;
     m.add_function(wrap_pyfunction!(build_blocks, m)?)?;
-    m.add_function(wrap_pyfunction!(equal_weight_edges, m)?)?;
-    m.add_function(wrap_pyfunction!(round_edges, m)?)?;
+    m.add_function(wrap_pyfunction!(variable_edges, m)?)?;
+    m.add_function(wrap_pyfunction!(scan_compare, m)?)?;
+    m.add_function(wrap_pyfunction!(scan_range, m)?)?;
     m.add("CorruptBlockError", m.py().get_type::<CorruptBlockError>())?;
     Ok(())
 }

@@ -41,7 +41,10 @@ def _parser() -> argparse.ArgumentParser:
     ix.add_argument("--vars", help="comma-separated variables (default: every numeric one)")
     ix.add_argument("--bins", type=int, help="equal-weight bins per variable (default 1024)")
     ix.add_argument(
-        "--precision", type=int, help="round float bin edges to this many significant digits"
+        "--precision",
+        type=int,
+        help="also put bin edges at every decimal with this many significant digits, so "
+        "ranges on typed literals need no check (default 2; 0: off)",
     )
     ix.add_argument(
         "--block-size",

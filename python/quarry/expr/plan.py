@@ -124,6 +124,28 @@ PlanNode = RangeLeaf | ScanLeaf | Const | AndNode | OrNode | NotNode
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 
 
+def as_float(value: Number) -> float:
+    """A number as float64, integers too large for it becoming +-inf.
+
+    Examples
+    --------
+    >>> as_float(10**400)
+    inf
+    """
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+def everything(kind: str) -> Interval:
+    """The interval holding every non-missing value of a key domain."""
+    if kind == "f64":
+        return Interval(kind, -math.inf, True, math.inf, True)
+    lo, hi = _I64 if kind == "i64" else _U64
+    return Interval(kind, lo, True, hi, True)
+
+
 def float_interval(op: str, literal: Number) -> Interval | None:
     """Interval of float64 values ``x`` with ``x op literal``, compared exactly.
 
@@ -135,10 +157,7 @@ def float_interval(op: str, literal: Number) -> Interval | None:
     >>> float_interval(">", 2**53 + 1)  # no float64 lies between 2**53 and 2**53+1
     Interval(kind='f64', lo=9007199254740992.0, lo_incl=False, hi=inf, hi_incl=True, empty=False)
     """
-    try:
-        f = float(literal)
-    except OverflowError:
-        f = math.inf if literal > 0 else -math.inf
+    f = as_float(literal)
     if math.isnan(f):
         return None
     inf = math.inf
@@ -201,7 +220,7 @@ def fold(node: Arith) -> Arith:
         case Call(func=func, args=args):
             folded = tuple(fold(a) for a in args)
             if all(isinstance(a, Num) for a in folded):
-                vals = [float(a.value) for a in folded if isinstance(a, Num)]
+                vals = [as_float(a.value) for a in folded if isinstance(a, Num)]
                 with np.errstate(all="ignore"):
                     return Num(float(FUNCS[func](*vals)), node.pos)
             return Call(func, folded, node.pos)
@@ -212,7 +231,7 @@ def _apply(op: str, a: Number, b: Number) -> Number:
     if isinstance(a, int) and isinstance(b, int) and op in "+-*":
         return {"+": a + b, "-": a - b, "*": a * b}[op]
     with np.errstate(all="ignore"):
-        return float(ARITH[op](np.float64(a), np.float64(b)))
+        return float(ARITH[op](np.float64(as_float(a)), np.float64(as_float(b))))
 
 
 ARITH: dict[str, Callable[..., npt.NDArray[np.float64]]] = {

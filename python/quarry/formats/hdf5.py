@@ -57,7 +57,7 @@ class HDF5Driver:
         except OSError as exc:
             raise SourceError(f"cannot open {path} as HDF5: {exc}") from None
         self._datasets: dict[str, Any] = {}
-        self._maps: dict[str, np.memmap[Any, Any] | None] = {}
+        self._maps: dict[str, npt.NDArray[np.generic] | None] = {}
         self._infos: list[VariableInfo] | None = None
 
     def variables(self) -> list[VariableInfo]:
@@ -96,14 +96,17 @@ class HDF5Driver:
             self._datasets[var] = ds
         return ds
 
-    def _memmap(self, var: str) -> np.memmap[Any, Any] | None:
+    def _memmap(self, var: str) -> npt.NDArray[np.generic] | None:
         if var in self._maps:
             return self._maps[var]
         ds = self._dataset(var)
         mm = None
         offset = ds.id.get_offset() if ds.chunks is None and ds.size > 0 else None
         if offset is not None and not ds.is_virtual and ds.external is None:
-            mm = np.memmap(self.path, dtype=ds.dtype, mode="r", offset=offset, shape=(ds.size,))
+            mapped = np.memmap(self.path, dtype=ds.dtype, mode="r", offset=offset, shape=(ds.size,))
+            # A plain ndarray view of the map: np.memmap's Python-level
+            # __getitem__ costs more than a small gather itself.
+            mm = mapped.view(np.ndarray)
         self._maps[var] = mm
         return mm
 

@@ -12,6 +12,7 @@ arithmetic runs on the surviving rows only.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,8 +21,6 @@ import numpy.typing as npt
 from quarry import _core
 from quarry.expr.ast import Arith, BinOp, Call, Neg, Num, Var
 from quarry.expr.plan import (
-    ARITH,
-    FUNCS,
     AndNode,
     Const,
     NotNode,
@@ -29,6 +28,8 @@ from quarry.expr.plan import (
     PlanNode,
     RangeLeaf,
     ScanLeaf,
+    as_float,
+    everything,
 )
 from quarry.formats.base import Driver, VariableInfo
 from quarry.index.store import IndexStore
@@ -45,7 +46,7 @@ class Table:
 
     @property
     def n_rows(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
 
 class Executor:
@@ -56,6 +57,7 @@ class Executor:
         self.store = store
         self.table = table
         self._missing: dict[str, _core.RowSet] = {}
+        self._columns: dict[str, npt.NDArray[np.generic]] = {}
 
     # -- helpers ---------------------------------------------------------
     def _empty(self) -> _core.RowSet:
@@ -67,20 +69,19 @@ class Executor:
     def _from_ids(self, ids: npt.NDArray[np.int64]) -> _core.RowSet:
         return _core.RowSet.from_ids(ids, self.table.n_rows, self.table.block_len)
 
-    def _ids(self, domain: _core.RowSet | None) -> npt.NDArray[np.int64]:
-        if domain is None:
-            return np.arange(self.table.n_rows, dtype=np.int64)
-        return domain.to_ids()
-
     def _column(self, var: VariableInfo) -> _core.Column | None:
         if self.store is None or var.path not in self.store.variables:
             return None
         return self.store.column(var.path)
 
-    def _gather(self, var: VariableInfo, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
-        if len(ids) == self.table.n_rows:
-            return self.driver.read(var.path, 0, self.table.n_rows)
-        return self.driver.gather(var.path, ids)
+    def _values(self, var: VariableInfo) -> npt.NDArray[np.generic]:
+        """The whole column, for scans. For memory-mapped storage this is a view:
+        the core then touches only the pages of the rows it evaluates."""
+        values = self._columns.get(var.path)
+        if values is None:
+            values = self.driver.read(var.path, 0, self.table.n_rows)
+            self._columns[var.path] = values
+        return values
 
     def _missing_rows(self, var: VariableInfo, col: _core.Column) -> _core.RowSet:
         rows = self._missing.get(var.path)
@@ -110,7 +111,7 @@ class Executor:
                 except _core.CorruptBlockError as exc:
                     assert self.store is not None
                     raise self.store.damaged(plan.var.path, exc) from None
-                return int(sure) + len(self._check(plan, cand))
+                return int(sure) + len(self._passing(plan, cand))
         return len(self.rows(plan))
 
     # -- evaluation ------------------------------------------------------
@@ -189,24 +190,29 @@ class Executor:
             t, u = t | t2, (u - t2) | u2
         return t, u
 
-    def _check(self, leaf: RangeLeaf, cand: _core.RowSet) -> _core.RowSet:
-        """The candidates whose stored value really is inside the interval."""
+    def _passing(self, leaf: RangeLeaf, cand: _core.RowSet) -> npt.NDArray[np.int64]:
+        """Ids of the candidates whose stored value really is inside the interval."""
         if cand.is_empty():
-            return cand
+            return np.empty(0, dtype=np.int64)
         ids = cand.to_ids()
         values = self.driver.gather(leaf.var.path, ids)
-        return self._from_ids(ids[leaf.interval.mask(values)])
+        return ids[leaf.interval.mask(values)]
 
     def _range(self, leaf: RangeLeaf, domain: _core.RowSet | None) -> Pair:
         iv = leaf.interval
         col = self._column(leaf.var)
         if col is None:
-            ids = self._ids(domain)
-            values = self._gather(leaf.var, ids)
-            unknown = np.isnan(values) if values.dtype.kind == "f" else None
-            t = self._from_ids(ids[iv.mask(values)])
-            u = self._from_ids(ids[unknown]) if unknown is not None else self._empty()
-            return t, u
+            probe = iv if not iv.empty else everything(iv.kind)
+            t, u = _core.scan_range(
+                self._values(leaf.var),
+                probe.lo,
+                probe.lo_incl,
+                probe.hi,
+                probe.hi_incl,
+                self.table.block_len,
+                domain,
+            )
+            return (t if not iv.empty else self._empty()), u
         missing = self._missing_rows(leaf.var, col)
         u = missing if domain is None else missing & domain
         if iv.empty:
@@ -216,51 +222,42 @@ class Executor:
         except _core.CorruptBlockError as exc:
             assert self.store is not None
             raise self.store.damaged(leaf.var.path, exc) from None
-        return sure | self._check(leaf, cand), u
+        return sure | self._from_ids(self._passing(leaf, cand)), u
 
     def _scan(self, leaf: ScanLeaf, domain: _core.RowSet | None) -> Pair:
-        ids = self._ids(domain)
-        columns = {v.path: self._gather(v, ids).astype(np.float64) for v in leaf.variables}
-        with np.errstate(all="ignore"):
-            left = evaluate(leaf.left, columns)
-            right = evaluate(leaf.right, columns)
-            valid = ~(np.isnan(left) | np.isnan(right))
-            hit = _COMPARE[leaf.op](left, right) & valid
-        hit = np.broadcast_to(hit, ids.shape)
-        valid = np.broadcast_to(valid, ids.shape)
-        return self._from_ids(ids[hit]), self._from_ids(ids[~valid])
+        columns = [self._values(v) for v in leaf.variables]
+        slot = {v.path: i for i, v in enumerate(leaf.variables)}
+        return _core.scan_compare(
+            columns,
+            postfix(leaf.left, slot),
+            leaf.op,
+            postfix(leaf.right, slot),
+            self.table.n_rows,
+            self.table.block_len,
+            domain,
+        )
 
 
-_COMPARE = {
-    "<": np.less,
-    "<=": np.less_equal,
-    ">": np.greater,
-    ">=": np.greater_equal,
-    "==": np.equal,
-    "!=": np.not_equal,
-}
-
-
-def evaluate(node: Arith, columns: dict[str, npt.NDArray[np.float64]]) -> npt.NDArray[np.float64]:
-    """Evaluate arithmetic in float64; names are the resolved variable paths.
+def postfix(node: Arith, slot: dict[str, int]) -> list[tuple[str, float]]:
+    """Arithmetic as the core's postfix program; variables load their column slot.
 
     Examples
     --------
     >>> from quarry.expr.ast import BinOp, Var, Num
-    >>> evaluate(BinOp("*", Var("/x", 0), Num(2, 0), 0), {"/x": np.array([1.0, 3.0])})
-    array([2., 6.])
+    >>> postfix(BinOp("*", Var("/x", 0), Num(2, 0), 0), {"/x": 0})
+    [('load', 0.0), ('const', 2.0), ('*', 0.0)]
     """
     match node:
         case Num(value=v):
-            return np.asarray(float(v))
+            return [("const", as_float(v))]
         case Var(name=path):
-            return columns[path]
+            return [("load", float(slot[path]))]
         case Neg(operand=x):
-            return -evaluate(x, columns)
+            return [*postfix(x, slot), ("neg", 0.0)]
         case BinOp(op=op, left=a, right=b):
-            return ARITH[op](evaluate(a, columns), evaluate(b, columns))
+            return [*postfix(a, slot), *postfix(b, slot), (op, 0.0)]
         case Call(func=func, args=args):
-            return FUNCS[func](*(evaluate(a, columns) for a in args))
+            return [*(step for a in args for step in postfix(a, slot)), (func, 0.0)]
     raise TypeError(node)
 
 

@@ -1,0 +1,445 @@
+//! Evaluating conditions on values instead of an index: arithmetic
+//! comparisons (in float64) and exact ranges on unindexed columns.
+//!
+//! Work is cut by blocks (parallel) and, inside a block, into chunks of
+//! [`CHUNK`] rows evaluated op by op over small buffers, so the loops
+//! vectorise and nothing the size of a column is allocated. Only rows of the
+//! domain are read, so a scan under an AND touches just the surviving rows.
+
+use rayon::prelude::*;
+use roaring::RoaringBitmap;
+
+use crate::error::{CoreError, Result};
+use crate::eval::Interval;
+use crate::key::{Key, Widen};
+use crate::rowset::{block_count, RowSet};
+
+const CHUNK: usize = 1024;
+
+/// A column of stored values, any supported dtype.
+#[derive(Clone, Copy, Debug)]
+pub enum Values<'a> {
+    F32(&'a [f32]),
+    F64(&'a [f64]),
+    I8(&'a [i8]),
+    I16(&'a [i16]),
+    I32(&'a [i32]),
+    I64(&'a [i64]),
+    U8(&'a [u8]),
+    U16(&'a [u16]),
+    U32(&'a [u32]),
+    U64(&'a [u64]),
+}
+
+macro_rules! each_values {
+    ($v:expr, $s:ident => $body:expr) => {
+        match $v {
+            Values::F32($s) => $body,
+            Values::F64($s) => $body,
+            Values::I8($s) => $body,
+            Values::I16($s) => $body,
+            Values::I32($s) => $body,
+            Values::I64($s) => $body,
+            Values::U8($s) => $body,
+            Values::U16($s) => $body,
+            Values::U32($s) => $body,
+            Values::U64($s) => $body,
+        }
+    };
+}
+
+impl Values<'_> {
+    pub fn len(&self) -> usize {
+        each_values!(self, s => s.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Rows `base + rows[i]` as float64 (integers above 2^53 round, as
+    /// arithmetic in float64 does).
+    // One `as f64` serves every dtype in the macro: exact for the narrow
+    // ones, the documented float64 rounding for int64/uint64.
+    #[allow(clippy::cast_lossless, clippy::unnecessary_cast)]
+    fn fill_f64(&self, base: usize, rows: Rows<'_>, out: &mut [f64]) {
+        each_values!(self, s => match rows {
+            Rows::Range(start, n) => {
+                for (o, v) in out.iter_mut().zip(&s[base + start..base + start + n]) {
+                    *o = *v as f64;
+                }
+            }
+            Rows::List(list) => {
+                for (o, &r) in out.iter_mut().zip(list) {
+                    *o = s[base + r as usize] as f64;
+                }
+            }
+        });
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Rows<'a> {
+    /// `n` consecutive rows from `start` (block-local).
+    Range(usize, usize),
+    List(&'a [u32]),
+}
+
+impl Rows<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Rows::Range(_, n) => *n,
+            Rows::List(l) => l.len(),
+        }
+    }
+    fn row(&self, i: usize) -> u32 {
+        match self {
+            Rows::Range(start, _) => (start + i) as u32,
+            Rows::List(l) => l[i],
+        }
+    }
+}
+
+/// One step of a postfix arithmetic program.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Op {
+    /// Push column `i` of the scan's inputs.
+    Load(usize),
+    Const(f64),
+    Neg,
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Sqrt,
+    Abs,
+    Exp,
+    Ln,
+    Log10,
+    /// Minimum ignoring NaN (`NumPy`'s `fmin`).
+    Min,
+    /// Maximum ignoring NaN (`NumPy`'s `fmax`).
+    Max,
+}
+
+/// Comparison operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cmp {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+}
+
+impl Cmp {
+    #[inline]
+    fn apply(self, a: f64, b: f64) -> bool {
+        match self {
+            Cmp::Lt => a < b,
+            Cmp::Le => a <= b,
+            Cmp::Gt => a > b,
+            Cmp::Ge => a >= b,
+            Cmp::Eq => a == b,
+            Cmp::Ne => a != b,
+        }
+    }
+}
+
+/// A validated postfix program: it never pops an empty stack and leaves one value.
+#[derive(Clone, Debug)]
+pub struct Program {
+    ops: Vec<Op>,
+    depth: usize,
+}
+
+impl Program {
+    /// Validate `ops` against `n_columns` inputs.
+    ///
+    /// # Examples
+    /// ```
+    /// use quarry_core::scan::{Op, Program};
+    /// assert!(Program::new(vec![Op::Load(0), Op::Load(0), Op::Mul], 1).is_ok());
+    /// assert!(Program::new(vec![Op::Add], 1).is_err());
+    /// ```
+    pub fn new(ops: Vec<Op>, n_columns: usize) -> Result<Self> {
+        let (mut depth, mut max_depth) = (0usize, 0usize);
+        for op in &ops {
+            let (pops, pushes) = match op {
+                Op::Load(i) if *i >= n_columns => {
+                    return Err(CoreError::Invalid(format!(
+                        "program loads column {i} of {n_columns}"
+                    )));
+                }
+                Op::Load(_) | Op::Const(_) => (0, 1),
+                Op::Neg | Op::Sqrt | Op::Abs | Op::Exp | Op::Ln | Op::Log10 => (1, 1),
+                _ => (2, 1),
+            };
+            depth = depth
+                .checked_sub(pops)
+                .ok_or_else(|| CoreError::Invalid("program pops an empty stack".into()))?
+                + pushes;
+            max_depth = max_depth.max(depth);
+        }
+        if depth != 1 {
+            return Err(CoreError::Invalid(format!(
+                "program leaves {depth} values, not 1"
+            )));
+        }
+        Ok(Self {
+            ops,
+            depth: max_depth,
+        })
+    }
+
+    /// The value of a program that is a single constant.
+    fn constant(&self) -> Option<f64> {
+        match self.ops[..] {
+            [Op::Const(c)] => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Evaluate over `n` rows into `stack[0]`.
+    fn run(&self, columns: &[Values<'_>], base: usize, rows: Rows<'_>, stack: &mut [Vec<f64>]) {
+        let n = rows.len();
+        let mut top = 0usize;
+        for op in &self.ops {
+            match *op {
+                Op::Load(i) => {
+                    columns[i].fill_f64(base, rows, &mut stack[top][..n]);
+                    top += 1;
+                }
+                Op::Const(c) => {
+                    stack[top][..n].fill(c);
+                    top += 1;
+                }
+                Op::Neg | Op::Sqrt | Op::Abs | Op::Exp | Op::Ln | Op::Log10 => {
+                    let f: fn(f64) -> f64 = match op {
+                        Op::Neg => |x| -x,
+                        Op::Sqrt => f64::sqrt,
+                        Op::Abs => f64::abs,
+                        Op::Exp => f64::exp,
+                        Op::Ln => f64::ln,
+                        _ => f64::log10,
+                    };
+                    for x in &mut stack[top - 1][..n] {
+                        *x = f(*x);
+                    }
+                }
+                _ => {
+                    let (lower, upper) = stack.split_at_mut(top - 1);
+                    let (a, b) = (&mut lower[top - 2][..n], &upper[0][..n]);
+                    match op {
+                        Op::Add => a.iter_mut().zip(b).for_each(|(x, y)| *x += y),
+                        Op::Sub => a.iter_mut().zip(b).for_each(|(x, y)| *x -= y),
+                        Op::Mul => a.iter_mut().zip(b).for_each(|(x, y)| *x *= y),
+                        Op::Div => a.iter_mut().zip(b).for_each(|(x, y)| *x /= y),
+                        Op::Pow => a.iter_mut().zip(b).for_each(|(x, y)| *x = x.powf(*y)),
+                        Op::Min => a.iter_mut().zip(b).for_each(|(x, y)| *x = x.min(*y)),
+                        _ => a.iter_mut().zip(b).for_each(|(x, y)| *x = x.max(*y)),
+                    }
+                    top -= 1;
+                }
+            }
+        }
+    }
+}
+
+/// `left cmp right`, both sides float64 programs over the same inputs.
+#[derive(Clone, Debug)]
+pub struct Comparison {
+    pub left: Program,
+    pub cmp: Cmp,
+    pub right: Program,
+}
+
+fn check_inputs(
+    columns: &[Values<'_>],
+    n_rows: u64,
+    domain: Option<&RowSet>,
+    block_len: u64,
+) -> Result<()> {
+    for c in columns {
+        if c.len() as u64 != n_rows {
+            return Err(CoreError::Invalid(format!(
+                "a column holds {} values, the table {n_rows} rows",
+                c.len()
+            )));
+        }
+    }
+    if let Some(d) = domain {
+        if d.n_rows() != n_rows || d.block_len() != block_len {
+            return Err(CoreError::Invalid(
+                "domain is a row set of another table".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Per block, the rows to look at and then a (true, unknown) classification
+/// of each, collected into two row sets.
+fn per_block<F>(
+    n_rows: u64,
+    block_len: u64,
+    domain: Option<&RowSet>,
+    classify: F,
+) -> Result<(RowSet, RowSet)>
+where
+    F: Fn(usize, Rows<'_>, &mut Vec<u32>, &mut Vec<u32>) + Sync,
+{
+    let blocks: Vec<(RoaringBitmap, RoaringBitmap)> = (0..block_count(n_rows, block_len))
+        .into_par_iter()
+        .map(|b| {
+            let base = b * block_len as usize;
+            let len = (n_rows as usize - base).min(block_len as usize);
+            let (mut t, mut u) = (Vec::new(), Vec::new());
+            match domain {
+                None => {
+                    for start in (0..len).step_by(CHUNK) {
+                        classify(
+                            base,
+                            Rows::Range(start, CHUNK.min(len - start)),
+                            &mut t,
+                            &mut u,
+                        );
+                    }
+                }
+                Some(d) => {
+                    let rows: Vec<u32> = d.blocks()[b].iter().collect();
+                    for chunk in rows.chunks(CHUNK) {
+                        classify(base, Rows::List(chunk), &mut t, &mut u);
+                    }
+                }
+            }
+            let bitmap = |v: Vec<u32>| RoaringBitmap::from_sorted_iter(v).expect("rows ascend");
+            (bitmap(t), bitmap(u))
+        })
+        .collect();
+    let (t, u): (Vec<_>, Vec<_>) = blocks.into_iter().unzip();
+    Ok((
+        RowSet::from_blocks(n_rows, block_len, t)?,
+        RowSet::from_blocks(n_rows, block_len, u)?,
+    ))
+}
+
+/// Rows (of `domain`, or all) where the comparison is true, and where it is
+/// unknown (a side is NaN).
+pub fn scan_compare(
+    columns: &[Values<'_>],
+    comparison: &Comparison,
+    n_rows: u64,
+    block_len: u64,
+    domain: Option<&RowSet>,
+) -> Result<(RowSet, RowSet)> {
+    check_inputs(columns, n_rows, domain, block_len)?;
+    let depth = comparison.left.depth.max(comparison.right.depth);
+    per_block(n_rows, block_len, domain, |base, rows, t, u| {
+        // Small per-chunk buffers; allocation is amortised over CHUNK rows.
+        let mut left = vec![vec![0.0f64; CHUNK]; depth];
+        let mut right = vec![vec![0.0f64; CHUNK]; depth];
+        comparison.left.run(columns, base, rows, &mut left);
+        // A constant side (the usual `expr > 1.0`) is compared as a scalar.
+        let right_const = comparison.right.constant();
+        if right_const.is_none() {
+            comparison.right.run(columns, base, rows, &mut right);
+        }
+        for i in 0..rows.len() {
+            let (a, b) = (left[0][i], right_const.unwrap_or_else(|| right[0][i]));
+            if a.is_nan() || b.is_nan() {
+                u.push(rows.row(i));
+            } else if comparison.cmp.apply(a, b) {
+                t.push(rows.row(i));
+            }
+        }
+    })
+}
+
+/// Rows (of `domain`, or all) whose stored value lies in `iv`, compared
+/// exactly in key domain `K`, and rows whose value is missing.
+pub fn scan_range<K: Key, T: Widen<K>>(
+    values: &[T],
+    iv: &Interval<K>,
+    block_len: u64,
+    domain: Option<&RowSet>,
+) -> Result<(RowSet, RowSet)> {
+    let n_rows = values.len() as u64;
+    if let Some(d) = domain {
+        if d.n_rows() != n_rows || d.block_len() != block_len {
+            return Err(CoreError::Invalid(
+                "domain is a row set of another table".into(),
+            ));
+        }
+    }
+    per_block(n_rows, block_len, domain, |base, rows, t, u| {
+        for i in 0..rows.len() {
+            let row = rows.row(i);
+            let v = values[base + row as usize].widen();
+            if v.is_missing() {
+                u.push(row);
+            } else if iv.contains(v) {
+                t.push(row);
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compare_with_nan_and_domain() {
+        let x = [1.0f32, f32::NAN, 3.0, 4.0, 0.5];
+        let y = [1i16, 2, 3, 4, 5];
+        let cols = [Values::F32(&x), Values::I16(&y)];
+        // x*x + y > 5
+        let left = Program::new(
+            vec![Op::Load(0), Op::Load(0), Op::Mul, Op::Load(1), Op::Add],
+            2,
+        )
+        .unwrap();
+        let right = Program::new(vec![Op::Const(5.0)], 2).unwrap();
+        let cmp = Comparison {
+            left,
+            cmp: Cmp::Gt,
+            right,
+        };
+        let (t, u) = scan_compare(&cols, &cmp, 5, 2, None).unwrap();
+        assert_eq!(t.to_ids(), vec![2, 3, 4]);
+        assert_eq!(u.to_ids(), vec![1]);
+        let domain = RowSet::from_sorted_ids(5, 2, &[1, 3]).unwrap();
+        let (t, u) = scan_compare(&cols, &cmp, 5, 2, Some(&domain)).unwrap();
+        assert_eq!((t.to_ids(), u.to_ids()), (vec![3], vec![1]));
+    }
+
+    #[test]
+    fn range_is_exact_for_big_integers() {
+        let v = [i64::MAX, i64::MAX - 1, 0];
+        let iv = Interval {
+            lo: i64::MAX,
+            lo_incl: true,
+            hi: i64::MAX,
+            hi_incl: true,
+        };
+        let (t, u) = scan_range::<i64, i64>(&v, &iv, 2, None).unwrap();
+        assert_eq!((t.to_ids(), u.len()), (vec![0], 0));
+    }
+
+    #[test]
+    fn bad_programs_and_inputs_are_errors() {
+        assert!(Program::new(vec![Op::Load(2)], 2).is_err());
+        assert!(Program::new(vec![Op::Const(1.0), Op::Const(2.0)], 0).is_err());
+        let x = [1.0f64; 3];
+        let p = Program::new(vec![Op::Load(0)], 1).unwrap();
+        let cmp = Comparison {
+            left: p.clone(),
+            cmp: Cmp::Eq,
+            right: p,
+        };
+        assert!(scan_compare(&[Values::F64(&x)], &cmp, 4, 2, None).is_err());
+    }
+}
