@@ -5,12 +5,7 @@
 '0.1.0'
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("quarry")
-except PackageNotFoundError:  # running from a source tree
-    __version__ = "0.1.0"
+from typing import Any
 
 from quarry.dataset import Dataset, open
 from quarry.errors import (
@@ -43,3 +38,16 @@ __all__ = [
     "__version__",
     "open",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The version is looked up on first use: importlib.metadata costs tens of
+    # milliseconds, which every CLI call would otherwise pay.
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("quarry")
+        except PackageNotFoundError:  # a source tree that was never installed
+            return "0.0.0+unknown"
+    raise AttributeError(f"module 'quarry' has no attribute {name!r}")

@@ -13,8 +13,8 @@ from quarry.expr.names import resolve
 from quarry.expr.plan import PlanNode, compile_plan
 from quarry.formats import open_source
 from quarry.formats.base import VariableInfo
-from quarry.index import BuildOptions, IndexStore, build_index, default_index_path
-from quarry.index.build import DEFAULT_BLOCK_LEN
+from quarry.index import BuildOptions, IndexStore, default_index_path
+from quarry.index.options import DEFAULT_BLOCK_LEN
 from quarry.query import Executor, Selection, Table
 
 
@@ -97,6 +97,8 @@ class Dataset:
             precision=defaults.precision if precision is None else precision,
             block_len=block_len or defaults.block_len,
         )
+        from quarry.index.build import build_index
+
         self._store = None
         self._plans.clear()  # the block length may change
         return build_index(self.driver, chosen, self.index_path, options)

@@ -8,8 +8,6 @@ error naming the closest variables.
 
 from __future__ import annotations
 
-import difflib
-
 from quarry.errors import AmbiguousNameError, UnknownVariableError
 from quarry.formats.base import VariableInfo
 
@@ -54,6 +52,8 @@ def resolve(name: str, variables: list[VariableInfo], source: str) -> VariableIn
 
 def suggest(name: str, variables: list[VariableInfo], limit: int = 3) -> list[str]:
     """The closest variable names (bare when unique in the file, else full paths)."""
+    import difflib  # only an error needs it
+
     bare_counts: dict[str, int] = {}
     for info in variables:
         bare_counts[info.name] = bare_counts.get(info.name, 0) + 1

@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 
 from quarry.errors import QuerySyntaxError
 from quarry.expr.ast import (
@@ -32,6 +32,9 @@ from quarry.expr.ast import (
     Var,
 )
 from quarry.formats.base import VariableInfo
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 Number = int | float
 _I64 = (-(2**63), 2**63 - 1)

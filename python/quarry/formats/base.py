@@ -8,10 +8,12 @@ these few calls, so a new format is one small module.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-import numpy.typing as npt
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 #: dtypes Quarry indexes and queries; float16, complex, strings and compounds are not.
 SUPPORTED_DTYPES = frozenset(

@@ -7,11 +7,10 @@ compressed ones are read span by span through h5py.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import h5py
 import numpy as np
-import numpy.typing as npt
 
 from quarry.errors import SourceError
 from quarry.formats.base import (
@@ -20,6 +19,9 @@ from quarry.formats.base import (
     gather_by_spans,
     variable_problem,
 )
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 
 def _native(values: Any) -> npt.NDArray[np.generic]:

@@ -1,6 +1,10 @@
-"""Index layout on disk, build orchestration, loading and staleness."""
+"""Index layout on disk, build orchestration, loading and staleness.
 
-from quarry.index.build import BuildOptions, build_index, default_index_path
+The builder (:mod:`quarry.index.build`) is imported only when an index is
+built, so answering a query never loads it.
+"""
+
+from quarry.index.options import BuildOptions, default_index_path
 from quarry.index.store import IndexStore
 
-__all__ = ["BuildOptions", "IndexStore", "build_index", "default_index_path"]
+__all__ = ["BuildOptions", "IndexStore", "default_index_path"]

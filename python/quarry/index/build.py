@@ -8,64 +8,27 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
-from quarry import __version__, _core
+import quarry
+from quarry import _core
 from quarry.errors import SourceError, UnsupportedVariableError
 from quarry.expr.plan import KEY_DTYPES, key_kind
 from quarry.formats.base import Driver, VariableInfo
 from quarry.index import layout
+from quarry.index.options import BuildOptions
 
-DEFAULT_BLOCK_LEN = 1 << 20
-DEFAULT_BINS = 1024
-DEFAULT_PRECISION = 2
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
 #: Rows read from the file per step of the build (several blocks at once).
 READ_SPAN = 1 << 22
 #: Edges come from 64 evenly spread spans of 1024 rows: 64 samples per bin
 #: at the default 1024 bins, enough for equal-weight cut points.
 SAMPLE_SPANS = 64
 SAMPLE_SPAN_LEN = 1 << 10
-
-
-@dataclass(frozen=True)
-class BuildOptions:
-    """How to bin and cut variables.
-
-    ``bins``: equal-weight bins per variable, cut at quantiles of a sample;
-    they bound how many rows a range on any literal must check.
-    ``precision``: every decimal with this many significant digits inside the
-    sample's range is an edge too (FastBit's precision bins), so ranges on
-    typed literals (``1.5 < energy < 1.6``, ``x > 140``) need no check at all;
-    0 turns decimal edges off.
-    ``block_len``: rows per block, the unit of parallel work.
-    """
-
-    bins: int = DEFAULT_BINS
-    precision: int = DEFAULT_PRECISION
-    block_len: int = DEFAULT_BLOCK_LEN
-
-    def __post_init__(self) -> None:
-        if self.bins < 1:
-            raise ValueError(f"bins must be at least 1, got {self.bins}")
-        if not 1 <= self.block_len < 2**32:
-            raise ValueError(f"block length must be in 1..2^32-1, got {self.block_len}")
-        if not 0 <= self.precision <= 6:
-            raise ValueError(f"precision must be 0..6 significant digits, got {self.precision}")
-
-
-def default_index_path(source: str) -> str:
-    """Where the index of ``source`` lives unless told otherwise: beside it.
-
-    Examples
-    --------
-    >>> default_index_path("/data/run.h5")
-    '/data/run.h5.qidx'
-    """
-    return source + ".qidx"
 
 
 def _sample(driver: Driver, var: VariableInfo) -> npt.NDArray[np.generic]:
@@ -116,7 +79,7 @@ def build_index(
         manifest = {
             "format": "quarry-index",
             "version": layout.VERSION,
-            "created_by": f"quarry {__version__}",
+            "created_by": f"quarry {quarry.__version__}",
             "source": {"name": os.path.basename(driver.path), **before},
             "block_len": opts.block_len,
             "variables": entries,

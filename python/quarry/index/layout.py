@@ -18,7 +18,6 @@ import contextlib
 import json
 import os
 import struct
-import tempfile
 import zlib
 from collections.abc import Iterator
 from typing import Any, BinaryIO
@@ -37,6 +36,8 @@ class IndexWriter:
     """Stream blocks into a new index file; :meth:`commit` publishes it atomically."""
 
     def __init__(self, path: str) -> None:
+        import tempfile  # only writing needs it; queries should not pay the import
+
         self.path = path
         directory = os.path.dirname(os.path.abspath(path))
         fd, self._tmp = tempfile.mkstemp(

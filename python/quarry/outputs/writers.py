@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
 from quarry.errors import QuarryError
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 FORMATS = (".npy", ".csv", ".h5")
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 
 from quarry import _core
 from quarry.expr.ast import Arith, BinOp, Call, Neg, Num, Var
@@ -33,6 +33,9 @@ from quarry.expr.plan import (
 )
 from quarry.formats.base import Driver, VariableInfo
 from quarry.index.store import IndexStore
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 Pair = tuple[_core.RowSet, _core.RowSet]
 

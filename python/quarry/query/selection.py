@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 
 from quarry import _core
 from quarry.errors import ShapeMismatchError
 from quarry.expr.plan import PlanNode
 from quarry.query.execute import Executor
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 if TYPE_CHECKING:
     from quarry.dataset import Dataset
