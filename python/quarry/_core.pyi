@@ -71,7 +71,8 @@ class Column:
         self, lo: float | int, lo_incl: bool, hi: float | int, hi_incl: bool
     ) -> list[int]: ...
     def missing(self) -> RowSet: ...
-    def stats(self) -> list[tuple[int, float, float, float | int, float | int]]: ...
+    def stats(self) -> list[tuple[int, float, float, float | int, float | int]]:
+        """Per block: (count, sum, M2, min, max) of the non-missing values."""
 
 @final
 class IndexFile:

@@ -15,6 +15,7 @@ from quarry.formats import open_source
 from quarry.formats.base import VariableInfo
 from quarry.index import BuildOptions, IndexStore, default_index_path
 from quarry.index.options import DEFAULT_BLOCK_LEN
+from quarry.index.stats import column_stats
 from quarry.query import Executor, Selection, Table
 
 
@@ -178,6 +179,7 @@ class Dataset:
             }
             if v.path in indexed:
                 entry["bins"] = len(indexed[v.path]["edges"]) + 1
+                entry["stats"] = column_stats(self.index.column(v.path)).to_dict()
             if v.problem:
                 entry["unsupported"] = v.problem
             out.append(entry)

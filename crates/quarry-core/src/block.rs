@@ -6,7 +6,7 @@
 //! 0   magic "QBLK"            4   u16 version, u8 key kind, u8 0
 //! 8   u32 rows in block       12  u32 bins of the variable
 //! 16  u32 non-empty bins (E)  20  u32 0
-//! 24  stats: u64 valid count, f64 sum, f64 sum of squares, key min, key max
+//! 24  stats: u64 valid count, f64 sum, f64 M2, key min, key max
 //! 64  missing bitmap: u64 count, u64 offset, u32 length, u32 crc32
 //! 88  E entries of 48 bytes: u32 bin, u32 length, u64 count, key min,
 //!     key max, u64 offset, u32 crc32, u32 0
@@ -28,12 +28,17 @@ const VERSION: u16 = 1;
 const FIXED_HEADER: usize = 88;
 const ENTRY_LEN: usize = 48;
 
+/// Where a bitmap lies in a block: (offset, length, CRC-32).
+type Span = (u64, u32, u32);
+
 /// Summary statistics of a block's non-missing values.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Stats<K> {
     pub count: u64,
     pub sum: f64,
-    pub sum_sq: f64,
+    /// Sum of squared deviations from the block's mean: stable, and blocks
+    /// combine exactly (Chan et al.) for a variable's variance.
+    pub m2: f64,
     /// Zone map; meaningless when `count == 0`.
     pub min: K,
     pub max: K,
@@ -60,7 +65,7 @@ pub struct BlockIndex<K> {
     pub n_missing: u64,
     /// Non-empty bins; offsets are relative to `payload`.
     pub entries: Vec<Entry<K>>,
-    missing: (u64, u32, u32),
+    missing: Span,
     payload: Vec<u8>,
 }
 
@@ -91,7 +96,10 @@ impl<K: Key> BlockIndex<K> {
         let mut bin_max = vec![K::LOWEST; n_bins];
         let mut bin_ids: Vec<u32> = Vec::with_capacity(values.len());
         let mut missing = Vec::new();
-        let (mut sum, mut sum_sq) = (0.0f64, 0.0f64);
+        // Sums of deviations from a shift (the first value) instead of raw
+        // sums of squares, which cancel catastrophically for data far from 0.
+        let mut shift: Option<f64> = None;
+        let (mut dev_sum, mut dev_sq) = (0.0f64, 0.0f64);
         for (row, raw) in values.iter().enumerate() {
             let value = raw.widen();
             if value.is_missing() {
@@ -110,60 +118,33 @@ impl<K: Key> BlockIndex<K> {
                 bin_max[bin] = value;
             }
             let v = value.to_f64();
-            sum += v;
-            sum_sq += v * v;
+            let d = v - *shift.get_or_insert(v);
+            dev_sum += d;
+            dev_sq += d * d;
         }
-        // Counting sort of row numbers by bin: rows stay ascending within a bin.
-        let mut starts = Vec::with_capacity(n_bins + 1);
-        let mut acc = 0u32;
-        for &c in &counts {
-            starts.push(acc);
-            acc += c;
-        }
-        let mut cursor = starts.clone();
-        let mut rows_by_bin = vec![0u32; acc as usize];
-        for (row, &bin) in bin_ids.iter().enumerate() {
-            if bin != u32::MAX {
-                let slot = &mut cursor[bin as usize];
-                rows_by_bin[*slot as usize] = row as u32;
-                *slot += 1;
-            }
-        }
-        let mut payload = Vec::with_capacity(2 * values.len() + 64 * n_bins);
-        let mut put = |rows: &[u32]| -> (u64, u32, u32) {
-            let start = payload.len();
-            crate::portable::serialize_sorted(rows, &mut payload);
-            let bytes = &payload[start..];
-            (start as u64, bytes.len() as u32, crc32fast::hash(bytes))
-        };
-        let missing_span = put(&missing);
-        let mut entries = Vec::new();
-        for bin in 0..n_bins {
-            if counts[bin] == 0 {
-                continue;
-            }
-            let start = starts[bin] as usize;
-            let (offset, len, crc) = put(&rows_by_bin[start..start + counts[bin] as usize]);
-            entries.push(Entry {
-                bin: bin as u32,
-                count: u64::from(counts[bin]),
-                min: bin_min[bin],
-                max: bin_max[bin],
-                offset,
-                len,
-                crc,
-            });
-        }
+        let acc: u32 = counts.iter().sum();
+        let (payload, missing_span, entries) =
+            serialize_bins(&counts, &bin_ids, &missing, &bin_min, &bin_max);
         let valid = u64::from(acc);
         let min = entries.first().map_or(K::LOWEST, |e| e.min);
         let max = entries.last().map_or(K::HIGHEST, |e| e.max);
+        let n = f64::from(acc);
+        let base = shift.unwrap_or(0.0);
+        let sum = dev_sum + n * base;
+        // Clamp rounding below zero, but keep NaN (infinite values): no std then.
+        let raw = if acc == 0 {
+            0.0
+        } else {
+            dev_sq - dev_sum * dev_sum / n
+        };
+        let m2 = if raw < 0.0 { 0.0 } else { raw };
         Ok(Self {
             n_rows,
             n_bins: n_bins as u32,
             stats: Stats {
                 count: valid,
                 sum,
-                sum_sq,
+                m2,
                 min,
                 max,
             },
@@ -189,7 +170,7 @@ impl<K: Key> BlockIndex<K> {
         out.extend_from_slice(&0u32.to_le_bytes());
         out.extend_from_slice(&self.stats.count.to_le_bytes());
         out.extend_from_slice(&self.stats.sum.to_le_bytes());
-        out.extend_from_slice(&self.stats.sum_sq.to_le_bytes());
+        out.extend_from_slice(&self.stats.m2.to_le_bytes());
         out.extend_from_slice(&self.stats.min.to_le_bytes8());
         out.extend_from_slice(&self.stats.max.to_le_bytes8());
         out.extend_from_slice(&self.n_missing.to_le_bytes());
@@ -214,6 +195,58 @@ impl<K: Key> BlockIndex<K> {
     }
 }
 
+/// Counting-sort the rows by bin (rows stay ascending within a bin) and write
+/// each bin's rows, and the missing rows, as portable Roaring bitmaps.
+fn serialize_bins<K: Key>(
+    counts: &[u32],
+    bin_ids: &[u32],
+    missing: &[u32],
+    bin_min: &[K],
+    bin_max: &[K],
+) -> (Vec<u8>, Span, Vec<Entry<K>>) {
+    let mut starts = Vec::with_capacity(counts.len() + 1);
+    let mut acc = 0u32;
+    for &c in counts {
+        starts.push(acc);
+        acc += c;
+    }
+    let mut cursor = starts.clone();
+    let mut rows_by_bin = vec![0u32; acc as usize];
+    for (row, &bin) in bin_ids.iter().enumerate() {
+        if bin != u32::MAX {
+            let slot = &mut cursor[bin as usize];
+            rows_by_bin[*slot as usize] = row as u32;
+            *slot += 1;
+        }
+    }
+    let mut payload = Vec::with_capacity(2 * bin_ids.len() + 64 * counts.len());
+    let mut put = |rows: &[u32]| -> Span {
+        let start = payload.len();
+        crate::portable::serialize_sorted(rows, &mut payload);
+        let bytes = &payload[start..];
+        (start as u64, bytes.len() as u32, crc32fast::hash(bytes))
+    };
+    let missing_span = put(missing);
+    let mut entries = Vec::new();
+    for (bin, &count) in counts.iter().enumerate() {
+        if count == 0 {
+            continue;
+        }
+        let start = starts[bin] as usize;
+        let (offset, len, crc) = put(&rows_by_bin[start..start + count as usize]);
+        entries.push(Entry {
+            bin: bin as u32,
+            count: u64::from(count),
+            min: bin_min[bin],
+            max: bin_max[bin],
+            offset,
+            len,
+            crc,
+        });
+    }
+    (payload, missing_span, entries)
+}
+
 /// A parsed, checksum-verified block header. Bitmaps stay in the caller's
 /// bytes and are decoded on demand with [`BlockHeader::bitmap`].
 #[derive(Clone, Debug)]
@@ -222,7 +255,7 @@ pub struct BlockHeader<K> {
     pub n_bins: u32,
     pub stats: Stats<K>,
     pub n_missing: u64,
-    missing: (u64, u32, u32),
+    missing: Span,
     pub entries: Vec<Entry<K>>,
 }
 
@@ -305,7 +338,7 @@ impl<K: Key> BlockHeader<K> {
         let stats = Stats {
             count: r.u64(),
             sum: r.f64(),
-            sum_sq: r.f64(),
+            m2: r.f64(),
             min: r.key(),
             max: r.key(),
         };
@@ -395,7 +428,7 @@ fn parse_entries<K: Key>(
 
 fn decode(
     bytes: &[u8],
-    (offset, len, crc): (u64, u32, u32),
+    (offset, len, crc): Span,
     count: u64,
     n_rows: u32,
 ) -> Result<RoaringBitmap> {

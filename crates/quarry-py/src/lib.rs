@@ -214,7 +214,7 @@ enum Inner {
     U64(ColumnIndex<u64>),
 }
 
-/// (count of valid values, sum, sum of squares, min, max) of one block.
+/// (count of valid values, sum, M2, min, max) of one block.
 type BlockStats = (u64, f64, f64, Py<PyAny>, Py<PyAny>);
 
 /// One indexed variable: all its blocks.
@@ -346,13 +346,13 @@ impl Column {
         with_column!(self, c, K => py.detach(|| c.missing(data)).map(RowSet).map_err(to_py))
     }
 
-    /// Per block: (count of valid values, sum, sum of squares, min, max).
+    /// Per block: (count of valid values, sum, M2 = sum of squared deviations from the mean, min, max).
     fn stats(&self, py: Python<'_>) -> PyResult<Vec<BlockStats>> {
         with_column!(self, c, K => c
             .stats()
             .into_iter()
             .map(|s| {
-                Ok((s.count, s.sum, s.sum_sq, s.min.into_pyobject(py)?.into_any().unbind(), s.max.into_pyobject(py)?.into_any().unbind()))
+                Ok((s.count, s.sum, s.m2, s.min.into_pyobject(py)?.into_any().unbind(), s.max.into_pyobject(py)?.into_any().unbind()))
             })
             .collect())
     }

@@ -193,6 +193,12 @@ def _cmd_info(args: argparse.Namespace) -> int:
         print(f"  index unusable: {idx['error']}")
     for v in info["variables"]:
         mark = "indexed" if v["indexed"] else (v.get("unsupported") or "not indexed")
+        stats = v.get("stats")
+        if stats and stats["count"]:
+            mark += (
+                f"  min {stats['min']:.6g}  max {stats['max']:.6g}  mean {stats['mean']:.6g}"
+                f"  std {stats['std']:.6g}  missing {stats['missing']}"
+            )
         print(f"  {v['path']:<40} {tuple(v['shape'])!s:<16} {v['dtype']:<8} {mark}")
     return 0
 

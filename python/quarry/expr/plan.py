@@ -339,24 +339,3 @@ def merge_ranges(node: AndNode) -> PlanNode:
             others.append(item)
     items = (*merged.values(), *others)
     return items[0] if len(items) == 1 else AndNode(items)
-
-
-def plan_variables(node: PlanNode) -> list[VariableInfo]:
-    """Every variable the plan reads, once each, in order of first use."""
-    out: dict[str, VariableInfo] = {}
-
-    def walk(n: PlanNode) -> None:
-        match n:
-            case RangeLeaf(var=v):
-                out.setdefault(v.path, v)
-            case ScanLeaf(variables=vs):
-                for v in vs:
-                    out.setdefault(v.path, v)
-            case AndNode(items=items) | OrNode(items=items):
-                for x in items:
-                    walk(x)
-            case NotNode(operand=x):
-                walk(x)
-
-    walk(node)
-    return list(out.values())
