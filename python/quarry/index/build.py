@@ -7,7 +7,8 @@ Reading the next span of the file overlaps with indexing the current one
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -70,9 +71,14 @@ def build_index(
             raise UnsupportedVariableError(f"cannot index {var.path}: {var.problem}")
     before = _stat(driver.path)
     entries: dict[str, Any] = {}
-    with layout.writing(index_path) as writer, ThreadPoolExecutor(1) as reader:
+    with (
+        layout.writing(index_path) as writer,
+        ThreadPoolExecutor(1) as reader,
+        ThreadPoolExecutor(1) as write_thread,
+    ):
+        stages = _Stages(reader, write_thread, writer)
         for var in variables:
-            entries[var.path] = _build_variable(driver, var, opts, writer, reader)
+            entries[var.path] = _build_variable(driver, var, opts, stages)
         after = _stat(driver.path)
         if after != before:
             raise SourceError(f"{driver.path} changed while it was being indexed; run again")
@@ -88,31 +94,38 @@ def build_index(
     return manifest
 
 
+@dataclass(frozen=True)
+class _Stages:
+    """The build's pipeline: the reader thread reads span k+1 and the writer
+    thread writes span k-1 while the core indexes span k (file I/O and the
+    core both release the GIL). One writer thread keeps blocks in order."""
+
+    reader: ThreadPoolExecutor
+    write_thread: ThreadPoolExecutor
+    writer: layout.IndexWriter
+
+
 def _build_variable(
-    driver: Driver,
-    var: VariableInfo,
-    opts: BuildOptions,
-    writer: layout.IndexWriter,
-    reader: ThreadPoolExecutor,
+    driver: Driver, var: VariableInfo, opts: BuildOptions, stages: _Stages
 ) -> dict[str, Any]:
     kind = key_kind(var.dtype)
     key_dtype = KEY_DTYPES[kind]
     sample = _sample(driver, var).astype(key_dtype)
     edges = _core.variable_edges(sample, opts.bins, opts.precision)
     step = max(opts.block_len, READ_SPAN // opts.block_len * opts.block_len)
-    spans: list[list[int]] = []
+    writes: list[Future[list[tuple[int, int]]]] = []
     checksums: list[int] = []
     reads = [(start, min(start + step, var.size)) for start in range(0, var.size, step)]
-    # Read span k+1 on the reader thread while the core indexes span k.
-    pending = reader.submit(driver.read, var.path, *reads[0]) if reads else None
+    pending = stages.reader.submit(driver.read, var.path, *reads[0]) if reads else None
     for k in range(len(reads)):
         assert pending is not None
         values = pending.result()
         if k + 1 < len(reads):
-            pending = reader.submit(driver.read, var.path, *reads[k + 1])
-        for blob, crc in _core.build_blocks(np.ascontiguousarray(values), edges, opts.block_len):
-            spans.append(list(writer.add(blob)))
-            checksums.append(crc)
+            pending = stages.reader.submit(driver.read, var.path, *reads[k + 1])
+        built = _core.build_blocks(np.ascontiguousarray(values), edges, opts.block_len)
+        checksums.extend(crc for _, crc in built)
+        writes.append(stages.write_thread.submit(stages.writer.add_all, [b for b, _ in built]))
+    spans = [list(span) for w in writes for span in w.result()]
     return {
         "dtype": var.dtype.str,
         "shape": list(var.shape),

@@ -12,7 +12,9 @@ arithmetic runs on the surviving rows only.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -89,18 +91,25 @@ class Executor:
     def _missing_rows(self, var: VariableInfo, col: _core.Column) -> _core.RowSet:
         rows = self._missing.get(var.path)
         if rows is None:
-            try:
+            with self._reading(var):
                 rows = col.missing()
-            except _core.CorruptBlockError as exc:
-                assert self.store is not None
-                raise self.store.damaged(var.path, exc) from None
             self._missing[var.path] = rows
         return rows
+
+    @contextlib.contextmanager
+    def _reading(self, var: VariableInfo) -> Iterator[None]:
+        """Turn the core's report of bad index bytes into an error naming the
+        index file, the variable and how to rebuild."""
+        try:
+            yield
+        except _core.CorruptBlockError as exc:
+            assert self.store is not None
+            raise self.store.damaged(var.path, exc) from None
 
     # -- entry points ----------------------------------------------------
     def rows(self, plan: PlanNode) -> _core.RowSet:
         """Rows where the plan is true."""
-        return self.eval(plan, None)[0]
+        return self.eval(plan, None, want_unknown=False)[0]
 
     def count(self, plan: PlanNode) -> int:
         """Number of rows where the plan is true; a single indexed range is
@@ -109,19 +118,20 @@ class Executor:
             col = self._column(plan.var)
             if col is not None:
                 iv = plan.interval
-                try:
+                with self._reading(plan.var):
                     sure, cand = col.count(iv.lo, iv.lo_incl, iv.hi, iv.hi_incl)
-                except _core.CorruptBlockError as exc:
-                    assert self.store is not None
-                    raise self.store.damaged(plan.var.path, exc) from None
                 return int(sure) + len(self._passing(plan, cand))
         return len(self.rows(plan))
 
     # -- evaluation ------------------------------------------------------
-    def eval(self, node: PlanNode, domain: _core.RowSet | None) -> Pair:
+    def eval(self, node: PlanNode, domain: _core.RowSet | None, want_unknown: bool = True) -> Pair:
+        """(true, unknown) rows of ``node`` within ``domain``. Without
+        ``want_unknown`` the unknown set may be left empty: a caller that only
+        needs true rows (the top of a query, or an AND/OR under one) skips
+        decoding NaN bitmaps."""
         match node:
             case RangeLeaf():
-                return self._range(node, domain)
+                return self._range(node, domain, want_unknown)
             case ScanLeaf():
                 return self._scan(node, domain)
             case Const(value=value):
@@ -132,16 +142,16 @@ class Executor:
                     return self._empty(), everything
                 return self._empty(), self._empty()
             case NotNode(operand=x):
-                t, u = self.eval(x, domain)
+                t, u = self.eval(x, domain, want_unknown=True)
                 everything = domain if domain is not None else self._full()
                 return everything - t - u, u
             case AndNode(items=items):
                 ordered, domain = self._prune(items, domain)
                 if domain is not None and domain.is_empty():
                     return domain, domain
-                return self._and(ordered, domain)
+                return self._and(ordered, domain, want_unknown)
             case OrNode(items=items):
-                return self._or(_cheapest_first(items), domain)
+                return self._or(_cheapest_first(items), domain, want_unknown)
         raise TypeError(node)
 
     def _prune(
@@ -173,23 +183,23 @@ class Executor:
 
         return [items[i] for i in sorted(range(len(items)), key=cost)], domain
 
-    def _and(self, items: list[PlanNode], domain: _core.RowSet | None) -> Pair:
-        t, u = self.eval(items[0], domain)
+    def _and(self, items: list[PlanNode], domain: _core.RowSet | None, want_unknown: bool) -> Pair:
+        t, u = self.eval(items[0], domain, want_unknown)
         for item in items[1:]:
             live = t | u
             if live.is_empty():
                 break
-            t2, u2 = self.eval(item, live)
+            t2, u2 = self.eval(item, live, want_unknown)
             t, u = t & t2, (u & (t2 | u2)) | (t & u2)
         return t, u
 
-    def _or(self, items: list[PlanNode], domain: _core.RowSet | None) -> Pair:
-        t, u = self.eval(items[0], domain)
+    def _or(self, items: list[PlanNode], domain: _core.RowSet | None, want_unknown: bool) -> Pair:
+        t, u = self.eval(items[0], domain, want_unknown)
         for item in items[1:]:
             rest = (domain if domain is not None else self._full()) - t
             if rest.is_empty():
                 break
-            t2, u2 = self.eval(item, rest)
+            t2, u2 = self.eval(item, rest, want_unknown)
             t, u = t | t2, (u - t2) | u2
         return t, u
 
@@ -201,7 +211,7 @@ class Executor:
         values = self.driver.gather(leaf.var.path, ids)
         return ids[leaf.interval.mask(values)]
 
-    def _range(self, leaf: RangeLeaf, domain: _core.RowSet | None) -> Pair:
+    def _range(self, leaf: RangeLeaf, domain: _core.RowSet | None, want_unknown: bool) -> Pair:
         iv = leaf.interval
         col = self._column(leaf.var)
         if col is None:
@@ -216,16 +226,16 @@ class Executor:
                 domain,
             )
             return (t if not iv.empty else self._empty()), u
-        missing = self._missing_rows(leaf.var, col)
-        u = missing if domain is None else missing & domain
+        u = self._empty()
+        if want_unknown:
+            missing = self._missing_rows(leaf.var, col)
+            u = missing if domain is None else missing & domain
         if iv.empty:
             return self._empty(), u
-        try:
+        with self._reading(leaf.var):
             sure, cand = col.leaf(iv.lo, iv.lo_incl, iv.hi, iv.hi_incl, domain)
-        except _core.CorruptBlockError as exc:
-            assert self.store is not None
-            raise self.store.damaged(leaf.var.path, exc) from None
-        return sure | self._from_ids(self._passing(leaf, cand)), u
+        passing = self._passing(leaf, cand)
+        return (sure | self._from_ids(passing) if len(passing) else sure), u
 
     def _scan(self, leaf: ScanLeaf, domain: _core.RowSet | None) -> Pair:
         columns = [self._values(v) for v in leaf.variables]
