@@ -554,7 +554,23 @@ def bench_cli(path: str, expected: int, runs: int = 7) -> dict[str, float]:
             times.append(time.perf_counter() - t0)
         return statistics.median(times)
 
-    return {"quarry_s": wall(cli), "python_s": wall(bare)}
+    imports = [sys.executable, "-c", "import numpy, h5py"]
+    return {"quarry_s": wall(cli), "python_s": wall(bare), "imports_s": wall(imports)}
+
+
+def cli_note(cli: dict[str, float]) -> str | None:
+    """Why the CLI target is or is not reachable on this machine, in figures."""
+    if cli["quarry_s"] * 1e3 <= CLI_TARGET_MS:
+        return None
+    return (
+        f"CLI target: a Python process that only imports NumPy and h5py takes "
+        f"{cli['imports_s'] * 1e3:.0f} ms here and the bare one-liner "
+        f"{cli['python_s'] * 1e3:.0f} ms, so {CLI_TARGET_MS:.0f} ms leaves "
+        f"{CLI_TARGET_MS - cli['python_s'] * 1e3:.0f} ms for everything Quarry adds; it adds "
+        f"{(cli['quarry_s'] - cli['python_s']) * 1e3:.0f} ms (its modules, the Rust core, "
+        "opening and verifying the index). On the issue's reference machine the bare "
+        "one-liner took 110-135 ms."
+    )
 
 
 # -- 5. report -----------------------------------------------------------------------------
@@ -679,6 +695,7 @@ def render(res: Results, started: float, elapsed: float) -> str:
         f"| ≤ {CLI_TARGET_MS:g} ms: {_met(c['quarry_s'] * 1e3 <= CLI_TARGET_MS)} |",
         f"| `python -c \"import h5py, numpy as np; f=h5py.File(P); print((f['Step#0/energy'][()]"
         f' > 1.0).sum())"` | {c["python_s"] * 1e3:.1f} | — |',
+        f'| `python -c "import numpy, h5py"` | {c["imports_s"] * 1e3:.1f} | — |',
         "",
         "## Targets",
         "",
@@ -752,6 +769,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     expected = next(r.hits for r in res.rows if r.query == "energy > 1.0")
     log("timing the CLI")
     res.cli = bench_cli(path, expected)
+    if (note := cli_note(res.cli)) is not None:
+        res.notes.append(note)
 
     report = render(res, started, time.perf_counter() - t_start)
     with open(REPORT, "w") as fh:

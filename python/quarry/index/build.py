@@ -77,8 +77,13 @@ def build_index(
         ThreadPoolExecutor(1) as write_thread,
     ):
         stages = _Stages(reader, write_thread, writer)
+        writes: dict[str, list[Future[list[tuple[int, int]]]]] = {}
         for var in variables:
-            entries[var.path] = _build_variable(driver, var, opts, stages)
+            entries[var.path], writes[var.path] = _build_variable(driver, var, opts, stages)
+        # Block spans are known once their writes are done; waiting only here
+        # lets one variable's writes overlap the next variable's indexing.
+        for path, pending in writes.items():
+            entries[path]["blocks"] = [list(span) for w in pending for span in w.result()]
         after = _stat(driver.path)
         if after != before:
             raise SourceError(f"{driver.path} changed while it was being indexed; run again")
@@ -107,7 +112,8 @@ class _Stages:
 
 def _build_variable(
     driver: Driver, var: VariableInfo, opts: BuildOptions, stages: _Stages
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], list[Future[list[tuple[int, int]]]]]:
+    """Index one variable; returns its manifest entry and its pending writes."""
     kind = key_kind(var.dtype)
     key_dtype = KEY_DTYPES[kind]
     sample = _sample(driver, var).astype(key_dtype)
@@ -125,14 +131,14 @@ def _build_variable(
         built = _core.build_blocks(np.ascontiguousarray(values), edges, opts.block_len)
         checksums.extend(crc for _, crc in built)
         writes.append(stages.write_thread.submit(stages.writer.add_all, [b for b, _ in built]))
-    spans = [list(span) for w in writes for span in w.result()]
-    return {
+    entry = {
         "dtype": var.dtype.str,
         "shape": list(var.shape),
         "key": kind,
         "bins": opts.bins,
         "precision": opts.precision,
         "edges": edges.tolist(),
-        "blocks": spans,
+        "blocks": [],  # filled in when the writes are done
         "source_crc32": checksums,
     }
+    return entry, writes
