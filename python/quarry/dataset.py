@@ -45,8 +45,11 @@ class Dataset:
 
     def __init__(self, path: str, index_path: str | None = None) -> None:
         self.path = path
-        self.driver = open_source(path)
-        self.index_path = index_path or default_index_path(path)
+        if index_path is not None and os.path.isdir(index_path):
+            # A directory for indexes (the data's own may be read-only).
+            index_path = os.path.join(index_path, os.path.basename(path.rstrip("/")) + ".qidx")
+        self.index_path = index_path or default_index_path(path.rstrip("/"))
+        self.driver = open_source(path, (os.path.dirname(os.path.abspath(self.index_path)),))
         self._store: IndexStore | None = None
         self._plans: dict[tuple[str, int | None], tuple[PlanNode, Table]] = {}
 
@@ -180,6 +183,8 @@ class Dataset:
             if v.path in indexed:
                 entry["bins"] = len(indexed[v.path]["edges"]) + 1
                 entry["stats"] = column_stats(self.index.column(v.path)).to_dict()
+            if v.decoding:
+                entry["decoding"] = v.decoding
             if v.problem:
                 entry["unsupported"] = v.problem
             out.append(entry)

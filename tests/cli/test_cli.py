@@ -123,7 +123,7 @@ def test_shape_mismatch_names_both_shapes(run_h5):
 
 @pytest.mark.parametrize(
     ("setup", "words"),
-    [("missing", "no such file"), ("text", "not an HDF5 file"), ("dtype", "not supported")],
+    [("missing", "no such file"), ("text", "cannot tell the format"), ("dtype", "not supported")],
 )
 def test_bad_inputs_get_one_line(tmp_path, run_h5, setup, words):
     target = str(tmp_path / "f.h5")
@@ -163,3 +163,30 @@ def test_demo_writes_a_picture(tmp_path):
     assert picture.exists() and str(picture) in out
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert os.path.exists(tmp_path / "particles.h5.qidx")
+
+
+def test_register_raw_binary_then_query(tmp_path):
+    data = np.arange(4 * 5 * 6, dtype="<f4").reshape(4, 5, 6)
+    path = str(tmp_path / "bx.bin")
+    data.tofile(path)
+    out = run("register", path, "--dtype", "<f4", "--shape", "4,5,6").stdout
+    assert "bx.bin.qraw.json" in out
+    run("index", path)
+    got = json.loads(run("query", path, "bx >= 100", "--count", "--json").stdout)
+    assert got["count"] == int((data >= 100).sum())
+    assert "/bx" in run("info", path).stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "words"),
+    [
+        (["--dtype", "<f4", "--shape", "4,x"], 2, "--shape"),
+        (["--dtype", "<q9", "--shape", "4"], 2, "unknown dtype"),
+        (["--dtype", "<f8", "--shape", "1000"], 1, "needs 8000"),
+    ],
+)
+def test_register_errors(tmp_path, args, code, words):
+    path = str(tmp_path / "small.bin")
+    np.zeros(10, dtype="<f4").tofile(path)
+    err = run("register", path, *args, code=code).stderr
+    assert words in err

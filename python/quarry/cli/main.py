@@ -3,6 +3,7 @@
     quarry index FILE [--vars a,b] [--bins N] [--precision P] [--block-size B]
     quarry query FILE QUERY [--count | --ids | --coords | --values a,b] [--out F] [--json]
     quarry info FILE [--json]
+    quarry register FILE --dtype <f4 --shape NX,NY,NZ [--order C|F] [--offset B]
     quarry demo [--dir DIR]
 
 Errors print one line (a query error also prints the query with a caret) and
@@ -71,6 +72,27 @@ def _parser() -> argparse.ArgumentParser:
     info.add_argument("file")
     info.add_argument("--json", action="store_true")
     index_option(info)
+
+    reg = sub.add_parser(
+        "register", help="describe a raw binary file (dtype, shape, ...) so it can be queried"
+    )
+    reg.add_argument("file")
+    reg.add_argument("--dtype", required=True, help="NumPy dtype with byte order, e.g. <f4, >i8")
+    reg.add_argument("--shape", required=True, help="comma-separated, e.g. 128,128,128")
+    reg.add_argument(
+        "--order",
+        choices=["C", "F"],
+        default="C",
+        help="C (row-major, default) or F (Fortran, column-major)",
+    )
+    reg.add_argument("--offset", type=int, default=0, help="bytes before the first element")
+    reg.add_argument("--name", help="variable name (default: the file name without extension)")
+    reg.add_argument(
+        "--fill-value", type=float, dest="fill_value", help="a value that marks missing data"
+    )
+    reg.add_argument(
+        "--index", metavar="DIR", help="keep the description in this directory (read-only data)"
+    )
 
     demo = sub.add_parser("demo", help="generate a sample, index it, query it, draw a histogram")
     demo.add_argument("--dir", default="quarry-demo", help="where to put the sample and pictures")
@@ -178,6 +200,33 @@ def _emit_rows(
     return 0
 
 
+def _cmd_register(args: argparse.Namespace) -> int:
+    import os
+
+    import numpy as np
+
+    from quarry.formats.raw import RawLayout, register
+
+    try:
+        shape = tuple(int(s) for s in args.shape.split(","))
+    except ValueError:
+        print(
+            f"quarry: error: --shape must be integers separated by commas, got {args.shape!r}",
+            file=sys.stderr,
+        )
+        return 2
+    name = args.name or os.path.splitext(os.path.basename(args.file))[0]
+    try:
+        np.dtype(args.dtype)
+    except TypeError:
+        print(f"quarry: error: unknown dtype {args.dtype!r} (e.g. <f4, >f8, <i4)", file=sys.stderr)
+        return 2
+    layout = RawLayout(name, args.dtype, shape, args.order, args.offset, args.fill_value)
+    where = register(args.file, layout, args.index)
+    print(f"registered {args.file} as /{name} {args.dtype} {shape} -> {where}")
+    return 0
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
     import quarry
 
@@ -193,6 +242,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
         print(f"  index unusable: {idx['error']}")
     for v in info["variables"]:
         mark = "indexed" if v["indexed"] else (v.get("unsupported") or "not indexed")
+        if v.get("decoding"):
+            mark += f"  [{v['decoding']}]"
         stats = v.get("stats")
         if stats and stats["count"]:
             mark += (
@@ -208,7 +259,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from quarry.errors import QuarryError, QuerySyntaxError
 
-    commands = {"index": _cmd_index, "query": _cmd_query, "info": _cmd_info}
+    commands = {
+        "index": _cmd_index,
+        "query": _cmd_query,
+        "info": _cmd_info,
+        "register": _cmd_register,
+    }
     try:
         if args.command == "demo":
             from quarry.cli.demo import run_demo

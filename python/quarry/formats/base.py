@@ -7,6 +7,7 @@ these few calls, so a new format is one small module.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -37,6 +38,8 @@ class VariableInfo:
     compression: str | None = None
     problem: str | None = None
     """Why Quarry cannot index or query this variable; ``None`` if it can."""
+    decoding: str | None = None
+    """How stored values become the values read (missing markers, packing), if at all."""
 
     @property
     def name(self) -> str:
@@ -45,6 +48,33 @@ class VariableInfo:
     @property
     def size(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64))
+
+
+def fingerprint(path: str) -> dict[str, int]:
+    """Size and latest modification time of a data file, or of every file in a
+    directory store (Zarr, ADIOS2 BP): what an index records to notice change.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> with open(os.path.join(d, "a"), "wb") as f:
+    ...     _ = f.write(b"1234")
+    >>> fingerprint(d)["size"]
+    4
+    """
+    if not os.path.isdir(path):
+        st = os.stat(path)
+        return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    size, latest, files = 0, os.stat(path).st_mtime_ns, 0
+    for root, _, names in os.walk(path):
+        latest = max(latest, os.stat(root).st_mtime_ns)
+        for name in names:
+            st = os.stat(os.path.join(root, name))
+            size += st.st_size
+            latest = max(latest, st.st_mtime_ns)
+            files += 1
+    return {"size": size, "mtime_ns": latest, "files": files}
 
 
 def variable_problem(shape: tuple[int, ...], dtype: np.dtype[np.generic]) -> str | None:

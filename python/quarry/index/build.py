@@ -17,7 +17,7 @@ import quarry
 from quarry import _core
 from quarry.errors import SourceError, UnsupportedVariableError
 from quarry.expr.plan import KEY_DTYPES, key_kind
-from quarry.formats.base import Driver, VariableInfo
+from quarry.formats.base import Driver, VariableInfo, fingerprint
 from quarry.index import layout
 from quarry.index.options import BuildOptions
 
@@ -37,11 +37,6 @@ def _sample(driver: Driver, var: VariableInfo) -> npt.NDArray[np.generic]:
         return driver.read(var.path, 0, var.size)
     starts = np.linspace(0, var.size - SAMPLE_SPAN_LEN, SAMPLE_SPANS).astype(np.int64)
     return np.concatenate([driver.read(var.path, int(s), int(s) + SAMPLE_SPAN_LEN) for s in starts])
-
-
-def _stat(path: str) -> dict[str, Any]:
-    st = os.stat(path)
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
 def build_index(
@@ -69,7 +64,7 @@ def build_index(
     for var in variables:
         if var.problem is not None:
             raise UnsupportedVariableError(f"cannot index {var.path}: {var.problem}")
-    before = _stat(driver.path)
+    before = fingerprint(driver.path)
     entries: dict[str, Any] = {}
     with (
         layout.writing(index_path) as writer,
@@ -84,7 +79,7 @@ def build_index(
         # lets one variable's writes overlap the next variable's indexing.
         for path, pending in writes.items():
             entries[path]["blocks"] = [list(span) for w in pending for span in w.result()]
-        after = _stat(driver.path)
+        after = fingerprint(driver.path)
         if after != before:
             raise SourceError(f"{driver.path} changed while it was being indexed; run again")
         manifest = {

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from quarry import _core
 from quarry.errors import CorruptIndexError, StaleIndexError
+from quarry.formats.base import fingerprint
 from quarry.index import layout
 
 
@@ -26,12 +26,14 @@ class IndexStore:
 
     def _check_fresh(self) -> None:
         recorded = self.manifest.get("source", {})
-        st = os.stat(self.source_path)
+        now = fingerprint(self.source_path)
         changes = []
-        if st.st_size != recorded.get("size"):
-            changes.append(f"size {recorded.get('size')} -> {st.st_size} bytes")
-        if st.st_mtime_ns != recorded.get("mtime_ns"):
+        if now["size"] != recorded.get("size"):
+            changes.append(f"size {recorded.get('size')} -> {now['size']} bytes")
+        if now["mtime_ns"] != recorded.get("mtime_ns"):
             changes.append("modification time differs")
+        if now.get("files") != recorded.get("files"):
+            changes.append(f"{recorded.get('files')} -> {now.get('files')} files")
         if changes:
             raise StaleIndexError(
                 f"{self.source_path} has changed since it was indexed ({'; '.join(changes)}); "

@@ -1,0 +1,81 @@
+"""CF conventions for missing and packed values, for drivers whose library does
+not apply them itself (Zarr, raw binary). NetCDF's own library applies the same
+rules, so every format answers ``tas > 300`` in physical units.
+
+Missing: values equal to ``_FillValue`` or ``missing_value``, or outside
+``valid_min``/``valid_max``/``valid_range`` (compared on the stored values).
+Packed: ``stored * scale_factor + add_offset``, in float64. A variable with
+either is read as floats with NaN where values are missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+MISSING_ATTRS = ("_FillValue", "missing_value", "valid_min", "valid_max", "valid_range")
+PACKING_ATTRS = ("scale_factor", "add_offset")
+
+
+def is_decoded(attrs: Mapping[str, Any]) -> bool:
+    """Whether CF decoding changes this variable's values."""
+    return any(a in attrs for a in MISSING_ATTRS + PACKING_ATTRS)
+
+
+def logical_dtype(storage: np.dtype[Any], attrs: Mapping[str, Any]) -> np.dtype[Any]:
+    """The dtype values are read as: float64 when packed or when integers can be
+    missing (NaN needs a float), else the stored dtype."""
+    if any(a in attrs for a in PACKING_ATTRS):
+        return np.dtype("f8")
+    if storage.kind in "iu" and any(a in attrs for a in MISSING_ATTRS):
+        return np.dtype("f8")
+    return storage
+
+
+def describe(attrs: Mapping[str, Any]) -> str | None:
+    """A short description of the decoding, for ``quarry info``."""
+    parts = [f"{a}={_plain(attrs[a])}" for a in MISSING_ATTRS + PACKING_ATTRS if a in attrs]
+    return ", ".join(parts) or None
+
+
+def _plain(value: Any) -> Any:
+    arr = np.asarray(value)
+    return arr.item() if arr.size == 1 else arr.tolist()
+
+
+def decode(stored: npt.NDArray[Any], attrs: Mapping[str, Any]) -> npt.NDArray[Any]:
+    """Stored values -> physical values with NaN for missing ones.
+
+    Examples
+    --------
+    >>> decode(np.array([1, -32767, 3], dtype="i2"),
+    ...        {"_FillValue": -32767, "scale_factor": 0.5, "add_offset": 10.0})
+    array([10.5,  nan, 11.5])
+    """
+    out_dtype = logical_dtype(stored.dtype, attrs)
+    missing = np.zeros(stored.shape, dtype=bool)
+    for name in ("_FillValue", "missing_value"):
+        if name in attrs:
+            for marker in np.atleast_1d(np.asarray(attrs[name])):
+                missing |= stored == marker
+    lo = attrs.get("valid_min")
+    hi = attrs.get("valid_max")
+    if "valid_range" in attrs:
+        lo, hi = np.asarray(attrs["valid_range"]).tolist()[:2]
+    if lo is not None:
+        missing |= stored < lo
+    if hi is not None:
+        missing |= stored > hi
+    values = stored.astype(out_dtype)
+    if "scale_factor" in attrs:
+        values *= float(np.asarray(attrs["scale_factor"]))
+    if "add_offset" in attrs:
+        values += float(np.asarray(attrs["add_offset"]))
+    if missing.any():
+        values[missing] = np.nan
+    return values

@@ -1,0 +1,116 @@
+"""NetCDF (classic, 64-bit offset, NetCDF-4) through the netCDF4 library.
+
+The library's own CF decoding is used: values equal to ``_FillValue`` or
+``missing_value``, outside ``valid_min``/``valid_max``/``valid_range``, or
+masked, read as NaN; packed variables (``scale_factor``/``add_offset``) read
+in physical units, so ``tas > 300`` means kelvin.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from quarry.errors import SourceError
+from quarry.formats import cf
+from quarry.formats.base import VariableInfo, covering_rows, gather_by_spans, variable_problem
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+
+class NetCDFDriver:
+    """A NetCDF file opened read-only.
+
+    Examples
+    --------
+    >>> import netCDF4, numpy as np, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "t.nc")
+    >>> with netCDF4.Dataset(path, "w") as ds:
+    ...     _ = ds.createDimension("n", 3)
+    ...     v = ds.createVariable("t", "i2", ("n",), fill_value=-1)
+    ...     v.scale_factor = 0.5
+    ...     v[:] = np.ma.masked_array([1.0, 2.0, 3.0], mask=[0, 1, 0])
+    >>> drv = NetCDFDriver(path)
+    >>> drv.read("/t", 0, 3)
+    array([ 1., nan,  3.])
+    >>> drv.close()
+    """
+
+    def __init__(self, path: str) -> None:
+        import netCDF4
+
+        self.path = path
+        try:
+            self._ds = netCDF4.Dataset(path, "r")
+        except OSError as exc:
+            raise SourceError(f"cannot open {path} as NetCDF: {exc}") from None
+        self._ds.set_auto_maskandscale(True)
+        self._vars: dict[str, Any] = {}
+        self._infos: list[VariableInfo] | None = None
+
+    def variables(self) -> list[VariableInfo]:
+        if self._infos is None:
+            infos: list[VariableInfo] = []
+            self._walk(self._ds, "", infos)
+            self._infos = infos
+        return self._infos
+
+    def _walk(self, group: Any, prefix: str, out: list[VariableInfo]) -> None:
+        for name, var in group.variables.items():
+            path = f"{prefix}/{name}"
+            self._vars[path] = var
+            shape = tuple(int(s) for s in var.shape)
+            storage = np.dtype(var.dtype) if not isinstance(var.dtype, str) else np.dtype("O")
+            problem = variable_problem(shape, storage)
+            attrs = {a: var.getncattr(a) for a in var.ncattrs()}
+            dtype = cf.logical_dtype(storage, attrs) if problem is None else storage
+            chunking = var.chunking()
+            out.append(
+                VariableInfo(
+                    path=path,
+                    shape=shape,
+                    dtype=dtype,
+                    chunks=None if chunking in (None, "contiguous") else tuple(chunking),
+                    compression="zlib" if (var.filters() or {}).get("zlib") else None,
+                    problem=problem,
+                    decoding=cf.describe(attrs),
+                )
+            )
+        for name, child in group.groups.items():
+            self._walk(child, f"{prefix}/{name}", out)
+
+    def _info(self, var: str) -> VariableInfo:
+        for info in self.variables():
+            if info.path == var:
+                return info
+        raise KeyError(var)
+
+    def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
+        info = self._info(var)
+        v = self._vars[var]
+        if stop <= start:
+            return np.empty(0, dtype=info.dtype)
+        if len(info.shape) == 1:
+            raw = v[start:stop]
+            skip = 0
+        else:
+            r0, r1, skip = covering_rows(info.shape, start, stop)
+            raw = v[r0:r1]
+        values = np.ma.asarray(raw)
+        if info.dtype.kind == "f":
+            flat = np.ma.filled(values.astype(info.dtype), np.nan).reshape(-1)
+        else:
+            flat = np.asarray(values, dtype=info.dtype).reshape(-1)
+        out: npt.NDArray[np.generic] = np.require(
+            flat[skip : skip + (stop - start)], requirements=["C", "A"]
+        )
+        return out
+
+    def gather(self, var: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
+        return gather_by_spans(self, var, self._info(var).size, positions)
+
+    def close(self) -> None:
+        self._vars.clear()
+        self._ds.close()

@@ -1,0 +1,169 @@
+"""Raw binary: a simulation's own dump, described once and then queried like
+any variable (the SDS-MD two-level model: an array view over a byte layout).
+
+``quarry register FILE --dtype <f4 --shape 128,128,128`` writes a small JSON
+sidecar, ``FILE.qraw.json``, beside the data or in the index directory; the
+file's format detection finds it there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from quarry.errors import SourceError, UnsupportedVariableError
+from quarry.formats import cf
+from quarry.formats.base import VariableInfo, covering_rows, variable_problem
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+SIDECAR_SUFFIX = ".qraw.json"
+
+
+@dataclass(frozen=True)
+class RawLayout:
+    """How an array lies in a file: dtype (with byte order), shape, C or
+    Fortran order, the byte offset of its first element, and an optional
+    value that marks missing data."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    order: str = "C"
+    offset: int = 0
+    fill_value: float | None = None
+
+    def check(self, path: str) -> None:
+        """Raise if the file cannot hold this layout."""
+        dt = np.dtype(self.dtype)
+        problem = variable_problem(self.shape, dt)
+        if problem is not None:
+            raise UnsupportedVariableError(f"cannot register {path}: {problem}")
+        if self.order not in ("C", "F"):
+            raise UnsupportedVariableError(f"order must be C or F, got {self.order!r}")
+        need = self.offset + int(np.prod(self.shape, dtype=np.int64)) * dt.itemsize
+        have = os.path.getsize(path)
+        if need > have:
+            raise SourceError(
+                f"{path} holds {have} bytes but {self.dtype} {self.shape} at offset "
+                f"{self.offset} needs {need}; check --dtype, --shape and --offset"
+            )
+
+
+def sidecar_path(data_path: str, directory: str | None = None) -> str:
+    """Where the description of ``data_path`` lives.
+
+    Examples
+    --------
+    >>> sidecar_path("/data/bx.bin")
+    '/data/bx.bin.qraw.json'
+    >>> sidecar_path("/data/bx.bin", "/scratch/idx")
+    '/scratch/idx/bx.bin.qraw.json'
+    """
+    folder = directory if directory is not None else os.path.dirname(os.path.abspath(data_path))
+    return os.path.join(folder, os.path.basename(data_path) + SIDECAR_SUFFIX)
+
+
+def register(data_path: str, layout: RawLayout, directory: str | None = None) -> str:
+    """Describe a raw binary file so it can be indexed and queried; returns the sidecar path."""
+    if not os.path.isfile(data_path):
+        raise SourceError(f"no such file: {data_path}")
+    layout.check(data_path)
+    target = sidecar_path(data_path, directory)
+    tmp = target + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"format": "quarry-raw", "version": 1, **asdict(layout)}, f, indent=1)
+    os.replace(tmp, target)
+    return target
+
+
+def read_sidecar(path: str) -> RawLayout:
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+        return RawLayout(
+            name=str(doc["name"]),
+            dtype=str(doc["dtype"]),
+            shape=tuple(int(s) for s in doc["shape"]),
+            order=str(doc.get("order", "C")),
+            offset=int(doc.get("offset", 0)),
+            fill_value=doc.get("fill_value"),
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SourceError(f"cannot read the raw-binary description {path}: {exc}") from None
+
+
+class RawDriver:
+    """One array in a raw binary file, read through a memory map.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "bx.bin")
+    >>> np.arange(6, dtype=">f4").tofile(path)
+    >>> drv = RawDriver(path, RawLayout("bx", ">f4", (2, 3), order="F"))
+    >>> drv.read("/bx", 0, 6)  # row-major over the logical (2, 3) array
+    array([0., 2., 4., 1., 3., 5.], dtype=float32)
+    """
+
+    def __init__(self, path: str, layout: RawLayout) -> None:
+        layout.check(path)
+        self.path = path
+        self.layout = layout
+        dtype = np.dtype(layout.dtype)
+        self._array = np.memmap(
+            path,
+            dtype=dtype,
+            mode="r",
+            offset=layout.offset,
+            shape=layout.shape,
+            order="F" if layout.order == "F" else "C",
+        ).view(np.ndarray)
+        self._attrs: dict[str, Any] = (
+            {} if layout.fill_value is None else {"_FillValue": layout.fill_value}
+        )
+        self._info = VariableInfo(
+            path="/" + layout.name,
+            shape=layout.shape,
+            dtype=cf.logical_dtype(dtype.newbyteorder("="), self._attrs),
+            decoding=cf.describe(self._attrs),
+        )
+
+    def variables(self) -> list[VariableInfo]:
+        return [self._info]
+
+    def _check(self, var: str) -> None:
+        if var != self._info.path:
+            raise KeyError(var)
+
+    def _finish(self, values: npt.NDArray[Any]) -> npt.NDArray[np.generic]:
+        values = values.astype(values.dtype.newbyteorder("="), copy=False)
+        if self._attrs:
+            values = cf.decode(values, self._attrs)
+        out: npt.NDArray[np.generic] = np.require(values, requirements=["C", "A"])
+        return out
+
+    def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
+        self._check(var)
+        if self.layout.order == "C" or len(self.layout.shape) == 1:
+            return self._finish(self._array.reshape(-1)[start:stop])
+        r0, r1, skip = covering_rows(self.layout.shape, start, stop)
+        rows = np.ascontiguousarray(self._array[r0:r1]).reshape(-1)
+        return self._finish(rows[skip : skip + (stop - start)])
+
+    def gather(self, var: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
+        self._check(var)
+        if self.layout.order == "C" or len(self.layout.shape) == 1:
+            return self._finish(self._array.reshape(-1)[positions])
+        # Row-major ids -> offsets in Fortran memory order.
+        index = np.unravel_index(positions, self.layout.shape)
+        offsets = np.ravel_multi_index(index, self.layout.shape, order="F")
+        return self._finish(self._array.ravel(order="K")[offsets])
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,119 @@
+"""NetCDF files with the quirks real archives have, checked against the
+netCDF4 library's own CF decoding (masked -> NaN, packed -> physical units)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import quarry
+
+netcdf4 = pytest.importorskip("netCDF4", reason="netCDF4 is not installed")
+
+NT, NLAT, NLON = 9, 12, 16
+
+
+def write_climate(path: str) -> None:
+    """Like make_data.py climate, small: unlimited time, a float with a fill
+    value and missing swaths inside zlib chunks, int16 packed positively and
+    negatively, a valid_range, and a variable with a zero-length dimension."""
+    rng = np.random.default_rng(5)
+    with netcdf4.Dataset(path, "w") as ds:
+        ds.createDimension("time", None)
+        ds.createDimension("lat", NLAT)
+        ds.createDimension("lon", NLON)
+        ds.createDimension("empty", 0)
+        tas = ds.createVariable(
+            "tas",
+            "f4",
+            ("time", "lat", "lon"),
+            zlib=True,
+            fill_value=np.float32(1e20),
+            chunksizes=(2, 5, 7),
+        )
+        psl = ds.createVariable(
+            "psl", "i2", ("time", "lat", "lon"), zlib=True, fill_value=np.int16(-32767)
+        )
+        psl.scale_factor, psl.add_offset = np.float32(2.0), np.float32(100000.0)
+        sst = ds.createVariable("sst", "i2", ("time", "lat", "lon"), fill_value=np.int16(-32767))
+        sst.scale_factor, sst.add_offset = np.float32(-0.001), np.float32(290.0)
+        rh = ds.createVariable("rh", "i1", ("time", "lat", "lon"))
+        rh.valid_range = np.array([0, 100], dtype="i1")
+        ds.createVariable("nothing", "f8", ("time", "empty"))
+        for t in range(NT):
+            field = rng.normal(288, 6, (NLAT, NLON)).astype("f4")
+            gap = np.zeros((NLAT, NLON), bool)
+            gap[:, (t * 3) % NLON : (t * 3) % NLON + 4] = t % 3 == 1
+            tas[t] = np.ma.masked_array(field, mask=gap)
+            psl[t] = 101325 + rng.normal(0, 900, (NLAT, NLON))
+            land = np.zeros((NLAT, NLON), bool)
+            land[3:6, 4:9] = True
+            sst[t] = np.ma.masked_array(290 + 5 * rng.standard_normal((NLAT, NLON)), mask=land)
+            rh.set_auto_maskandscale(False)
+            rh[t] = rng.integers(-20, 127, (NLAT, NLON)).astype("i1")
+
+
+def decoded(path: str, name: str) -> np.ndarray:
+    with netcdf4.Dataset(path) as ds:
+        values = ds[name][:]
+    return np.ma.filled(np.ma.asarray(values).astype("f8"), np.nan)
+
+
+@pytest.fixture(scope="module")
+def climate(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("nc") / "climate.nc")
+    write_climate(path)
+    return path
+
+
+@pytest.mark.parametrize("indexed", [False, True])
+@pytest.mark.parametrize(
+    ("query", "name", "check"),
+    [
+        ("tas > 290", "tas", lambda v: v > 290),
+        ("!(tas > 290)", "tas", lambda v: v <= 290),
+        ("psl < 100500", "psl", lambda v: v < 100500),
+        ("sst > 295", "sst", lambda v: v > 295),
+        ("sst <= 287.5", "sst", lambda v: v <= 287.5),
+        ("rh >= 50", "rh", lambda v: v >= 50),
+        ("!(rh >= 50)", "rh", lambda v: v < 50),
+    ],
+)
+def test_fill_values_and_packing_are_honoured(climate, indexed, query, name, check):
+    values = decoded(climate, name).reshape(-1)
+    with np.errstate(invalid="ignore"):
+        expect = np.flatnonzero(check(values) & ~np.isnan(values))
+    with quarry.open(climate) as ds:
+        if indexed:
+            ds.build_index(block_len=100)
+        sel = ds.query(query)
+        np.testing.assert_array_equal(sel.ids(), expect, err_msg=query)
+        np.testing.assert_array_equal(sel.values(name), values[expect])
+
+
+def test_info_shows_decoding_and_missing_counts(climate):
+    with quarry.open(climate) as ds:
+        ds.build_index()
+        info = {v["name"]: v for v in ds.info()["variables"]}
+    assert "scale_factor=-0.001" in info["sst"]["decoding"]
+    assert info["sst"]["dtype"] == "float64"
+    sst = decoded(climate, "sst")
+    assert info["sst"]["stats"]["missing"] == int(np.isnan(sst).sum()) > 0
+    assert info["nothing"]["shape"] == [NT, 0]
+
+
+def test_zero_length_dimension(climate):
+    with quarry.open(climate) as ds:
+        assert ds.query("nothing > 0").count() == 0
+        ds.build_index()
+        assert ds.query("nothing > 0").ids().tolist() == []
+
+
+def test_netcdf4_file_with_h5_extension_is_read_as_netcdf(climate, tmp_path):
+    disguised = str(tmp_path / "climate.h5")
+    os.link(climate, disguised)
+    from quarry.formats import detect
+
+    assert detect(disguised) == "netcdf"
