@@ -225,3 +225,28 @@ class TestRawC(_Raw):
 class TestRawFortranBigEndian(_Raw):
     order = "F"
     byteorder = ">"
+
+
+class _ADIOS2(FormatTests):
+    kind = "adios2"
+    engine = "BP5"
+
+    def write(self, folder, arrays):
+        adios2 = pytest.importorskip("adios2", reason="adios2 is not installed")
+        path = os.path.join(folder, "data.bp")
+        io = adios2.Adios().declare_io("conformance")
+        io.set_engine(self.engine)
+        with adios2.Stream(io, path, "w") as stream:
+            for _ in stream.steps(1):
+                for name, data in arrays.items():
+                    shape = list(data.shape)
+                    stream.write(name, np.ascontiguousarray(data), shape, [0] * len(shape), shape)
+        return path
+
+
+class TestADIOS2BP5(_ADIOS2):
+    engine = "BP5"
+
+
+class TestADIOS2BP4(_ADIOS2):
+    engine = "BP4"

@@ -7,7 +7,7 @@ The extension is a hint at most; what decides is what the bytes say:
 - NetCDF classic and 64-bit offset: the ``CDF\\x01`` / ``CDF\\x02`` /
   ``CDF\\x05`` magic.
 - Zarr v2/v3: a directory with ``.zgroup``/``.zarray`` or ``zarr.json``.
-- ADIOS2 BP: a directory with ``md.idx`` (recognised, not yet readable).
+- ADIOS2 BP4/BP5: a directory with ``md.idx``.
 - Raw binary: any file with a description written by ``quarry register``.
 """
 
@@ -48,7 +48,7 @@ def _is_netcdf4(path: str) -> bool:
 
 
 def detect(path: str, sidecar_dirs: tuple[str, ...] = ()) -> str:
-    """The format of ``path``: ``hdf5``, ``netcdf``, ``zarr`` or ``raw``.
+    """The format of ``path``: ``hdf5``, ``netcdf``, ``zarr``, ``adios2`` or ``raw``.
 
     Examples
     --------
@@ -70,7 +70,7 @@ def detect(path: str, sidecar_dirs: tuple[str, ...] = ()) -> str:
         if names & {".zgroup", ".zarray", "zarr.json"}:
             return "zarr"
         if "md.idx" in names:
-            raise SourceError(f"{path} is an ADIOS2 BP directory; Quarry cannot read ADIOS2 BP yet")
+            return "adios2"
         raise SourceError(
             f"cannot tell the format of directory {path}: it is not a Zarr store "
             "(no .zgroup, .zarray or zarr.json) nor an ADIOS2 BP directory (no md.idx)"
@@ -124,6 +124,11 @@ def open_source(path: str, sidecar_dirs: tuple[str, ...] = ()) -> Driver:
         from quarry.formats.netcdf import NetCDFDriver
 
         return NetCDFDriver(path)
+    if kind == "adios2":
+        _require("adios2", "adios2", path)
+        from quarry.formats.adios2 import ADIOS2Driver
+
+        return ADIOS2Driver(path)
     _require("zarr", "zarr", path)
     from quarry.formats.zarr import ZarrDriver
 

@@ -1,0 +1,143 @@
+"""ADIOS2 BP4/BP5 directories through the adios2 package.
+
+Steps are a time series: step ``s`` of variable ``energy`` is the variable
+``/Step#<s>/energy``, the H5Part layout, so a bare name resolves when a file
+has one step and ``/Step#3/energy`` picks a step otherwise. Global arrays are
+read as hyperslabs; attributes named ``<var>/_FillValue`` and friends are
+CF-decoded as for Zarr. Per-writer blocks without a global shape are listed
+with the reason they cannot be queried yet.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from quarry.errors import SourceError
+from quarry.formats import cf
+from quarry.formats.base import VariableInfo, covering_rows, gather_by_spans, variable_problem
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+_TYPES = {
+    "int8_t": "i1",
+    "int16_t": "i2",
+    "int32_t": "i4",
+    "int64_t": "i8",
+    "uint8_t": "u1",
+    "uint16_t": "u2",
+    "uint32_t": "u4",
+    "uint64_t": "u8",
+    "float": "f4",
+    "double": "f8",
+    "char": "i1",
+    "signed char": "i1",
+    "unsigned char": "u1",
+    "short": "i2",
+    "unsigned short": "u2",
+    "int": "i4",
+    "unsigned int": "u4",
+    "long int": "i8",
+    "unsigned long int": "u8",
+    "long long int": "i8",
+    "unsigned long long int": "u8",
+}
+_STEP_PATH = re.compile(r"^/Step#(\d+)/(.+)$")
+
+
+class ADIOS2Driver:
+    """An ADIOS2 BP directory opened read-only.
+
+    Examples
+    --------
+    >>> import adios2, numpy as np, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "run.bp")
+    >>> with adios2.Stream(path, "w") as s:
+    ...     for i, _ in enumerate(s.steps(2)):
+    ...         s.write("energy", np.arange(4.0) + i, [4], [0], [4])
+    >>> drv = ADIOS2Driver(path)
+    >>> [v.path for v in drv.variables()]
+    ['/Step#0/energy', '/Step#1/energy']
+    >>> drv.read("/Step#1/energy", 1, 3)
+    array([2., 3.])
+    >>> drv.close()
+    """
+
+    def __init__(self, path: str) -> None:
+        import adios2
+
+        self.path = path
+        try:
+            self._reader = adios2.FileReader(path)
+        except Exception as exc:  # the bindings raise RuntimeError/ValueError/...
+            raise SourceError(f"cannot open {path} as ADIOS2 BP: {exc}") from None
+        self._infos: list[VariableInfo] | None = None
+        self._names: dict[str, tuple[str, int]] = {}
+        self._attrs: dict[str, dict[str, Any]] = {}
+
+    def _variable_attrs(self, name: str, attributes: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key in attributes:
+            owner, _, attr = key.rpartition("/")
+            if owner.strip("/") == name.strip("/") and attr in cf.MISSING_ATTRS + cf.PACKING_ATTRS:
+                out[attr] = self._reader.read_attribute(key)
+        return out
+
+    def variables(self) -> list[VariableInfo]:
+        if self._infos is not None:
+            return self._infos
+        infos: list[VariableInfo] = []
+        attributes = self._reader.available_attributes()
+        for name, meta in sorted(self._reader.available_variables().items()):
+            code = _TYPES.get(meta.get("Type", ""))
+            shape_text = meta.get("Shape", "").strip()
+            shape = tuple(int(s) for s in shape_text.split(",")) if shape_text else ()
+            storage = np.dtype(code) if code else np.dtype("O")
+            problem = None if code else f"ADIOS2 type {meta.get('Type')!r} is not supported"
+            if meta.get("SingleValue") == "true":
+                problem = "a single value per step, not an array"
+            elif not shape:
+                problem = "per-writer blocks without a global shape cannot be queried yet"
+            problem = problem or variable_problem(shape, storage)
+            attrs = self._variable_attrs(name, attributes)
+            for step in range(int(meta.get("AvailableStepsCount", "1"))):
+                path = f"/Step#{step}/{name.strip('/')}"
+                self._names[path] = (name, step)
+                self._attrs[path] = attrs
+                infos.append(
+                    VariableInfo(
+                        path=path,
+                        shape=shape,
+                        dtype=cf.logical_dtype(storage, attrs) if problem is None else storage,
+                        problem=problem,
+                        decoding=cf.describe(attrs),
+                    )
+                )
+        self._infos = infos
+        return infos
+
+    def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
+        self.variables()
+        name, step = self._names[var]
+        (info,) = [v for v in self.variables() if v.path == var]
+        if stop <= start:
+            return np.empty(0, dtype=info.dtype)
+        r0, r1, skip = covering_rows(info.shape, start, stop)
+        first = [r0] + [0] * (len(info.shape) - 1)
+        count = [r1 - r0, *info.shape[1:]]
+        raw = self._reader.read(name, start=first, count=count, step_selection=[step, 1])
+        flat = np.asarray(raw).reshape(-1)[skip : skip + (stop - start)]
+        attrs = self._attrs[var]
+        values = cf.decode(flat, attrs) if cf.is_decoded(attrs) else flat
+        out: npt.NDArray[np.generic] = np.require(values, requirements=["C", "A"])
+        return out
+
+    def gather(self, var: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
+        (info,) = [v for v in self.variables() if v.path == var]
+        return gather_by_spans(self, var, info.size, positions)
+
+    def close(self) -> None:
+        self._reader.close()
