@@ -6,7 +6,7 @@ import os
 from types import TracebackType
 from typing import Any
 
-from quarry.errors import IndexMissingError, QuarryError, ShapeMismatchError
+from quarry.errors import IndexMissingError, QuarryError
 from quarry.expr import parse
 from quarry.expr.ast import Var
 from quarry.expr.names import resolve
@@ -17,6 +17,7 @@ from quarry.index import BuildOptions, IndexStore, default_index_path
 from quarry.index.options import DEFAULT_BLOCK_LEN
 from quarry.index.stats import column_stats
 from quarry.query import Executor, Selection, Table
+from quarry.query.execute import table_of
 
 
 def open(path: str | os.PathLike[str], index: str | os.PathLike[str] | None = None) -> Dataset:
@@ -142,12 +143,8 @@ class Dataset:
         used = list({v.path: v for v in resolved.values()}.values())
         if not used:
             raise QuarryError(f"query {query!r} names no variable")
-        shapes = {v.shape for v in used}
-        if len(shapes) > 1:
-            listing = ", ".join(f"{v.path} {v.shape}" for v in used)
-            raise ShapeMismatchError(f"variables in one query must have one shape: {listing}")
         block_len = store.block_len if store is not None else DEFAULT_BLOCK_LEN
-        table = Table(used[0].shape, block_len)
+        table = table_of(used, block_len)
         # The plan depends only on the text and the file's variables, both fixed
         # while the file is open; repeated queries skip parsing and planning.
         if len(self._plans) >= 1024:

@@ -25,6 +25,8 @@ def write_climate(path: str) -> None:
         ds.createDimension("lat", NLAT)
         ds.createDimension("lon", NLON)
         ds.createDimension("empty", 0)
+        ds.createVariable("lat", "f4", ("lat",))[:] = np.linspace(-82.5, 82.5, NLAT)
+        ds.createVariable("lon", "f4", ("lon",))[:] = np.linspace(0, 337.5, NLON)
         tas = ds.createVariable(
             "tas",
             "f4",
@@ -117,3 +119,39 @@ def test_netcdf4_file_with_h5_extension_is_read_as_netcdf(climate, tmp_path):
     from quarry.formats import detect
 
     assert detect(disguised) == "netcdf"
+
+
+@pytest.mark.parametrize("indexed", [False, True])
+def test_coordinates_broadcast_along_their_dimension(climate, indexed):
+    tas = decoded(climate, "tas")
+    with netcdf4.Dataset(climate) as ds:
+        lat, lon = ds["lat"][:].data, ds["lon"][:].data
+    lat3 = np.broadcast_to(lat[None, :, None], tas.shape)
+    lon3 = np.broadcast_to(lon[None, None, :], tas.shape)
+    with np.errstate(invalid="ignore"):
+        expect = np.flatnonzero((lat3 > 20) & (tas > 290) & ~np.isnan(tas))
+        arith = np.flatnonzero((tas - lat3 / 10 > 285) & ~np.isnan(tas))
+    with quarry.open(climate) as ds:
+        if indexed:
+            ds.build_index(block_len=50)
+        sel = ds.query("lat > 20 && tas > 290")
+        np.testing.assert_array_equal(sel.ids(), expect)
+        np.testing.assert_array_equal(sel.values("lat"), lat3.reshape(-1)[expect])
+        np.testing.assert_array_equal(sel.values("lon"), lon3.reshape(-1)[expect])
+        np.testing.assert_array_equal(ds.query("tas - lat / 10 > 285").ids(), arith)
+        assert ds.query("lat > 20").count() == int((lat > 20).sum())  # on its own: 1-D
+        with pytest.raises(quarry.ShapeMismatchError, match="coordinates"):
+            ds.query("tas > 290 && nothing > 0")
+
+
+def test_zarr_dimension_names_make_coordinates(tmp_path):
+    zarr = pytest.importorskip("zarr", reason="zarr is not installed")
+    path = str(tmp_path / "c.zarr")
+    root = zarr.open_group(path, mode="w", zarr_format=3)
+    field = np.arange(4 * 6, dtype="f8").reshape(4, 6)
+    root.create_array("field", data=field, dimension_names=("y", "x"))
+    root.create_array("x", data=np.linspace(0, 1, 6), dimension_names=("x",))
+    with quarry.open(path) as ds:
+        ids = ds.query("x >= 0.5 && field > 3").ids()
+    x2 = np.broadcast_to(np.linspace(0, 1, 6)[None, :], field.shape)
+    np.testing.assert_array_equal(ids, np.flatnonzero((x2 >= 0.5) & (field > 3)))

@@ -40,6 +40,10 @@ class VariableInfo:
     """Why Quarry cannot index or query this variable; ``None`` if it can."""
     decoding: str | None = None
     """How stored values become the values read (missing markers, packing), if at all."""
+    dims: tuple[str, ...] | None = None
+    """Dimension names, where the format has them (NetCDF, Zarr): a 1-D variable
+    over one of a table's dimensions (a coordinate such as ``lat``) broadcasts
+    along it."""
 
     @property
     def name(self) -> str:

@@ -76,6 +76,7 @@ class NetCDFDriver:
                     compression="zlib" if (var.filters() or {}).get("zlib") else None,
                     problem=problem,
                     decoding=cf.describe(attrs),
+                    dims=tuple(var.dimensions),
                 )
             )
         for name, child in group.groups.items():

@@ -19,6 +19,14 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 
+def _dimension_names(arr: Any, attrs: dict[str, Any]) -> tuple[str, ...] | None:
+    """Zarr v3 ``dimension_names``, or xarray's ``_ARRAY_DIMENSIONS`` in v2."""
+    names = getattr(arr.metadata, "dimension_names", None) or attrs.get("_ARRAY_DIMENSIONS")
+    if names and all(isinstance(n, str) for n in names):
+        return tuple(names)
+    return None
+
+
 class ZarrDriver:
     """A Zarr store (a directory) opened read-only.
 
@@ -69,6 +77,7 @@ class ZarrDriver:
                         compression=", ".join(type(c).__name__ for c in arr.compressors) or None,
                         problem=problem,
                         decoding=cf.describe(attrs),
+                        dims=_dimension_names(arr, attrs),
                     )
                 )
             self._infos = infos

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from quarry import _core
+from quarry.errors import ShapeMismatchError
 from quarry.expr.ast import Arith, BinOp, Call, Neg, Num, Var
 from quarry.expr.plan import (
     AndNode,
@@ -44,14 +45,57 @@ Pair = tuple[_core.RowSet, _core.RowSet]
 
 @dataclass(frozen=True)
 class Table:
-    """Rows of same-shaped variables, position by position, cut into blocks."""
+    """Rows of same-shaped variables, position by position, cut into blocks.
+    Coordinate variables (1-D, over one of the table's dimensions) join it
+    along their ``axes`` entry: their value at a row is the one at that row's
+    index along the axis."""
 
     shape: tuple[int, ...]
     block_len: int
+    dims: tuple[str, ...] | None = None
 
     @property
     def n_rows(self) -> int:
         return math.prod(self.shape)
+
+    def axis_of(self, var: VariableInfo) -> int | None:
+        """The axis a coordinate variable runs along; None for the table's own
+        variables and for anything that does not fit."""
+        if var.shape == self.shape or len(var.shape) != 1 or not var.dims or not self.dims:
+            return None
+        dim = var.dims[0]
+        if dim not in self.dims or var.shape[0] != self.shape[self.dims.index(dim)]:
+            return None
+        return self.dims.index(dim)
+
+
+def table_of(variables: list[VariableInfo], block_len: int) -> Table:
+    """The table a query's variables form: all of one shape, or coordinates
+    broadcast along the dimensions of the others.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> tas = VariableInfo("/tas", (2, 3, 4), np.dtype("f4"), dims=("time", "lat", "lon"))
+    >>> lat = VariableInfo("/lat", (3,), np.dtype("f4"), dims=("lat",))
+    >>> table_of([tas, lat], 1024).axis_of(lat)
+    1
+    """
+    top = max(variables, key=lambda v: len(v.shape))
+    table = Table(top.shape, block_len, top.dims)
+    for v in variables:
+        if v.shape == top.shape:
+            if v.dims and top.dims and v.dims != top.dims:
+                raise ShapeMismatchError(
+                    f"{v.path} has dimensions {v.dims} but {top.path} has {top.dims}"
+                )
+        elif table.axis_of(v) is None:
+            listing = ", ".join(f"{u.path} {u.shape}" for u in variables)
+            raise ShapeMismatchError(
+                f"variables in one query must have one shape, or be coordinates along its "
+                f"dimensions: {listing}"
+            )
+    return table
 
 
 class Executor:
@@ -75,6 +119,9 @@ class Executor:
         return _core.RowSet.from_ids(ids, self.table.n_rows, self.table.block_len)
 
     def _column(self, var: VariableInfo) -> _core.Column | None:
+        # A coordinate's index is over its own rows, not the table's.
+        if self.table.axis_of(var) is not None:
+            return None
         if self.store is None or var.path not in self.store.variables:
             return None
         return self.store.column(var.path)
@@ -84,9 +131,26 @@ class Executor:
         the core then touches only the pages of the rows it evaluates."""
         values = self._columns.get(var.path)
         if values is None:
-            values = self.driver.read(var.path, 0, self.table.n_rows)
+            axis = self.table.axis_of(var)
+            if axis is None:
+                values = self.driver.read(var.path, 0, self.table.n_rows)
+            else:  # a coordinate, repeated over the table's other axes
+                along = [1] * len(self.table.shape)
+                along[axis] = self.table.shape[axis]
+                coord = self.driver.read(var.path, 0, self.table.shape[axis]).reshape(along)
+                values = np.ascontiguousarray(np.broadcast_to(coord, self.table.shape)).reshape(-1)
             self._columns[var.path] = values
         return values
+
+    def values_at(self, var: VariableInfo, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
+        """Values of ``var`` at table rows ``ids`` (a coordinate: at their index
+        along its axis)."""
+        axis = self.table.axis_of(var)
+        if axis is None:
+            return self.driver.gather(var.path, ids)
+        along = np.unravel_index(ids, self.table.shape)[axis].astype(np.int64)
+        coord = self.driver.read(var.path, 0, self.table.shape[axis])
+        return coord[along]
 
     def _missing_rows(self, var: VariableInfo, col: _core.Column) -> _core.RowSet:
         rows = self._missing.get(var.path)

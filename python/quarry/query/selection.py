@@ -73,14 +73,14 @@ class Selection:
     def values(self, name: str) -> npt.NDArray[np.generic]:
         """Values of variable ``name`` at the hits (any variable of the table's shape)."""
         var = self.dataset.variable(name)
-        if var.shape != self.shape:
+        if var.shape != self.shape and self._executor.table.axis_of(var) is None:
             raise ShapeMismatchError(
                 f"{var.path} has shape {var.shape} but the query ran over shape {self.shape}"
             )
         ids = self.ids()
         if len(ids) == 0:
             return np.empty(0, dtype=var.dtype)
-        return self.dataset.driver.gather(var.path, ids)
+        return self._executor.values_at(var, ids)
 
     def __len__(self) -> int:
         return self.count()
