@@ -182,6 +182,10 @@ class Dataset:
                 entry["stats"] = column_stats(self.index.column(v.path)).to_dict()
             if v.decoding:
                 entry["decoding"] = v.decoding
+            if v.dims:
+                entry["dims"] = list(v.dims)
+            if v.attrs:
+                entry["attrs"] = v.attrs
             if v.problem:
                 entry["unsupported"] = v.problem
             out.append(entry)

@@ -25,6 +25,7 @@ def run_bp(tmp_path):
             stream.write("particles/flag", flag, [500], [0], [500])
             if i == 0:
                 stream.write_attribute("_FillValue", np.array([-5], dtype="i4"), "particles/flag")
+                stream.write_attribute("units", "MeV", "particles/energy")
             steps.append((energy, flag))
     return path, steps
 
@@ -46,5 +47,7 @@ def test_cf_fill_value_attribute_marks_missing(run_bp):
     with quarry.open(path) as ds:
         (info,) = [v for v in ds.variables() if v.path == "/Step#1/particles/flag"]
         assert info.dtype == np.dtype("f8") and "_FillValue" in (info.decoding or "")
+        (energy,) = [v for v in ds.variables() if v.path == "/Step#0/particles/energy"]
+        assert energy.attrs["units"] == "MeV"
         got = ds.query("!(/Step#1/particles/flag > 50)").ids()
     np.testing.assert_array_equal(got, np.flatnonzero((flag <= 50) & (flag != -5)))

@@ -41,6 +41,7 @@ def write_climate(path: str) -> None:
         psl.scale_factor, psl.add_offset = np.float32(2.0), np.float32(100000.0)
         sst = ds.createVariable("sst", "i2", ("time", "lat", "lon"), fill_value=np.int16(-32767))
         sst.scale_factor, sst.add_offset = np.float32(-0.001), np.float32(290.0)
+        sst.units = "K"
         rh = ds.createVariable("rh", "i1", ("time", "lat", "lon"))
         rh.valid_range = np.array([0, 100], dtype="i1")
         ds.createVariable("nothing", "f8", ("time", "empty"))
@@ -104,6 +105,8 @@ def test_info_shows_decoding_and_missing_counts(climate):
     sst = decoded(climate, "sst")
     assert info["sst"]["stats"]["missing"] == int(np.isnan(sst).sum()) > 0
     assert info["nothing"]["shape"] == [NT, 0]
+    assert info["tas"]["dims"] == ["time", "lat", "lon"]
+    assert info["sst"]["attrs"]["units"] == "K"
 
 
 def test_zero_length_dimension(climate):

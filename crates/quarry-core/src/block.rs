@@ -24,7 +24,7 @@ use crate::error::{corrupt, CoreError, Result};
 use crate::key::{Key, KeyKind, Widen};
 
 const MAGIC: &[u8; 4] = b"QBLK";
-const VERSION: u16 = 1;
+const VERSION: u16 = 2;
 const FIXED_HEADER: usize = 88;
 const ENTRY_LEN: usize = 48;
 

@@ -17,7 +17,13 @@ import numpy as np
 
 from quarry.errors import SourceError
 from quarry.formats import cf
-from quarry.formats.base import VariableInfo, covering_rows, gather_by_spans, variable_problem
+from quarry.formats.base import (
+    VariableInfo,
+    covering_rows,
+    gather_by_spans,
+    plain_attrs,
+    variable_problem,
+)
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -82,7 +88,7 @@ class ADIOS2Driver:
         out: dict[str, Any] = {}
         for key in attributes:
             owner, _, attr = key.rpartition("/")
-            if owner.strip("/") == name.strip("/") and attr in cf.MISSING_ATTRS + cf.PACKING_ATTRS:
+            if owner.strip("/") == name.strip("/"):
                 out[attr] = self._reader.read_attribute(key)
         return out
 
@@ -114,6 +120,7 @@ class ADIOS2Driver:
                         dtype=cf.logical_dtype(storage, attrs) if problem is None else storage,
                         problem=problem,
                         decoding=cf.describe(attrs),
+                        attrs=plain_attrs(attrs),
                     )
                 )
         self._infos = infos

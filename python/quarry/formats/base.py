@@ -8,8 +8,8 @@ these few calls, so a new format is one small module.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -40,6 +40,8 @@ class VariableInfo:
     """Why Quarry cannot index or query this variable; ``None`` if it can."""
     decoding: str | None = None
     """How stored values become the values read (missing markers, packing), if at all."""
+    attrs: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    """The variable's attributes (units, long_name, ...), as plain JSON values."""
     dims: tuple[str, ...] | None = None
     """Dimension names, where the format has them (NetCDF, Zarr): a 1-D variable
     over one of a table's dimensions (a coordinate such as ``lat``) broadcasts
@@ -52,6 +54,27 @@ class VariableInfo:
     @property
     def size(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64))
+
+
+def plain_attrs(attrs: Any) -> dict[str, Any]:
+    """Attributes as JSON-ready values (NumPy scalars and arrays to Python, bytes to text).
+
+    Examples
+    --------
+    >>> plain_attrs({"units": b"K", "scale": np.float32(0.5), "range": np.array([0, 9])})
+    {'units': 'K', 'scale': 0.5, 'range': [0, 9]}
+    """
+    out: dict[str, Any] = {}
+    for key, value in dict(attrs).items():
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        elif isinstance(value, np.ndarray | np.generic):
+            value = value.tolist()
+            if isinstance(value, bytes):
+                value = value.decode("utf-8", "replace")
+        if isinstance(value, str | int | float | bool | list) or value is None:
+            out[str(key)] = value
+    return out
 
 
 def fingerprint(path: str) -> dict[str, int]:

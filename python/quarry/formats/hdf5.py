@@ -17,6 +17,7 @@ from quarry.formats.base import (
     VariableInfo,
     covering_rows,
     gather_by_spans,
+    plain_attrs,
     variable_problem,
 )
 
@@ -84,6 +85,7 @@ class HDF5Driver:
                             chunks=obj.chunks,
                             compression=obj.compression,
                             problem=problem,
+                            attrs=plain_attrs(obj.attrs),
                         )
                     )
 

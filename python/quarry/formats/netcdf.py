@@ -14,7 +14,13 @@ import numpy as np
 
 from quarry.errors import SourceError
 from quarry.formats import cf
-from quarry.formats.base import VariableInfo, covering_rows, gather_by_spans, variable_problem
+from quarry.formats.base import (
+    VariableInfo,
+    covering_rows,
+    gather_by_spans,
+    plain_attrs,
+    variable_problem,
+)
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -77,6 +83,7 @@ class NetCDFDriver:
                     problem=problem,
                     decoding=cf.describe(attrs),
                     dims=tuple(var.dimensions),
+                    attrs=plain_attrs(attrs),
                 )
             )
         for name, child in group.groups.items():

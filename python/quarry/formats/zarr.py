@@ -13,7 +13,13 @@ import numpy as np
 
 from quarry.errors import SourceError
 from quarry.formats import cf
-from quarry.formats.base import VariableInfo, covering_rows, gather_by_spans, variable_problem
+from quarry.formats.base import (
+    VariableInfo,
+    covering_rows,
+    gather_by_spans,
+    plain_attrs,
+    variable_problem,
+)
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -78,6 +84,7 @@ class ZarrDriver:
                         problem=problem,
                         decoding=cf.describe(attrs),
                         dims=_dimension_names(arr, attrs),
+                        attrs=plain_attrs(attrs),
                     )
                 )
             self._infos = infos

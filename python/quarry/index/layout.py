@@ -27,7 +27,7 @@ from quarry.errors import CorruptIndexError
 
 MAGIC = b"QUARRYIX"
 END_MAGIC = b"QIDXEND\0"
-VERSION = 1
+VERSION = 2
 _HEADER = struct.Struct("<8sII")
 _TRAILER = struct.Struct("<QQII8s")
 
