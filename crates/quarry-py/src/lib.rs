@@ -392,37 +392,25 @@ fn build_blocks<'py>(
     edges: &Bound<'py, PyUntypedArray>,
     block_len: usize,
 ) -> PyResult<Vec<(Bound<'py, PyBytes>, u32)>> {
+    let held = Held::new(values)?;
     macro_rules! go {
-        ($t:ty => $k:ty) => {{
-            let v = contiguous::<$t>(values)?;
+        ($s:expr => $k:ty) => {{
             let e = contiguous::<$k>(edges)?;
-            let (v, e) = (v.as_slice()?, e.as_slice()?);
-            py.detach(|| column::build_blocks::<$k, $t>(v, e, block_len))
+            let (v, e) = ($s, e.as_slice()?);
+            py.detach(|| column::build_blocks::<$k, _>(v, e, block_len))
         }};
     }
-    let dtype = values.dtype();
-    let blocks = if dtype.is_equiv_to(&numpy::dtype::<f32>(py)) {
-        go!(f32 => f64)
-    } else if dtype.is_equiv_to(&numpy::dtype::<f64>(py)) {
-        go!(f64 => f64)
-    } else if dtype.is_equiv_to(&numpy::dtype::<i8>(py)) {
-        go!(i8 => i64)
-    } else if dtype.is_equiv_to(&numpy::dtype::<i16>(py)) {
-        go!(i16 => i64)
-    } else if dtype.is_equiv_to(&numpy::dtype::<i32>(py)) {
-        go!(i32 => i64)
-    } else if dtype.is_equiv_to(&numpy::dtype::<i64>(py)) {
-        go!(i64 => i64)
-    } else if dtype.is_equiv_to(&numpy::dtype::<u8>(py)) {
-        go!(u8 => u64)
-    } else if dtype.is_equiv_to(&numpy::dtype::<u16>(py)) {
-        go!(u16 => u64)
-    } else if dtype.is_equiv_to(&numpy::dtype::<u32>(py)) {
-        go!(u32 => u64)
-    } else if dtype.is_equiv_to(&numpy::dtype::<u64>(py)) {
-        go!(u64 => u64)
-    } else {
-        return Err(PyTypeError::new_err(format!("cannot index dtype {dtype}")));
+    let blocks = match held.values()? {
+        scan::Values::F32(s) => go!(s => f64),
+        scan::Values::F64(s) => go!(s => f64),
+        scan::Values::I8(s) => go!(s => i64),
+        scan::Values::I16(s) => go!(s => i64),
+        scan::Values::I32(s) => go!(s => i64),
+        scan::Values::I64(s) => go!(s => i64),
+        scan::Values::U8(s) => go!(s => u64),
+        scan::Values::U16(s) => go!(s => u64),
+        scan::Values::U32(s) => go!(s => u64),
+        scan::Values::U64(s) => go!(s => u64),
     }
     .map_err(to_py)?;
     Ok(blocks

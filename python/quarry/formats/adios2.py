@@ -19,9 +19,9 @@ from quarry.errors import SourceError
 from quarry.formats import cf
 from quarry.formats.base import (
     VariableInfo,
-    covering_rows,
     gather_by_spans,
     plain_attrs,
+    read_flat,
     variable_problem,
 )
 
@@ -130,13 +130,16 @@ class ADIOS2Driver:
         self.variables()
         name, step = self._names[var]
         (info,) = [v for v in self.variables() if v.path == var]
-        if stop <= start:
-            return np.empty(0, dtype=info.dtype)
-        r0, r1, skip = covering_rows(info.shape, start, stop)
-        first = [r0] + [0] * (len(info.shape) - 1)
-        count = [r1 - r0, *info.shape[1:]]
-        raw = self._reader.read(name, start=first, count=count, step_selection=[step, 1])
-        flat = np.asarray(raw).reshape(-1)[skip : skip + (stop - start)]
+
+        def rows(r0: int, r1: int) -> npt.NDArray[Any]:
+            if r1 <= r0:
+                return np.empty(0, dtype=info.dtype)
+            first = [r0] + [0] * (len(info.shape) - 1)
+            count = [r1 - r0, *info.shape[1:]]
+            raw = self._reader.read(name, start=first, count=count, step_selection=[step, 1])
+            return np.asarray(raw)
+
+        flat = read_flat(info.shape, start, stop, rows)
         attrs = self._attrs[var]
         values = cf.decode(flat, attrs) if cf.is_decoded(attrs) else flat
         out: npt.NDArray[np.generic] = np.require(values, requirements=["C", "A"])

@@ -7,7 +7,9 @@ these few calls, so a new format is one small module.
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -168,16 +170,25 @@ def gather_by_spans(
     return np.concatenate(parts)
 
 
-def covering_rows(shape: tuple[int, ...], start: int, stop: int) -> tuple[int, int, int]:
-    """Leading-axis rows ``[r0, r1)`` that cover flat elements ``[start, stop)``,
-    and the flat offset of ``start`` within them.
+def read_flat(
+    shape: tuple[int, ...], start: int, stop: int, rows: Callable[[int, int], Any]
+) -> Any:
+    """Flat row-major elements ``[start, stop)`` of an array of ``shape``, given
+    ``rows(r0, r1)`` returning its leading-axis rows ``[r0, r1)``: every driver
+    reads hyperslabs of whole rows, and only those that cover the span.
+
+    Whatever ``rows`` returns (an ndarray, a masked array) comes back flattened.
 
     Examples
     --------
-    >>> covering_rows((4, 5), 7, 13)
-    (1, 3, 2)
+    >>> a = np.arange(20).reshape(4, 5)
+    >>> read_flat(a.shape, 7, 13, lambda r0, r1: a[r0:r1])
+    array([ 7,  8,  9, 10, 11, 12])
     """
-    row = int(np.prod(shape[1:], dtype=np.int64)) if len(shape) > 1 else 1
+    if stop <= start:
+        return rows(0, 0).reshape(-1)[:0]
+    row = math.prod(shape[1:])
     r0 = start // row
     r1 = -(-stop // row)
-    return r0, r1, start - r0 * row
+    skip = start - r0 * row
+    return rows(r0, r1).reshape(-1)[skip : skip + (stop - start)]

@@ -15,9 +15,9 @@ import numpy as np
 from quarry.errors import SourceError
 from quarry.formats.base import (
     VariableInfo,
-    covering_rows,
     gather_by_spans,
     plain_attrs,
+    read_flat,
     variable_problem,
 )
 
@@ -118,13 +118,8 @@ class HDF5Driver:
         ds = self._dataset(var)
         mm = self._memmap(var)
         if mm is not None:
-            out = mm[start:stop]
-        elif ds.ndim <= 1:
-            out = ds[start:stop]
-        else:
-            r0, r1, skip = covering_rows(ds.shape, start, stop)
-            out = ds[r0:r1].reshape(-1)[skip : skip + (stop - start)]
-        return _native(out)
+            return _native(mm[start:stop])
+        return _native(read_flat(ds.shape, start, stop, lambda r0, r1: ds[r0:r1]))
 
     def gather(self, var: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
         mm = self._memmap(var)

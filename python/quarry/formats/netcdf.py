@@ -16,9 +16,9 @@ from quarry.errors import SourceError
 from quarry.formats import cf
 from quarry.formats.base import (
     VariableInfo,
-    covering_rows,
     gather_by_spans,
     plain_attrs,
+    read_flat,
     variable_problem,
 )
 
@@ -98,22 +98,12 @@ class NetCDFDriver:
     def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
         info = self._info(var)
         v = self._vars[var]
-        if stop <= start:
-            return np.empty(0, dtype=info.dtype)
-        if len(info.shape) == 1:
-            raw = v[start:stop]
-            skip = 0
-        else:
-            r0, r1, skip = covering_rows(info.shape, start, stop)
-            raw = v[r0:r1]
-        values = np.ma.asarray(raw)
+        values = np.ma.asarray(read_flat(info.shape, start, stop, lambda r0, r1: v[r0:r1]))
         if info.dtype.kind == "f":
-            flat = np.ma.filled(values.astype(info.dtype), np.nan).reshape(-1)
+            flat = np.ma.filled(values.astype(info.dtype), np.nan)
         else:
-            flat = np.asarray(values, dtype=info.dtype).reshape(-1)
-        out: npt.NDArray[np.generic] = np.require(
-            flat[skip : skip + (stop - start)], requirements=["C", "A"]
-        )
+            flat = np.asarray(values, dtype=info.dtype)
+        out: npt.NDArray[np.generic] = np.require(flat, requirements=["C", "A"])
         return out
 
     def gather(self, var: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:

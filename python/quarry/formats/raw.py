@@ -17,7 +17,7 @@ import numpy as np
 
 from quarry.errors import SourceError, UnsupportedVariableError
 from quarry.formats import cf
-from quarry.formats.base import VariableInfo, covering_rows, variable_problem
+from quarry.formats.base import VariableInfo, read_flat, variable_problem
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -152,9 +152,12 @@ class RawDriver:
         self._check(var)
         if self.layout.order == "C" or len(self.layout.shape) == 1:
             return self._finish(self._array.reshape(-1)[start:stop])
-        r0, r1, skip = covering_rows(self.layout.shape, start, stop)
-        rows = np.ascontiguousarray(self._array[r0:r1]).reshape(-1)
-        return self._finish(rows[skip : skip + (stop - start)])
+        rows = self._array
+        return self._finish(
+            read_flat(
+                self.layout.shape, start, stop, lambda r0, r1: np.ascontiguousarray(rows[r0:r1])
+            )
+        )
 
     def gather(self, var: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
         self._check(var)

@@ -15,9 +15,9 @@ from quarry.errors import SourceError
 from quarry.formats import cf
 from quarry.formats.base import (
     VariableInfo,
-    covering_rows,
     gather_by_spans,
     plain_attrs,
+    read_flat,
     variable_problem,
 )
 
@@ -93,17 +93,7 @@ class ZarrDriver:
     def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
         self.variables()
         arr = self._arrays[var]
-        shape = tuple(arr.shape)
-        if stop <= start:
-            raw = np.empty(0, dtype=arr.dtype)
-            skip = 0
-        elif len(shape) == 1:
-            raw = arr[start:stop]
-            skip = 0
-        else:
-            r0, r1, skip = covering_rows(shape, start, stop)
-            raw = arr[r0:r1]
-        flat = np.asarray(raw).reshape(-1)[skip : skip + max(stop - start, 0)]
+        flat = np.asarray(read_flat(tuple(arr.shape), start, stop, lambda r0, r1: arr[r0:r1]))
         attrs = self._attrs[var]
         values = cf.decode(flat, attrs) if cf.is_decoded(attrs) else flat
         out: npt.NDArray[np.generic] = np.require(
