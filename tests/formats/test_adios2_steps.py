@@ -51,3 +51,32 @@ def test_cf_fill_value_attribute_marks_missing(run_bp):
         assert energy.attrs["units"] == "MeV"
         got = ds.query("!(/Step#1/particles/flag > 50)").ids()
     np.testing.assert_array_equal(got, np.flatnonzero((flag <= 50) & (flag != -5)))
+
+
+def test_per_writer_blocks_read_as_one_array_per_step(tmp_path):
+    path = os.path.join(tmp_path, "local.bp")
+    adios = adios2.Adios()
+    io = adios.declare_io("writers")
+    var = io.define_variable("pos", np.zeros(3), [], [], [3])
+    engine = io.open(path, adios2.bindings.Mode.Write)
+    rng = np.random.default_rng(9)
+    steps = []
+    for step in range(2):
+        engine.begin_step()
+        pieces = [rng.normal(size=n) for n in (3 + step, 0, 7)]  # three writers, one empty
+        for piece in pieces:
+            var.set_selection([[], [len(piece)]])
+            engine.put(var, piece, adios2.bindings.Mode.Sync)
+        engine.end_step()
+        steps.append(np.concatenate(pieces))
+    engine.close()
+    with quarry.open(path) as ds:
+        shapes = {v.path: v.shape for v in ds.variables()}
+        assert shapes == {"/Step#0/pos": (10,), "/Step#1/pos": (11,)}
+        for build in (False, True):
+            if build:
+                ds.build_index(block_len=4)
+            for s, values in enumerate(steps):
+                sel = ds.query(f"/Step#{s}/pos > 0")
+                np.testing.assert_array_equal(sel.ids(), np.flatnonzero(values > 0))
+                np.testing.assert_array_equal(sel.values(f"/Step#{s}/pos"), values[values > 0])

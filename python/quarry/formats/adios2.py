@@ -4,8 +4,9 @@ Steps are a time series: step ``s`` of variable ``energy`` is the variable
 ``/Step#<s>/energy``, the H5Part layout, so a bare name resolves when a file
 has one step and ``/Step#3/energy`` picks a step otherwise. Global arrays are
 read as hyperslabs; attributes named ``<var>/_FillValue`` and friends are
-CF-decoded as for Zarr. Per-writer blocks without a global shape are listed
-with the reason they cannot be queried yet.
+CF-decoded as for Zarr. Per-writer blocks without a global shape (local
+arrays, as particle codes write them rank by rank) read as one 1-D array
+per step, the blocks in writer order.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ class ADIOS2Driver:
         self._infos: list[VariableInfo] | None = None
         self._names: dict[str, tuple[str, int]] = {}
         self._attrs: dict[str, dict[str, Any]] = {}
+        self._local: dict[str, tuple[list[int], npt.NDArray[np.int64]]] = {}
 
     def _variable_attrs(self, name: str, attributes: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -105,20 +107,26 @@ class ADIOS2Driver:
             problem = None if code else f"ADIOS2 type {meta.get('Type')!r} is not supported"
             if meta.get("SingleValue") == "true":
                 problem = "a single value per step, not an array"
-            elif not shape:
-                problem = "per-writer blocks without a global shape cannot be queried yet"
-            problem = problem or variable_problem(shape, storage)
             attrs = self._variable_attrs(name, attributes)
-            for step in range(int(meta.get("AvailableStepsCount", "1"))):
+            steps = int(meta.get("AvailableStepsCount", "1"))
+            local = not shape and problem is None
+            blocks: list[list[dict[str, str]]] = (
+                self._reader.all_blocks_info(name) if local else [[] for _ in range(steps)]
+            )
+            for step in range(steps):
                 path = f"/Step#{step}/{name.strip('/')}"
+                step_shape, step_problem = shape, problem
+                if local:
+                    step_shape, step_problem = self._local_blocks(path, blocks[step])
+                step_problem = step_problem or variable_problem(step_shape, storage)
                 self._names[path] = (name, step)
                 self._attrs[path] = attrs
                 infos.append(
                     VariableInfo(
                         path=path,
-                        shape=shape,
-                        dtype=cf.logical_dtype(storage, attrs) if problem is None else storage,
-                        problem=problem,
+                        shape=step_shape,
+                        dtype=cf.logical_dtype(storage, attrs) if step_problem is None else storage,
+                        problem=step_problem,
                         decoding=cf.describe(attrs),
                         attrs=plain_attrs(attrs),
                     )
@@ -126,10 +134,42 @@ class ADIOS2Driver:
         self._infos = infos
         return infos
 
+    def _local_blocks(
+        self, path: str, blocks: list[dict[str, str]]
+    ) -> tuple[tuple[int, ...], str | None]:
+        """A step of per-writer blocks (no global shape) read as one 1-D array:
+        the blocks one after another in writer order, as particle codes write them."""
+        counts = [tuple(int(c) for c in b["Count"].split(",")) for b in blocks]
+        if any(len(c) != 1 for c in counts):
+            return (), "per-writer blocks of more than one dimension cannot be queried yet"
+        ids = [int(b["BlockID"]) for b in blocks]
+        starts = np.concatenate([[0], np.cumsum([c[0] for c in counts])]).astype(np.int64)
+        self._local[path] = (ids, starts)
+        return (int(starts[-1]),), None
+
+    def _read_local(self, var: str, start: int, stop: int) -> npt.NDArray[Any]:
+        name, step = self._names[var]
+        ids, starts = self._local[var]
+        parts = []
+        for k, block in enumerate(ids):
+            lo, hi = int(starts[k]), int(starts[k + 1])
+            if hi <= start or lo >= stop or hi == lo:
+                continue
+            data = np.asarray(self._reader.read(name, block_id=block, step_selection=[step, 1]))
+            parts.append(data[max(start, lo) - lo : min(stop, hi) - lo])
+        (info,) = [v for v in self.variables() if v.path == var]
+        return np.concatenate(parts) if parts else np.empty(0, dtype=info.dtype)
+
     def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
         self.variables()
         name, step = self._names[var]
         (info,) = [v for v in self.variables() if v.path == var]
+        if var in self._local:
+            flat = self._read_local(var, start, stop)
+            attrs = self._attrs[var]
+            values = cf.decode(flat, attrs) if cf.is_decoded(attrs) else flat
+            local: npt.NDArray[np.generic] = np.require(values, requirements=["C", "A"])
+            return local
 
         def rows(r0: int, r1: int) -> npt.NDArray[Any]:
             if r1 <= r0:
