@@ -70,6 +70,9 @@ class Column:
     def block_bounds(
         self, lo: float | int, lo_incl: bool, hi: float | int, hi_incl: bool
     ) -> list[int]: ...
+    def histogram(
+        self, edges: npt.NDArray[np.float64], domain: RowSet | None = None
+    ) -> tuple[list[int], RowSet]: ...
     def missing(self) -> RowSet: ...
     def stats(self) -> list[tuple[int, float, float, float | int, float | int]]:
         """Per block: (count, sum, M2, min, max) of the non-missing values."""

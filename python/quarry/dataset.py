@@ -18,6 +18,7 @@ from quarry.index.options import DEFAULT_BLOCK_LEN
 from quarry.index.stats import column_stats
 from quarry.query import Executor, Selection, Table
 from quarry.query.execute import table_of
+from quarry.query.histogram import Histogram, compute
 
 
 def open(path: str | os.PathLike[str], index: str | os.PathLike[str] | None = None) -> Dataset:
@@ -151,6 +152,38 @@ class Dataset:
             self._plans.clear()
         self._plans[key] = (plan, table)
         return Selection(self, query, plan, Executor(self.driver, store, table))
+
+    def histogram(
+        self,
+        names: str | list[str],
+        where: str | None = None,
+        bins: Any = 10,
+        range: Any = None,
+        weights: str | None = None,
+    ) -> Histogram:
+        """Histogram of variables over the rows where ``where`` is true (all rows
+        when None); see :meth:`quarry.Selection.histogram`.
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "h.h5")
+        >>> with h5py.File(path, "w") as f:
+        ...     _ = f.create_dataset("e", data=np.array([0.5, 1.5, 1.5, 2.5]))
+        >>> with quarry.open(path) as ds:
+        ...     _ = ds.build_index()
+        ...     h = ds.histogram("e", bins=[0, 1, 2, 3])
+        >>> h.counts.tolist(), h.path
+        ([1, 2, 1], 'index')
+        """
+        if where is not None:
+            return self.query(where).histogram(names, bins, range, weights)
+        variables = [self.variable(n) for n in ([names] if isinstance(names, str) else names)]
+        weight = self.variable(weights) if weights is not None else None
+        store = self.index if self.has_index else None
+        block_len = store.block_len if store is not None else DEFAULT_BLOCK_LEN
+        table = table_of(variables + ([weight] if weight else []), block_len)
+        return compute(Executor(self.driver, store, table), None, variables, bins, range, weight)
 
     # -- description -----------------------------------------------------
     def info(self) -> dict[str, Any]:

@@ -190,3 +190,52 @@ def test_register_errors(tmp_path, args, code, words):
     np.zeros(10, dtype="<f4").tofile(path)
     err = run("register", path, *args, code=code).stderr
     assert words in err
+
+
+def _png_size(path) -> tuple[int, int]:
+    with open(path, "rb") as f:
+        data = f.read(24)
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_hist_json_and_pictures(run_h5, tmp_path):
+    c = columns(run_h5)
+    out = json.loads(
+        run("hist", run_h5, "energy", "--where", "x > 100", "--bins", "20", "--json").stdout
+    )
+    expect, edges = np.histogram(c["energy"][c["x"] > 100], bins=20)
+    assert out["counts"] == expect.tolist()
+    np.testing.assert_array_equal(np.array(out["edges"], dtype="f4"), edges)
+    assert out["path"] == "data"  # the selection's own min and max need its values
+    ranged = json.loads(
+        run(
+            "hist",
+            run_h5,
+            "energy",
+            "--where",
+            "x > 100",
+            "--bins",
+            "30",
+            "--range",
+            "0,3",
+            "--json",
+        ).stdout
+    )
+    expect, _ = np.histogram(c["energy"][c["x"] > 100], bins=30, range=(0, 3))
+    assert ranged["counts"] == expect.tolist() and ranged["path"].startswith("index")
+    png, svg = tmp_path / "h.png", tmp_path / "h.svg"
+    run("hist", run_h5, "energy", "--bins", "50", "--log", "--png", str(png), "--svg", str(svg))
+    assert _png_size(png) == (640, 480)
+    assert svg.read_text().lstrip().startswith("<?xml")
+    two = json.loads(run("hist", run_h5, "x,y", "--bins", "5", "--json").stdout)
+    assert len(two["counts"]) == 5 and len(two["counts"][0]) == 5 and len(two["edges"]) == 2
+    run("hist", run_h5, "x,y", "--bins", "5", "--log", "--png", str(png))
+    assert _png_size(png) == (640, 480)
+    text = run("hist", run_h5, "energy", "--edges", "0,0.5,1,5").stdout
+    assert text.count("\n") == 3 and "[1, 5]" in text
+
+
+def test_hist_errors(run_h5):
+    assert "one to three" in run("hist", run_h5, "x,y,z,energy", code=2).stderr
+    assert "numbers" in run("hist", run_h5, "energy", "--edges", "a,b", code=2).stderr

@@ -215,6 +215,86 @@ impl<K: Key> ColumnIndex<K> {
         ))
     }
 
+    /// Counts of `domain`'s rows (all rows if `None`) in the histogram bins
+    /// `[edges[i], edges[i+1])`, the last bin closed (`NumPy`'s rule), from
+    /// each block's bins: a bin whose in-block range falls in one histogram
+    /// bin adds its count (without decoding when there is no domain); a bin
+    /// that straddles an edge gives its rows back as candidates, which the
+    /// caller counts from their values. Missing values are never counted.
+    pub fn histogram(
+        &self,
+        data: &[u8],
+        edges: &[f64],
+        domain: Option<&RowSet>,
+    ) -> Result<(Vec<u64>, RowSet)> {
+        if edges.len() < 2 || !edges.windows(2).all(|w| w[0] < w[1]) {
+            return Err(CoreError::Invalid(
+                "histogram edges must be at least two, increasing".into(),
+            ));
+        }
+        if let Some(d) = domain {
+            self.check_table(d)?;
+        }
+        let n_bins = edges.len() - 1;
+        // The histogram bin of value v, or None outside [edges[0], edges[n]].
+        let slot = |v: f64| -> Option<usize> {
+            if !(v >= edges[0] && v <= edges[n_bins]) {
+                return None;
+            }
+            Some(
+                edges
+                    .partition_point(|e| *e <= v)
+                    .saturating_sub(1)
+                    .min(n_bins - 1),
+            )
+        };
+        let per_block = (0..self.headers.len())
+            .into_par_iter()
+            .map(|b| {
+                let header = &self.headers[b];
+                let bytes = &data[self.spans[b].clone()];
+                let dom = domain.map(|d| &d.blocks()[b]);
+                let mut counts = vec![0u64; n_bins];
+                let mut straddling = Vec::new();
+                if dom.is_some_and(RoaringBitmap::is_empty) {
+                    return Ok((counts, RoaringBitmap::new()));
+                }
+                for (i, e) in header.entries.iter().enumerate() {
+                    let (lo, hi) = (e.min.to_f64(), e.max.to_f64());
+                    if hi < edges[0] || lo > edges[n_bins] {
+                        continue;
+                    }
+                    match (slot(lo), slot(hi)) {
+                        (Some(a), Some(z)) if a == z => {
+                            counts[a] += match dom {
+                                None => e.count,
+                                Some(d) => header.bitmap(bytes, i)?.intersection_len(d),
+                            };
+                        }
+                        _ => straddling.push(i),
+                    }
+                }
+                let mut candidates = self.union(b, data, straddling.into_iter())?;
+                if let Some(d) = dom {
+                    candidates &= d;
+                }
+                Ok((counts, candidates))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut counts = vec![0u64; n_bins];
+        let mut candidates = Vec::with_capacity(per_block.len());
+        for (block_counts, cand) in per_block {
+            for (total, c) in counts.iter_mut().zip(block_counts) {
+                *total += c;
+            }
+            candidates.push(cand);
+        }
+        Ok((
+            counts,
+            RowSet::from_blocks(self.n_rows, self.block_len, candidates)?,
+        ))
+    }
+
     /// Rows whose value is missing (NaN).
     pub fn missing(&self, data: &[u8]) -> Result<RowSet> {
         let blocks = (0..self.headers.len())
@@ -380,6 +460,64 @@ mod tests {
             }
         }
         assert_eq!(col.missing(&data).unwrap().len(), 100);
+    }
+
+    #[test]
+    fn histogram_counts_plus_candidates_equal_brute_force() {
+        let values: Vec<f64> = (0..5003)
+            .map(|i| {
+                if i % 97 == 0 {
+                    f64::NAN
+                } else {
+                    f64::from((i * 7919) % 1000) / 10.0
+                }
+            })
+            .collect();
+        let edges = crate::binning::variable_edges(&values, 16, 2);
+        let blocks = build_blocks(&values, &edges, 700).unwrap();
+        let (data, spans) = layout(&blocks);
+        let col = ColumnIndex::<f64>::open(&data, &spans, values.len() as u64, 700).unwrap();
+        let domain = RowSet::from_sorted_ids(
+            values.len() as u64,
+            700,
+            &(0..5003).step_by(3).collect::<Vec<_>>(),
+        )
+        .unwrap();
+        for hist_edges in [
+            vec![0.0, 10.0, 20.0, 99.9],
+            vec![5.05, 33.3, 33.35, 70.0],
+            vec![-1.0, 1000.0],
+        ] {
+            for dom in [None, Some(&domain)] {
+                let (mut counts, cand) = col.histogram(&data, &hist_edges, dom).unwrap();
+                for id in cand.to_ids() {
+                    let v = values[id as usize];
+                    let n = hist_edges.len() - 1;
+                    if v >= hist_edges[0] && v <= hist_edges[n] {
+                        counts[hist_edges
+                            .partition_point(|e| *e <= v)
+                            .saturating_sub(1)
+                            .min(n - 1)] += 1;
+                    }
+                }
+                let mut expect = vec![0u64; hist_edges.len() - 1];
+                let rows: Vec<u64> = match dom {
+                    None => (0..values.len() as u64).collect(),
+                    Some(d) => d.to_ids(),
+                };
+                for r in rows {
+                    let v = values[r as usize];
+                    let n = hist_edges.len() - 1;
+                    if v >= hist_edges[0] && v <= hist_edges[n] {
+                        expect[hist_edges
+                            .partition_point(|e| *e <= v)
+                            .saturating_sub(1)
+                            .min(n - 1)] += 1;
+                    }
+                }
+                assert_eq!(counts, expect, "{hist_edges:?} domain {}", dom.is_some());
+            }
+        }
     }
 
     #[test]

@@ -340,6 +340,21 @@ impl Column {
         })
     }
 
+    /// Counts of `domain`'s rows per histogram bin (last bin closed) from the
+    /// index, and the candidate rows whose values the caller must count.
+    #[pyo3(signature = (edges, domain=None))]
+    fn histogram(
+        &self,
+        py: Python<'_>,
+        edges: PyReadonlyArray1<'_, f64>,
+        domain: Option<&RowSet>,
+    ) -> PyResult<(Vec<u64>, RowSet)> {
+        let data: &[u8] = &self.map;
+        let edges = edges.as_slice()?;
+        let domain = domain.map(|d| &d.0);
+        with_column!(self, c, K => py.detach(|| c.histogram(data, edges, domain)).map(|(n, cand)| (n, RowSet(cand))).map_err(to_py))
+    }
+
     /// Rows whose value is missing.
     fn missing(&self, py: Python<'_>) -> PyResult<RowSet> {
         let data: &[u8] = &self.map;

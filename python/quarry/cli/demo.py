@@ -7,7 +7,6 @@ import time
 
 
 def run_demo(directory: str, rows: int) -> int:
-    import numpy as np
 
     import quarry
     from quarry.sample import write_particles
@@ -46,28 +45,18 @@ def run_demo(directory: str, rows: int) -> int:
             assert n == expect, (q, n, expect)
             print(f"   {q:<70} {n:>8,} {took * 1e3:>10.2f} {scan * 1e3:>9.2f}")
 
-        sel = ds.query("energy > 1.0")
-        energy = sel.values("energy")
-        hist, edges = np.histogram(energy, bins=50)
+        hist = ds.histogram("energy", where="energy > 1.0", bins=50, range=(1.0, 16.0))
     picture = os.path.join(directory, "energy_hist.png")
-    try:
-        import matplotlib
+    from quarry.outputs import OutputError
+    from quarry.outputs.plots import draw_histogram
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("4. matplotlib is not installed; pip install 'quarry[plot]' for the histogram")
+    title = f"energy of the {int(hist.counts.sum()):,} particles with energy > 1.0"
+    try:
+        draw_histogram(hist, picture, ["energy"], log=True, title=title)
+    except OutputError as exc:
+        print(f"4. no picture: {exc}")
         return 0
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
-    ax.stairs(hist, edges, fill=True, color="tab:red", alpha=0.8)
-    ax.set_yscale("log")
-    ax.set_xlabel("energy")
-    ax.set_ylabel("particles")
-    ax.set_title(f"energy of the {len(energy):,} particles with energy > 1.0")
-    fig.tight_layout()
-    fig.savefig(picture)
-    plt.close(fig)
-    print(f"4. histogram of the selection -> {picture}")
+    print(f"4. histogram of the selection ({hist.path} path) -> {picture}")
     return 0
 
 

@@ -3,6 +3,7 @@
     quarry index FILE [--vars a,b] [--bins N] [--precision P] [--block-size B]
     quarry query FILE QUERY [--count | --ids | --coords | --values a,b] [--out F] [--json]
     quarry info FILE [--json]
+    quarry hist FILE VAR[,VAR2[,VAR3]] [--where Q] [--bins N | --edges E] [--json] [--png F]
     quarry register FILE --dtype <f4 --shape NX,NY,NZ [--order C|F] [--offset B]
     quarry demo [--dir DIR]
 
@@ -67,6 +68,27 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--out", metavar="FILE", help="write ids/coords/values to .npy, .csv or .h5")
     q.add_argument("--json", action="store_true", help="print a JSON object")
     index_option(q)
+
+    hist = sub.add_parser("hist", help="histogram of 1-3 variables, optionally of a selection")
+    hist.add_argument("file")
+    hist.add_argument("vars", help="one to three comma-separated variables, e.g. energy or x,y")
+    hist.add_argument(
+        "--where", metavar="QUERY", help="histogram only the rows where QUERY is true"
+    )
+    hist.add_argument("--bins", type=int, default=10, help="bins per axis (default 10, as NumPy)")
+    hist.add_argument("--edges", help="explicit bin edges for a 1-D histogram, e.g. 0,0.5,1,2")
+    hist.add_argument(
+        "--range",
+        dest="value_range",
+        metavar="LO,HI",
+        help="lower and upper edge (1-D; per axis LO,HI;LO,HI for 2-D/3-D)",
+    )
+    hist.add_argument("--weight", help="weight each row by this variable")
+    hist.add_argument("--log", action="store_true", help="log-scaled counts in the picture")
+    hist.add_argument("--json", action="store_true", help='print {"counts": ..., "edges": ...}')
+    hist.add_argument("--png", metavar="FILE", help="draw the histogram to a PNG file")
+    hist.add_argument("--svg", metavar="FILE", help="draw the histogram to an SVG file")
+    index_option(hist)
 
     info = sub.add_parser("info", help="variables, shapes, dtypes, and what is indexed")
     info.add_argument("file")
@@ -200,6 +222,64 @@ def _emit_rows(
     return 0
 
 
+def _cmd_hist(args: argparse.Namespace) -> int:
+    import quarry
+
+    names = [n.strip() for n in args.vars.split(",") if n.strip()]
+    if not 1 <= len(names) <= 3:
+        print("quarry: error: give one to three variables", file=sys.stderr)
+        return 2
+    bins: Any = args.bins
+    value_range: Any = None
+    try:
+        if args.edges:
+            bins = [float(e) for e in args.edges.split(",")]
+        if args.value_range:
+            pairs = [
+                tuple(float(x) for x in part.split(",")) for part in args.value_range.split(";")
+            ]
+            if any(len(p) != 2 for p in pairs):
+                raise ValueError(args.value_range)
+            value_range = pairs[0] if len(names) == 1 else pairs
+    except ValueError:
+        print(
+            "quarry: error: --edges and --range take numbers separated by commas", file=sys.stderr
+        )
+        return 2
+    with quarry.open(args.file, index=args.index) as ds:
+        target: Any = names if len(names) > 1 else names[0]
+        hist = ds.histogram(
+            target, where=args.where, bins=bins, range=value_range, weights=args.weight
+        )
+    title = f"{', '.join(names)}" + (f" where {args.where}" if args.where else "")
+    for picture in (args.png, args.svg):
+        if picture:
+            from quarry.outputs.plots import draw_histogram
+
+            draw_histogram(hist, picture, names, args.log, title)
+    if args.json:
+        print(json.dumps({"variables": names, "where": args.where, **hist.to_json()}))
+    elif not (args.png or args.svg):
+        _print_histogram(hist, names)
+    else:
+        written = ", ".join(p for p in (args.png, args.svg) if p)
+        print(f"histogram of {title} ({int(hist.counts.sum())} rows) -> {written}")
+    return 0
+
+
+def _print_histogram(hist: Any, names: list[str]) -> None:
+    if isinstance(hist.edges, list):
+        print(
+            f"{'x'.join(str(len(e) - 1) for e in hist.edges)} bins over {', '.join(names)}; "
+            f"{int(hist.counts.sum())} rows (use --json for the counts)"
+        )
+        return
+    edges = hist.edges
+    for i, count in enumerate(hist.counts.tolist()):
+        close = "]" if i == len(hist.counts) - 1 else ")"
+        print(f"[{edges[i]:.6g}, {edges[i + 1]:.6g}{close}  {count}")
+
+
 def _cmd_register(args: argparse.Namespace) -> int:
     import os
 
@@ -264,6 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "query": _cmd_query,
         "info": _cmd_info,
         "register": _cmd_register,
+        "hist": _cmd_hist,
     }
     try:
         if args.command == "demo":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -10,12 +10,13 @@ from quarry import _core
 from quarry.errors import ShapeMismatchError
 from quarry.expr.plan import PlanNode
 from quarry.query.execute import Executor
+from quarry.query.histogram import Histogram, compute
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-if TYPE_CHECKING:
     from quarry.dataset import Dataset
+    from quarry.formats.base import VariableInfo
 
 
 class Selection:
@@ -72,15 +73,36 @@ class Selection:
 
     def values(self, name: str) -> npt.NDArray[np.generic]:
         """Values of variable ``name`` at the hits (any variable of the table's shape)."""
+        var = self._table_variable(name)
+        ids = self.ids()
+        if len(ids) == 0:
+            return np.empty(0, dtype=var.dtype)
+        return self._executor.values_at(var, ids)
+
+    def histogram(
+        self,
+        names: str | list[str],
+        bins: Any = 10,
+        range: Any = None,
+        weights: str | None = None,
+    ) -> Histogram:
+        """Histogram of the selected rows' values, like ``numpy.histogram`` (one
+        name) or ``numpy.histogramdd`` (two or three), unpacking as
+        ``counts, edges``; see :mod:`quarry.query.histogram` for when the
+        index answers without reading data."""
+        variables = [
+            self._table_variable(n) for n in ([names] if isinstance(names, str) else names)
+        ]
+        weight = self._table_variable(weights) if weights is not None else None
+        return compute(self._executor, self.rows, variables, bins, range, weight)
+
+    def _table_variable(self, name: str) -> VariableInfo:
         var = self.dataset.variable(name)
         if var.shape != self.shape and self._executor.table.axis_of(var) is None:
             raise ShapeMismatchError(
                 f"{var.path} has shape {var.shape} but the query ran over shape {self.shape}"
             )
-        ids = self.ids()
-        if len(ids) == 0:
-            return np.empty(0, dtype=var.dtype)
-        return self._executor.values_at(var, ids)
+        return var
 
     def __len__(self) -> int:
         return self.count()

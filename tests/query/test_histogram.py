@@ -1,0 +1,121 @@
+"""Histograms equal NumPy's on the selected values, whichever path answers."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import h5py
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import quarry
+from oracle import oracle_ids
+
+
+@st.composite
+def cases(draw):
+    n = draw(st.sampled_from([0, 1, 50, 333, 1000]))
+    dtype = draw(st.sampled_from(["f4", "f8", "i2", "i8"]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    if dtype[0] == "f":
+        e = rng.exponential(1.0, n).astype(dtype)
+        e[rng.random(n) < 0.05] = np.nan
+        e[rng.random(n) < 0.05] = 1.5  # exactly on an edge
+    else:
+        e = rng.integers(-30, 30, n).astype(dtype)
+    x = rng.uniform(0, 100, n)
+    kind = draw(st.sampled_from(["int", "int+range", "edges", "decimal-edges"]))
+    if kind == "int":
+        bins, rng_ = draw(st.integers(1, 40)), None
+    elif kind == "int+range":
+        lo = draw(st.floats(-5, 2))
+        bins, rng_ = draw(st.integers(1, 40)), (lo, lo + draw(st.floats(0.1, 10)))
+    elif kind == "edges":
+        bins = sorted(set(draw(st.lists(st.floats(-5, 10), min_size=2, max_size=12))))
+        rng_ = None
+        if len(bins) < 2:
+            bins = [0.0, 1.0]
+    else:
+        bins, rng_ = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0], None
+    where = draw(st.sampled_from([None, "x > 30", "e > 0.5 || x < 10", "!(x > 50)"]))
+    block_len = draw(st.sampled_from([7, 100, 1 << 20]))
+    return {"e": e, "x": x}, bins, rng_, where, block_len
+
+
+@given(cases())
+def test_histogram_matches_numpy(case):
+    data, bins, rng_, where, block_len = case
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "h.h5")
+        with h5py.File(path, "w") as f:
+            for name, values in data.items():
+                f[name] = values
+        with quarry.open(path) as ds:
+            for build in (False, True):
+                if build:
+                    ds.build_index(block_len=block_len)
+                rows = oracle_ids(where, data) if where else np.arange(len(data["e"]))
+                selected = data["e"][rows]
+                if selected.dtype.kind == "f":
+                    selected = selected[~np.isnan(selected)]
+                expect, expect_edges = np.histogram(selected, bins=bins, range=rng_)
+                counts, edges = ds.histogram("e", where=where, bins=bins, range=rng_)
+                np.testing.assert_array_equal(edges, expect_edges)
+                np.testing.assert_array_equal(counts, expect)
+
+
+def test_index_answers_without_reading_data(tmp_path):
+    path = str(tmp_path / "p.h5")
+    e = np.random.default_rng(1).exponential(1.0, 100_000).astype("f4")
+    with h5py.File(path, "w") as f:
+        f["energy"] = e
+        f["x"] = np.random.default_rng(2).uniform(0, 200, 100_000)
+    with quarry.open(path) as ds:
+        ds.build_index(block_len=4096)
+        whole = ds.histogram("energy", bins=[0.0, 0.5, 1.0, 1.5, 2.0, 3.0])
+        assert whole.path == "index" and whole.values_read == 0
+        np.testing.assert_array_equal(whole.counts, np.histogram(e, [0, 0.5, 1, 1.5, 2, 3])[0])
+        auto = ds.histogram("energy", bins=100)
+        assert auto.path in ("index", "index+data")
+        assert auto.values_read < len(e) / 10
+        np.testing.assert_array_equal(auto.counts, np.histogram(e, 100)[0])
+        sel = ds.query("x > 100").histogram("energy", bins=[0.0, 1.0, 2.0])
+        assert sel.path == "index"
+
+
+def test_2d_3d_and_weighted_use_the_data(tmp_path):
+    path = str(tmp_path / "d.h5")
+    rng = np.random.default_rng(4)
+    cols = {k: rng.normal(size=2000) for k in "xyzw"}
+    with h5py.File(path, "w") as f:
+        for k, v in cols.items():
+            f[k] = v
+    with quarry.open(path) as ds:
+        ds.build_index()
+        h2 = ds.histogram(["x", "y"], where="z > 0", bins=8)
+        m = cols["z"] > 0
+        expect, ex, ey = np.histogram2d(cols["x"][m], cols["y"][m], bins=8)
+        np.testing.assert_array_equal(h2.counts, expect)
+        np.testing.assert_array_equal(h2.edges[0], ex)
+        np.testing.assert_array_equal(h2.edges[1], ey)
+        assert h2.path == "data"
+        h3 = ds.histogram(["x", "y", "z"], bins=4)
+        np.testing.assert_array_equal(
+            h3.counts, np.histogramdd(np.stack([cols[k] for k in "xyz"], 1), bins=4)[0]
+        )
+        hw = ds.histogram("x", weights="w", bins=5, range=(-2, 2))
+        np.testing.assert_allclose(
+            hw.counts, np.histogram(cols["x"], bins=5, range=(-2, 2), weights=cols["w"])[0]
+        )
+
+
+def test_shape_mismatch_in_histogram(tmp_path):
+    path = str(tmp_path / "s.h5")
+    with h5py.File(path, "w") as f:
+        f["a"] = np.zeros(10)
+        f["b"] = np.zeros(5)
+    with quarry.open(path) as ds, pytest.raises(quarry.ShapeMismatchError):
+        ds.query("a > 1").histogram("b")
