@@ -104,8 +104,54 @@ class Selection:
             )
         return var
 
+    def columns(self, names: list[str]) -> dict[str, npt.NDArray[np.generic]]:
+        """``id``, one coordinate column per axis (``dim_0``... or the dimension
+        names), and each named variable's values at the hits."""
+        ids = self.ids()
+        coords = np.unravel_index(ids, self.shape)
+        dims = self._executor.table.dims or tuple(f"dim_{i}" for i in range(len(self.shape)))
+        out: dict[str, npt.NDArray[np.generic]] = {"id": ids}
+        for dim, along in zip(dims, coords, strict=True):
+            out[dim] = along.astype(np.int64)
+        for name in names:
+            out[name] = self.values(name)
+        return out
+
+    def to_pandas(self, names: list[str]) -> Any:
+        """The hits as a ``pandas.DataFrame`` indexed by ``id``."""
+        pandas = _optional("pandas", "pandas")
+        return pandas.DataFrame(self.columns(names)).set_index("id")
+
+    def to_arrow(self, names: list[str]) -> Any:
+        """The hits as a ``pyarrow.Table`` (``id``, coordinates, values)."""
+        pyarrow = _optional("pyarrow", "pyarrow")
+        return pyarrow.table(self.columns(names))
+
+    def to_xarray(self, names: list[str]) -> Any:
+        """The hits as an ``xarray.Dataset`` along a ``hit`` dimension, with
+        ``id`` and the N-d indices as coordinates."""
+        xarray = _optional("xarray", "xarray")
+        cols = self.columns(names)
+        coords = {k: ("hit", v) for k, v in cols.items() if k not in names}
+        return xarray.Dataset(
+            {n: ("hit", cols[n]) for n in names},
+            coords=coords,
+            attrs={"query": self.query, "source": self.dataset.path},
+        )
+
     def __len__(self) -> int:
         return self.count()
 
     def __repr__(self) -> str:
         return f"Selection({self.query!r}, shape={self.shape})"
+
+
+def _optional(module: str, package: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ImportError(
+            f"this needs {package}, which is not installed: pip install {package}"
+        ) from None
