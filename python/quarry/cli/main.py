@@ -174,29 +174,19 @@ def _cmd_query(args: argparse.Namespace) -> int:
 def _emit_rows(
     args: argparse.Namespace, ds: Any, sel: Any, result: dict[str, Any], start: float
 ) -> int:
-    from quarry.outputs import write_positions, write_values
+    from quarry.outputs import write_positions
 
     ids = sel.ids()
     result["count"] = len(ids)
     if args.values:
         names = [n.strip() for n in args.values.split(",") if n.strip()]
-        columns = {n: sel.values(n) for n in names}
         if args.out:
-            import quarry
-
-            write_values(
-                args.out,
-                ids,
-                columns,
-                {
-                    "query": args.query,
-                    "source": args.file,
-                    "quarry_version": quarry.__version__,
-                },
-            )
+            sel.extract(args.out, names)
         elif args.json:
+            columns = {n: sel.values(n) for n in names}
             result["values"] = {n: v.tolist() for n, v in columns.items()}
         else:
+            columns = {n: sel.values(n) for n in names}
             print(",".join(["id", *names]))
             for row in zip(ids.tolist(), *(c.tolist() for c in columns.values()), strict=True):
                 print(",".join(repr(x) if isinstance(x, float) else str(x) for x in row))

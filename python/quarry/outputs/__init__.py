@@ -1,5 +1,5 @@
 """Outputs: what a query's answer is written as."""
 
-from quarry.outputs.writers import OutputError, write_positions, write_values
+from quarry.outputs.writers import OutputError, provenance, write_positions, write_values
 
-__all__ = ["OutputError", "write_positions", "write_values"]
+__all__ = ["OutputError", "provenance", "write_positions", "write_values"]

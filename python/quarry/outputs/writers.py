@@ -12,7 +12,7 @@ from quarry.errors import QuarryError
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-FORMATS = (".npy", ".csv", ".h5")
+FORMATS = (".npy", ".csv", ".h5", ".nc", ".parquet")
 
 
 class OutputError(QuarryError, ValueError):
@@ -44,37 +44,93 @@ def write_positions(path: str, positions: npt.NDArray[np.int64]) -> None:
     np.save(path, np.asarray(positions, dtype=np.int64))
 
 
-def write_values(
-    path: str,
-    ids: npt.NDArray[np.int64],
-    columns: dict[str, npt.NDArray[np.generic]],
-    provenance: dict[str, Any],
-) -> None:
-    """Write the hits' ids and variable values.
+def provenance(source: str, query: str) -> dict[str, Any]:
+    """What an extracted file records about where it came from: the query, the
+    source (path, size, modification time, CRC-32 of its bytes; every file of
+    a directory store in name order), the Quarry version and the time."""
+    import datetime
+    import zlib
 
-    ``.npy``: a structured array with an ``id`` field and one field per
-    variable; ``.csv``: a header line and one row per hit; ``.h5``: one dataset
-    per variable plus ``id``, with the query and source recorded as attributes.
+    import quarry
+    from quarry.formats.base import fingerprint
+
+    files = (
+        sorted(os.path.join(r, n) for r, _, ns in os.walk(source) for n in ns)
+        if os.path.isdir(source)
+        else [source]
+    )
+    crc = 0
+    for name in files:
+        with open(name, "rb") as f:
+            while chunk := f.read(1 << 22):
+                crc = zlib.crc32(chunk, crc)
+    stamp = fingerprint(source)
+    return {
+        "query": query,
+        "source": os.path.abspath(source),
+        "source_size": stamp["size"],
+        "source_mtime_ns": stamp["mtime_ns"],
+        "source_crc32": crc,
+        "quarry_version": quarry.__version__,
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def write_values(
+    path: str, columns: dict[str, npt.NDArray[np.generic]], provenance: dict[str, Any]
+) -> None:
+    """Write selected records: ``columns`` maps names to equal-length arrays
+    (``id``, per-axis indices, variable values).
+
+    ``.npy``: a structured array; ``.csv``: a header line and one row per
+    record; ``.h5``, ``.nc``, ``.parquet``: one column per name along a
+    ``hit`` dimension, with ``provenance`` as attributes (file metadata for
+    Parquet), readable by h5py, netCDF4/xarray and pyarrow as normal files.
     """
     ext = _extension(path)
     if ext == ".h5":
         import h5py
 
         with h5py.File(path, "w") as f:
-            f.create_dataset("id", data=ids)
             for name, values in columns.items():
                 f.create_dataset(name.strip("/"), data=values)
             for key, value in provenance.items():
                 f.attrs[key] = value
         return
-    fields = [("id", np.dtype(np.int64))] + [(n, v.dtype) for n, v in columns.items()]
-    table = np.empty(len(ids), dtype=fields)
-    table["id"] = ids
+    if ext == ".nc":
+        import netCDF4
+
+        with netCDF4.Dataset(path, "w") as ds:
+            ds.createDimension("hit", len(next(iter(columns.values()))))
+            for name, values in columns.items():
+                # The bare type code: an explicit '<' makes netCDF4 warn about byte order.
+                var = ds.createVariable(_netcdf_name(name), values.dtype.str[1:], ("hit",))
+                var[:] = values
+                if name != _netcdf_name(name):
+                    var.setncattr("quarry_name", name)
+            ds.setncatts({k: v for k, v in provenance.items() if v is not None})
+        return
+    if ext == ".parquet":
+        import json
+
+        import pyarrow
+        import pyarrow.parquet
+
+        table = pyarrow.table(dict(columns))
+        meta = {b"quarry": json.dumps(provenance).encode()}
+        pyarrow.parquet.write_table(table.replace_schema_metadata(meta), path)
+        return
+    fields = [(n, v.dtype) for n, v in columns.items()]
+    table = np.empty(len(next(iter(columns.values()))), dtype=fields)
     for name, values in columns.items():
         table[name] = values
     if ext == ".npy":
         np.save(path, table)
         return
-    formats = ["%d"] + ["%d" if v.dtype.kind in "iu" else "%.17g" for v in columns.values()]
-    header = ",".join(["id", *columns])
-    np.savetxt(path, table, delimiter=",", header=header, comments="", fmt=formats)
+    formats = ["%d" if v.dtype.kind in "iu" else "%.17g" for v in columns.values()]
+    np.savetxt(path, table, delimiter=",", header=",".join(columns), comments="", fmt=formats)
+
+
+def _netcdf_name(name: str) -> str:
+    """NetCDF names cannot contain '/': a path becomes its components joined by '_'."""
+    return name.strip("/").replace("/", "_")

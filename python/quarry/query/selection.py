@@ -104,18 +104,30 @@ class Selection:
             )
         return var
 
-    def columns(self, names: list[str]) -> dict[str, npt.NDArray[np.generic]]:
-        """``id``, one coordinate column per axis (``dim_0``... or the dimension
-        names), and each named variable's values at the hits."""
+    def columns(self, names: list[str], indices: bool = True) -> dict[str, npt.NDArray[np.generic]]:
+        """``id``, one index column per axis (``dim_0``... or the dimension
+        names; left out with ``indices=False``), and each named variable's
+        values at the hits."""
         ids = self.ids()
-        coords = np.unravel_index(ids, self.shape)
-        dims = self._executor.table.dims or tuple(f"dim_{i}" for i in range(len(self.shape)))
         out: dict[str, npt.NDArray[np.generic]] = {"id": ids}
-        for dim, along in zip(dims, coords, strict=True):
-            out[dim] = along.astype(np.int64)
+        if indices:
+            dims = self._executor.table.dims or tuple(f"dim_{i}" for i in range(len(self.shape)))
+            for dim, along in zip(dims, np.unravel_index(ids, self.shape), strict=True):
+                out[dim] = along.astype(np.int64)
         for name in names:
             out[name] = self.values(name)
         return out
+
+    def extract(self, path: str, names: list[str]) -> None:
+        """Write the hits (``id``, per-axis indices, values of ``names``) to
+        ``path``: ``.h5``, ``.nc`` or ``.parquet`` with the query, the source
+        and its checksum, and the Quarry version recorded; ``.npy`` and ``.csv``
+        keep their flat, stable form (``id`` then the values)."""
+        from quarry.outputs.writers import provenance, write_values
+
+        flat = path.lower().endswith((".npy", ".csv"))
+        columns = self.columns(names, indices=not flat)
+        write_values(path, columns, provenance(self.dataset.path, self.query))
 
     def to_pandas(self, names: list[str]) -> Any:
         """The hits as a ``pandas.DataFrame`` indexed by ``id``."""

@@ -1,0 +1,59 @@
+"""Extracted files reopen as normal files and equal the selection."""
+
+from __future__ import annotations
+
+import json
+import zlib
+
+import h5py
+import numpy as np
+import pytest
+
+import quarry
+
+netcdf4 = pytest.importorskip("netCDF4", reason="netCDF4 is not installed")
+pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow is not installed")
+
+
+@pytest.fixture
+def run_h5(tmp_path):
+    path = str(tmp_path / "run.h5")
+    rng = np.random.default_rng(8)
+    with h5py.File(path, "w") as f:
+        f["Step#0/energy"] = rng.exponential(0.5, (40, 25)).astype("f4")
+        f["Step#0/x"] = rng.uniform(0, 200, (40, 25))
+    return path
+
+
+@pytest.mark.parametrize("ext", [".h5", ".nc", ".parquet"])
+def test_extract_reopens_and_records_provenance(run_h5, tmp_path, ext):
+    out = str(tmp_path / f"sel{ext}")
+    with h5py.File(run_h5) as f:
+        energy, x = f["Step#0/energy"][()], f["Step#0/x"][()]
+    mask = energy > 1.0
+    with quarry.open(run_h5) as ds:
+        ds.build_index()
+        ds.query("energy > 1.0").extract(out, ["energy", "/Step#0/x"])
+    if ext == ".h5":
+        with h5py.File(out) as f:
+            got = {k: f[k][()] for k in ("id", "dim_0", "energy", "Step#0/x")}
+            meta = dict(f.attrs)
+        got["x"] = got.pop("Step#0/x")
+    elif ext == ".nc":
+        with netcdf4.Dataset(out) as ds:
+            got = {k: ds[k][:].data for k in ("id", "dim_0", "energy", "Step#0_x")}
+            meta = {k: ds.getncattr(k) for k in ds.ncattrs()}
+            assert ds["Step#0_x"].quarry_name == "/Step#0/x"
+        got["x"] = got.pop("Step#0_x")
+    else:
+        table = pq.read_table(out)
+        got = {k: table[k].to_numpy() for k in ("id", "dim_0", "energy", "/Step#0/x")}
+        got["x"] = got.pop("/Step#0/x")
+        meta = json.loads(table.schema.metadata[b"quarry"])
+    np.testing.assert_array_equal(got["id"], np.flatnonzero(mask))
+    np.testing.assert_array_equal(got["dim_0"], np.nonzero(mask)[0])
+    np.testing.assert_array_equal(got["energy"], energy[mask])
+    np.testing.assert_array_equal(got["x"], x[mask])
+    with open(run_h5, "rb") as f:
+        assert int(meta["source_crc32"]) == zlib.crc32(f.read())
+    assert meta["query"] == "energy > 1.0" and meta["quarry_version"]
