@@ -185,6 +185,19 @@ class Dataset:
         table = table_of(variables + ([weight] if weight else []), block_len)
         return compute(Executor(self.driver, store, table), None, variables, bins, range, weight)
 
+    def load_selection(self, path: str) -> Selection:
+        """A selection saved with :meth:`quarry.Selection.save`, ready to give
+        ids and values again; refused if this file changed since it was saved."""
+        from quarry.query.saved import load
+
+        header, rows = load(self, path)
+        dims = tuple(header["dims"]) if header.get("dims") else None
+        table = Table(tuple(int(s) for s in header["shape"]), rows.block_len, dims)
+        store = self.index if self.has_index else None
+        selection = Selection(self, str(header["query"]), None, Executor(self.driver, store, table))
+        selection._rows = rows
+        return selection
+
     # -- description -----------------------------------------------------
     def info(self) -> dict[str, Any]:
         """Variables, shapes, dtypes, and what is indexed (JSON-ready)."""

@@ -82,3 +82,11 @@ class CorruptIndexError(QuarryError):
 
 class IndexMissingError(QuarryError, FileNotFoundError):
     """An operation that needs an index found none."""
+
+
+class StaleSelectionError(QuarryError):
+    """A saved selection whose data file changed after it was saved."""
+
+
+class SelectionFileError(QuarryError, ValueError):
+    """A saved-selection file that is damaged or not a saved selection."""

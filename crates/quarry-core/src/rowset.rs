@@ -235,6 +235,59 @@ impl RowSet {
         })
     }
 
+    /// Portable bytes: `QSEL`, u16 version, u16 0, u64 rows, u64 block length,
+    /// u32 blocks, then per block a u32 length, a u32 CRC-32 and the block's
+    /// Roaring bitmap in the portable serialisation.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(b"QSEL");
+        out.extend_from_slice(&1u16.to_le_bytes());
+        out.extend_from_slice(&0u16.to_le_bytes());
+        out.extend_from_slice(&self.n_rows.to_le_bytes());
+        out.extend_from_slice(&self.block_len.to_le_bytes());
+        out.extend_from_slice(&(self.blocks.len() as u32).to_le_bytes());
+        for bm in &self.blocks {
+            let mut bytes = Vec::new();
+            bm.serialize_into(&mut bytes)
+                .expect("writing to a Vec cannot fail");
+            out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            out.extend_from_slice(&crc32fast::hash(&bytes).to_le_bytes());
+            out.extend_from_slice(&bytes);
+        }
+        out
+    }
+
+    /// Parse [`RowSet::to_bytes`] output, checking every length and checksum.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let bad = |why: &str| CoreError::Corrupt(format!("selection: {why}"));
+        let take = |at: usize, n: usize| bytes.get(at..at + n).ok_or_else(|| bad("truncated"));
+        if take(0, 4)? != b"QSEL" {
+            return Err(bad("not a saved selection"));
+        }
+        if take(4, 2)? != 1u16.to_le_bytes() {
+            return Err(bad("unknown version"));
+        }
+        let n_rows = u64::from_le_bytes(take(8, 8)?.try_into().expect("8"));
+        let block_len = u64::from_le_bytes(take(16, 8)?.try_into().expect("8"));
+        let n_blocks = u32::from_le_bytes(take(24, 4)?.try_into().expect("4")) as usize;
+        let mut at = 28;
+        let mut blocks = Vec::with_capacity(n_blocks.min(1 << 20));
+        for _ in 0..n_blocks {
+            let len = u32::from_le_bytes(take(at, 4)?.try_into().expect("4")) as usize;
+            let crc = u32::from_le_bytes(take(at + 4, 4)?.try_into().expect("4"));
+            let payload = take(at + 8, len)?;
+            if crc32fast::hash(payload) != crc {
+                return Err(bad("checksum mismatch"));
+            }
+            blocks.push(RoaringBitmap::deserialize_from(payload).map_err(|e| bad(&e.to_string()))?);
+            at += 8 + len;
+        }
+        if at != bytes.len() {
+            return Err(bad("trailing bytes"));
+        }
+        Self::from_blocks(n_rows, block_len, blocks).map_err(|e| bad(&e.to_string()))
+    }
+
     /// Rows in both.
     pub fn and(&self, other: &Self) -> Result<Self> {
         self.zip_with(other, |a, b| a & b)
@@ -285,6 +338,22 @@ mod tests {
         let set = RowSet::full_blocks(10, 4, &[true, false, true]).unwrap();
         assert_eq!(set.to_ids(), vec![0, 1, 2, 3, 8, 9]);
         assert!(RowSet::full_blocks(10, 4, &[true]).is_err());
+    }
+
+    #[test]
+    fn bytes_round_trip_and_damage_is_detected() {
+        let set = RowSet::from_sorted_ids(1000, 64, &[0, 5, 64, 999]).unwrap();
+        let bytes = set.to_bytes();
+        assert_eq!(RowSet::from_bytes(&bytes).unwrap(), set);
+        for at in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[at] ^= 0x20;
+            if let Ok(other) = RowSet::from_bytes(&bad) {
+                // Only the reserved u16 may change without being noticed.
+                assert!((6..8).contains(&at) && other == set, "byte {at}");
+            }
+        }
+        assert!(RowSet::from_bytes(&bytes[..bytes.len() - 1]).is_err());
     }
 
     #[test]

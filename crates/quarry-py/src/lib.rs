@@ -85,6 +85,16 @@ impl RowSet {
             .map_err(to_py)
     }
 
+    /// The portable, checksummed serialisation (see `RowSet.from_bytes`).
+    fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.0.to_bytes())
+    }
+
+    #[staticmethod]
+    fn from_bytes(bytes: &[u8]) -> PyResult<Self> {
+        rowset::RowSet::from_bytes(bytes).map(Self).map_err(to_py)
+    }
+
     #[getter]
     fn n_rows(&self) -> u64 {
         self.0.n_rows()

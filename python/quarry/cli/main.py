@@ -67,6 +67,11 @@ def _parser() -> argparse.ArgumentParser:
     out.add_argument("--values", metavar="A,B", help="values of these variables at the hits")
     q.add_argument("--out", metavar="FILE", help="write ids/coords/values to .npy, .csv or .h5")
     q.add_argument("--json", action="store_true", help="print a JSON object")
+    q.add_argument(
+        "--save",
+        metavar="FILE",
+        help="also keep the selection (.qsel) to fetch more variables later",
+    )
     index_option(q)
 
     hist = sub.add_parser("hist", help="histogram of 1-3 variables, optionally of a selection")
@@ -163,6 +168,9 @@ def _cmd_query(args: argparse.Namespace) -> int:
     with quarry.open(args.file, index=args.index) as ds:
         sel = ds.query(args.query)
         result: dict[str, Any] = {"query": args.query, "file": args.file}
+        if args.save:
+            sel.save(args.save)
+            result["saved"] = args.save
         if args.ids or args.coords or args.values:
             return _emit_rows(args, ds, sel, result, start)
         result["count"] = sel.count()

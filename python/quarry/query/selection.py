@@ -35,7 +35,9 @@ class Selection:
     1 [1] [20]
     """
 
-    def __init__(self, dataset: Dataset, query: str, plan: PlanNode, executor: Executor) -> None:
+    def __init__(
+        self, dataset: Dataset, query: str, plan: PlanNode | None, executor: Executor
+    ) -> None:
         self.dataset = dataset
         self.query = query
         self.plan = plan
@@ -51,15 +53,24 @@ class Selection:
     @property
     def rows(self) -> _core.RowSet:
         if self._rows is None:
+            assert self.plan is not None, "a loaded selection comes with its rows"
             self._rows = self._executor.rows(self.plan)
         return self._rows
+
+    def save(self, path: str) -> None:
+        """Keep the rows on disk (compact: a Roaring bitmap per block) to fetch
+        more variables later with :meth:`quarry.Dataset.load_selection`."""
+        from quarry.query.saved import save
+
+        save(self, path)
 
     def count(self) -> int:
         """Number of rows where the query is true."""
         if self._count is None:
-            self._count = (
-                len(self._rows) if self._rows is not None else (self._executor.count(self.plan))
-            )
+            if self._rows is not None or self.plan is None:
+                self._count = len(self.rows)
+            else:
+                self._count = self._executor.count(self.plan)
         return self._count
 
     def ids(self) -> npt.NDArray[np.int64]:

@@ -1,0 +1,86 @@
+"""Saved selections come back with the same rows, and refuse a changed source."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+import quarry
+
+
+@pytest.fixture
+def data(tmp_path):
+    path = str(tmp_path / "d.h5")
+    rng = np.random.default_rng(6)
+    cols = {"e": rng.exponential(1.0, (30, 40)), "x": rng.uniform(0, 1, (30, 40))}
+    with h5py.File(path, "w") as f:
+        for k, v in cols.items():
+            f[k] = v
+    return path, cols
+
+
+@pytest.mark.parametrize("indexed", [False, True])
+def test_save_load_fetch_more_variables(data, tmp_path, indexed):
+    path, cols = data
+    saved = str(tmp_path / "hot.qsel")
+    with quarry.open(path) as ds:
+        if indexed:
+            ds.build_index(block_len=77)
+        sel = ds.query("e > 2")
+        sel.save(saved)
+        ids = sel.ids()
+    with quarry.open(path) as ds:
+        again = ds.load_selection(saved)
+        assert again.query == "e > 2" and again.count() == len(ids)
+        np.testing.assert_array_equal(again.ids(), ids)
+        np.testing.assert_array_equal(again.values("x"), cols["x"].reshape(-1)[ids])
+        np.testing.assert_array_equal(again.coords(), np.argwhere(cols["e"] > 2))
+
+
+def test_changed_source_or_damaged_file_is_refused(data, tmp_path):
+    path, _ = data
+    saved = tmp_path / "s.qsel"
+    with quarry.open(path) as ds:
+        ds.query("e > 1").save(str(saved))
+    good = saved.read_bytes()
+    saved.write_bytes(good[:-3])
+    with quarry.open(path) as ds, pytest.raises(quarry.SelectionFileError, match="damaged"):
+        ds.load_selection(str(saved))
+    Path(tmp_path / "other.qsel").write_bytes(b"hello")
+    with quarry.open(path) as ds, pytest.raises(quarry.SelectionFileError, match="not a saved"):
+        ds.load_selection(str(tmp_path / "other.qsel"))
+    saved.write_bytes(good)
+    with h5py.File(path, "r+") as f:
+        f["e"][0, 0] = 99.0
+    with quarry.open(path) as ds, pytest.raises(quarry.StaleSelectionError, match="e > 1"):
+        ds.load_selection(str(saved))
+
+
+def test_cli_save(data, tmp_path):
+    path, cols = data
+    saved = str(tmp_path / "c.qsel")
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "quarry.cli.main",
+            "query",
+            path,
+            "e > 2",
+            "--json",
+            "--save",
+            saved,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert json.loads(out)["saved"] == saved
+    with quarry.open(path) as ds:
+        assert ds.load_selection(saved).count() == int((cols["e"] > 2).sum())
