@@ -91,8 +91,8 @@ impl RowSet {
     }
 
     #[staticmethod]
-    fn from_bytes(bytes: &[u8]) -> PyResult<Self> {
-        rowset::RowSet::from_bytes(bytes).map(Self).map_err(to_py)
+    fn from_bytes(data: &[u8]) -> PyResult<Self> {
+        rowset::RowSet::from_bytes(data).map(Self).map_err(to_py)
     }
 
     #[getter]
