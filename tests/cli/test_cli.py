@@ -162,6 +162,7 @@ def test_demo_writes_a_picture(tmp_path):
     picture = tmp_path / "energy_hist.png"
     assert picture.exists() and str(picture) in out
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert _png_size(tmp_path / "hot_particles.png") == (640, 480)
     assert os.path.exists(tmp_path / "particles.h5.qidx")
 
 
@@ -239,3 +240,10 @@ def test_hist_json_and_pictures(run_h5, tmp_path):
 def test_hist_errors(run_h5):
     assert "one to three" in run("hist", run_h5, "x,y,z,energy", code=2).stderr
     assert "numbers" in run("hist", run_h5, "energy", "--edges", "a,b", code=2).stderr
+
+
+def test_plot_overlay(run_h5, tmp_path):
+    png = tmp_path / "halo.png"
+    out = run("plot", run_h5, "x", "y", "--where", "energy > 2", "--png", str(png)).stdout
+    assert "selected rows" in out and _png_size(png) == (640, 480)
+    assert "--png" in run("plot", run_h5, "x", "y", "--where", "energy > 2", code=2).stderr

@@ -57,6 +57,20 @@ def run_demo(directory: str, rows: int) -> int:
         print(f"4. no picture: {exc}")
         return 0
     print(f"4. histogram of the selection ({hist.path} path) -> {picture}")
+    overlay = os.path.join(directory, "hot_particles.png")
+    with quarry.open(data) as ds:
+        everything = ds.histogram(["x", "z"], bins=80)
+        hot = ds.query("energy > 1.0")
+        from quarry.outputs.plots import draw_overlay
+
+        draw_overlay(
+            everything,
+            (hot.values("x"), hot.values("z")),
+            overlay,
+            ["x", "z"],
+            f"energy > 1.0: {hot.count():,} of {rows:,} particles",
+        )
+    print(f"5. the energetic particles over all of them (x, z) -> {overlay}")
     return 0
 
 

@@ -4,6 +4,7 @@
     quarry query FILE QUERY [--count | --ids | --coords | --values a,b] [--out F] [--json]
     quarry info FILE [--json]
     quarry hist FILE VAR[,VAR2[,VAR3]] [--where Q] [--bins N | --edges E] [--json] [--png F]
+    quarry plot FILE X Y --where Q --png F
     quarry register FILE --dtype <f4 --shape NX,NY,NZ [--order C|F] [--offset B]
     quarry demo [--dir DIR]
 
@@ -94,6 +95,16 @@ def _parser() -> argparse.ArgumentParser:
     hist.add_argument("--png", metavar="FILE", help="draw the histogram to a PNG file")
     hist.add_argument("--svg", metavar="FILE", help="draw the histogram to an SVG file")
     index_option(hist)
+
+    plot = sub.add_parser("plot", help="all rows as a grey density, a selection in colour")
+    plot.add_argument("file")
+    plot.add_argument("x")
+    plot.add_argument("y")
+    plot.add_argument("--where", metavar="QUERY", required=True, help="the rows to highlight")
+    plot.add_argument("--png", metavar="FILE", help="PNG to write")
+    plot.add_argument("--svg", metavar="FILE", help="SVG to write")
+    plot.add_argument("--bins", type=int, default=200, help="density bins per axis (default 200)")
+    index_option(plot)
 
     info = sub.add_parser("info", help="variables, shapes, dtypes, and what is indexed")
     info.add_argument("file")
@@ -265,6 +276,28 @@ def _cmd_hist(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_plot(args: argparse.Namespace) -> int:
+    import quarry
+    from quarry.outputs.plots import draw_overlay
+
+    if not (args.png or args.svg):
+        print("quarry: error: give --png FILE or --svg FILE", file=sys.stderr)
+        return 2
+    with quarry.open(args.file, index=args.index) as ds:
+        everything = ds.histogram([args.x, args.y], bins=args.bins)
+        sel = ds.query(args.where)
+        selected = (sel.values(args.x), sel.values(args.y))
+    title = f"{args.where}: {len(selected[0]):,} of {int(everything.counts.sum()):,}"
+    for picture in (args.png, args.svg):
+        if picture:
+            draw_overlay(everything, selected, picture, [args.x, args.y], title)
+    print(
+        f"{len(selected[0]):,} selected rows drawn over all -> "
+        f"{', '.join(p for p in (args.png, args.svg) if p)}"
+    )
+    return 0
+
+
 def _print_histogram(hist: Any, names: list[str]) -> None:
     if isinstance(hist.edges, list):
         print(
@@ -343,6 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "info": _cmd_info,
         "register": _cmd_register,
         "hist": _cmd_hist,
+        "plot": _cmd_plot,
     }
     try:
         if args.command == "demo":

@@ -53,3 +53,60 @@ def draw_histogram(hist: Histogram, path: str, labels: list[str], log: bool, tit
         fig.savefig(path)
     finally:
         plt.close(fig)
+
+
+def draw_overlay(
+    everything: Histogram,
+    selected: tuple[np.ndarray, np.ndarray],
+    path: str,
+    labels: list[str],
+    title: str,
+) -> None:
+    """All rows as a grey 2-D density (log scale) with the selected rows on top
+    in colour: points when there are few, a density when there are many (the
+    halo figure of the FastQuery papers)."""
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in (".png", ".svg"):
+        raise OutputError(f"cannot draw {path}: use .png or .svg")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.colors import LogNorm
+    except ImportError:
+        raise OutputError("drawing needs matplotlib: pip install 'quarry[plot]'") from None
+    assert isinstance(everything.edges, list)
+    fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=100)
+    try:
+        counts = np.asarray(everything.counts, dtype=float)
+        masked = np.ma.masked_equal(counts.T, 0)
+        ax.pcolormesh(
+            everything.edges[0],
+            everything.edges[1],
+            masked,
+            norm=LogNorm() if counts.any() else None,
+            cmap="Greys",
+        )
+        sx, sy = selected
+        if len(sx) <= 20_000:
+            ax.scatter(sx, sy, s=2, color="tab:red", label=f"selected ({len(sx):,})")
+        else:
+            sel, _, _ = np.histogram2d(sx, sy, bins=everything.edges)
+            ax.pcolormesh(
+                everything.edges[0],
+                everything.edges[1],
+                np.ma.masked_equal(sel.T, 0),
+                norm=LogNorm(),
+                cmap="autumn",
+                alpha=0.8,
+            )
+            ax.plot([], [], "s", color="tab:red", label=f"selected ({len(sx):,})")
+        ax.legend(loc="upper right", markerscale=4)
+        ax.set_xlabel(labels[0])
+        ax.set_ylabel(labels[1])
+        ax.set_title(title)
+        fig.tight_layout()
+        fig.savefig(path)
+    finally:
+        plt.close(fig)
