@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -88,10 +89,12 @@ class Dataset:
         bins: int | None = None,
         precision: int | None = None,
         block_len: int | None = None,
+        progress: Callable[[int], object] | None = None,
     ) -> dict[str, Any]:
         """Index ``variables`` (default: every supported one); replaces any old index.
 
-        Returns the index manifest. See :class:`quarry.index.BuildOptions` for the options.
+        Returns the index manifest. See :class:`quarry.index.BuildOptions` for the
+        options; ``progress`` is called with the rows indexed as the build goes.
         """
         if variables is None:
             chosen = [v for v in self.variables() if v.problem is None]
@@ -107,7 +110,7 @@ class Dataset:
 
         self._store = None
         self._plans.clear()  # the block length may change
-        return build_index(self.driver, chosen, self.index_path, options)
+        return build_index(self.driver, chosen, self.index_path, options, progress)
 
     # -- queries ---------------------------------------------------------
     def query(self, query: str) -> Selection:

@@ -247,3 +247,56 @@ def test_plot_overlay(run_h5, tmp_path):
     out = run("plot", run_h5, "x", "y", "--where", "energy > 2", "--png", str(png)).stdout
     assert "selected rows" in out and _png_size(png) == (640, 480)
     assert "--png" in run("plot", run_h5, "x", "y", "--where", "energy > 2", code=2).stderr
+
+
+def _terminal() -> tuple[int, int]:
+    """A pseudo-terminal of 80x24 (a fresh one reports 0 columns, and tqdm
+    draws nothing in no width)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    return leader, follower
+
+
+def test_progress_bar_only_on_a_terminal(tmp_path):
+
+    path = str(tmp_path / "p.h5")
+    with h5py.File(path, "w") as f:
+        f["v"] = np.arange(3_000_000, dtype="f4")
+    quiet = run("index", path).stderr
+    assert quiet == ""  # not a terminal: no bar
+    leader, follower = _terminal()
+    proc = subprocess.run(
+        [*QUARRY, "index", path], stderr=follower, stdout=subprocess.PIPE, timeout=120
+    )
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    assert proc.returncode == 0 and b"indexing" in shown and b"rows" in shown
+    leader, follower = _terminal()
+    subprocess.run(
+        [*QUARRY, "index", path, "--quiet"],
+        stderr=follower,
+        stdout=subprocess.PIPE,
+        timeout=120,
+        check=True,
+    )
+    os.close(follower)
+    try:
+        silent = os.read(leader, 4096)
+    except OSError:
+        silent = b""
+    os.close(leader)
+    assert b"indexing" not in silent

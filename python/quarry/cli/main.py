@@ -17,10 +17,11 @@ commands that need them, so a count starts fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 
@@ -56,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
         help="rows per block, the unit of parallel work (default 1048576)",
     )
     ix.add_argument("--json", action="store_true", help="print a JSON summary")
+    ix.add_argument("--quiet", action="store_true", help="no progress bar")
     index_option(ix)
 
     q = sub.add_parser("query", help="evaluate a query")
@@ -144,9 +146,19 @@ def _cmd_index(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     with quarry.open(args.file, index=args.index) as ds:
         names = [n.strip() for n in args.vars.split(",") if n.strip()] if args.vars else None
-        manifest = ds.build_index(
-            names, bins=args.bins, precision=args.precision, block_len=args.block_len
+        chosen = (
+            [ds.variable(n) for n in names]
+            if names
+            else [v for v in ds.variables() if v.problem is None]
         )
+        with _progress_bar(sum(v.size for v in chosen), "indexing", args.quiet) as bar:
+            manifest = ds.build_index(
+                names,
+                bins=args.bins,
+                precision=args.precision,
+                block_len=args.block_len,
+                progress=bar,
+            )
         index_path = ds.index_path
     elapsed = time.perf_counter() - start
     import os
@@ -170,6 +182,24 @@ def _cmd_index(args: argparse.Namespace) -> int:
             f"-> {index_path} ({size / 2**20:.1f} MiB)"
         )
     return 0
+
+
+@contextlib.contextmanager
+def _progress_bar(total: int, what: str, quiet: bool) -> Iterator[Callable[[int], object] | None]:
+    """A progress bar on a terminal (tqdm), nothing when stderr is not a
+    terminal or with --quiet."""
+    if quiet or not sys.stderr.isatty():
+        yield None
+        return
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        yield None
+        return
+    with tqdm(
+        total=total, desc=what, unit="rows", unit_scale=True, file=sys.stderr, leave=False
+    ) as bar:
+        yield bar.update
 
 
 def _cmd_query(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ Reading the next span of the file overlaps with indexing the current one
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -44,8 +45,10 @@ def build_index(
     variables: list[VariableInfo],
     index_path: str,
     options: BuildOptions | None = None,
+    progress: Callable[[int], object] | None = None,
 ) -> dict[str, Any]:
     """Index ``variables`` of an open file into ``index_path``; returns the manifest.
+    ``progress`` is called with the number of rows indexed after each span.
 
     Examples
     --------
@@ -74,7 +77,9 @@ def build_index(
         stages = _Stages(reader, write_thread, writer)
         writes: dict[str, list[Future[list[tuple[int, int]]]]] = {}
         for var in variables:
-            entries[var.path], writes[var.path] = _build_variable(driver, var, opts, stages)
+            entries[var.path], writes[var.path] = _build_variable(
+                driver, var, opts, stages, progress
+            )
         # Block spans are known once their writes are done; waiting only here
         # lets one variable's writes overlap the next variable's indexing.
         for path, pending in writes.items():
@@ -106,7 +111,11 @@ class _Stages:
 
 
 def _build_variable(
-    driver: Driver, var: VariableInfo, opts: BuildOptions, stages: _Stages
+    driver: Driver,
+    var: VariableInfo,
+    opts: BuildOptions,
+    stages: _Stages,
+    progress: Callable[[int], object] | None,
 ) -> tuple[dict[str, Any], list[Future[list[tuple[int, int]]]]]:
     """Index one variable; returns its manifest entry and its pending writes."""
     kind = key_kind(var.dtype)
@@ -126,6 +135,8 @@ def _build_variable(
         built = _core.build_blocks(np.ascontiguousarray(values), edges, opts.block_len)
         checksums.extend(crc for _, crc in built)
         writes.append(stages.write_thread.submit(stages.writer.add_all, [b for b, _ in built]))
+        if progress is not None:
+            progress(len(values))
     entry = {
         "dtype": var.dtype.str,
         "shape": list(var.shape),
