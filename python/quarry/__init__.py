@@ -11,6 +11,7 @@ from quarry.dataset import Dataset, open
 from quarry.errors import (
     AmbiguousNameError,
     CorruptIndexError,
+    HistogramError,
     IndexMissingError,
     QuarryError,
     QuerySyntaxError,
@@ -28,6 +29,7 @@ __all__ = [
     "AmbiguousNameError",
     "CorruptIndexError",
     "Dataset",
+    "HistogramError",
     "IndexMissingError",
     "QuarryError",
     "QuerySyntaxError",

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
+from quarry import _core
 from quarry.errors import IndexMissingError, QuarryError
 from quarry.expr import parse
 from quarry.expr.ast import Var
@@ -195,8 +196,11 @@ class Dataset:
 
         header, rows = load(self, path)
         dims = tuple(header["dims"]) if header.get("dims") else None
-        table = Table(tuple(int(s) for s in header["shape"]), rows.block_len, dims)
         store = self.index if self.has_index else None
+        if store is not None and store.block_len != rows.block_len:
+            # The index was rebuilt with other blocks: the same rows, re-cut.
+            rows = _core.RowSet.from_ids(rows.to_ids(), rows.n_rows, store.block_len)
+        table = Table(tuple(int(s) for s in header["shape"]), rows.block_len, dims)
         selection = Selection(self, str(header["query"]), None, Executor(self.driver, store, table))
         selection._rows = rows
         return selection

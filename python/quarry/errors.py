@@ -90,3 +90,8 @@ class StaleSelectionError(QuarryError):
 
 class SelectionFileError(QuarryError, ValueError):
     """A saved-selection file that is damaged or not a saved selection."""
+
+
+class HistogramError(QuarryError, ValueError):
+    """Bins that cannot be made: infinite values with automatic bins, edges
+    that do not increase, no bins."""

@@ -158,3 +158,21 @@ def test_zarr_dimension_names_make_coordinates(tmp_path):
         ids = ds.query("x >= 0.5 && field > 3").ids()
     x2 = np.broadcast_to(np.linspace(0, 1, 6)[None, :], field.shape)
     np.testing.assert_array_equal(ids, np.flatnonzero((x2 >= 0.5) & (field > 3)))
+
+
+def test_unsigned_bytes_read_as_netcdf4_reads_them(tmp_path):
+    path = str(tmp_path / "u.nc")
+    with netcdf4.Dataset(path, "w", format="NETCDF3_CLASSIC") as ds:
+        ds.createDimension("n", 4)
+        var = ds.createVariable("x", "i1", ("n",))
+        var._Unsigned = "true"
+        var.set_auto_maskandscale(False)
+        var[:] = np.array([1, 100, -56, -1], dtype="i1")
+    with quarry.open(path) as ds:
+        (info,) = ds.variables()
+        assert info.dtype == np.dtype("u1")
+        for build in (False, True):
+            if build:
+                ds.build_index()
+            assert ds.query("x > 150").ids().tolist() == [2, 3]
+            assert ds.query("x < 0").count() == 0

@@ -57,3 +57,14 @@ def test_extract_reopens_and_records_provenance(run_h5, tmp_path, ext):
     with open(run_h5, "rb") as f:
         assert int(meta["source_crc32"]) == zlib.crc32(f.read())
     assert meta["query"] == "energy > 1.0" and meta["quarry_version"]
+
+
+def test_a_variable_named_like_an_index_column_keeps_its_path(tmp_path):
+    path = str(tmp_path / "ids.h5")
+    with h5py.File(path, "w") as f:
+        f["x"] = np.arange(10.0)
+        f["id"] = np.arange(10) * 1000 + 7
+    with quarry.open(path) as ds:
+        cols = ds.query("x > 6").columns(["id", "x"])
+    assert cols["id"].tolist() == [7, 8, 9]
+    assert cols["/id"].tolist() == [7007, 8007, 9007]

@@ -119,3 +119,25 @@ def test_shape_mismatch_in_histogram(tmp_path):
         f["b"] = np.zeros(5)
     with quarry.open(path) as ds, pytest.raises(quarry.ShapeMismatchError):
         ds.query("a > 1").histogram("b")
+
+
+def test_automatic_bins_over_infinities_is_a_clear_error(tmp_path):
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "inf.h5")
+    with h5py.File(path, "w") as f:
+        f["x"] = np.array([1.0, 2.0, np.inf, 3.0])
+    with quarry.open(path) as ds:
+        for build in (False, True):
+            if build:
+                ds.build_index()
+            with pytest.raises(quarry.HistogramError, match="range"):
+                ds.histogram("x")
+            assert ds.histogram("x", bins=3, range=(0, 3)).counts.tolist() == [0, 1, 2]
+        with pytest.raises(quarry.HistogramError):
+            ds.histogram("x", bins=[3, 1, 2])
+    proc = subprocess.run(
+        [sys.executable, "-m", "quarry.cli.main", "hist", path, "x"], capture_output=True, text=True
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr and "--range" in proc.stderr

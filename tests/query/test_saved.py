@@ -84,3 +84,17 @@ def test_cli_save(data, tmp_path):
     assert json.loads(out)["saved"] == saved
     with quarry.open(path) as ds:
         assert ds.load_selection(saved).count() == int((cols["e"] > 2).sum())
+
+
+def test_loaded_selection_after_the_index_is_rebuilt_with_other_blocks(data, tmp_path):
+    path, cols = data
+    saved = str(tmp_path / "r.qsel")
+    with quarry.open(path) as ds:
+        ds.build_index()
+        ds.query("e > 2").save(saved)
+        ds.build_index(block_len=4)
+    with quarry.open(path) as ds:
+        again = ds.load_selection(saved)
+        counts, _ = again.histogram("x", bins=[0, 0.5, 1])
+        picked = cols["x"][cols["e"] > 2]
+        assert counts.tolist() == np.histogram(picked, bins=[0, 0.5, 1])[0].tolist()

@@ -46,3 +46,25 @@ def test_nan_literal_is_unknown_and_infinities_are_exact():
     assert int_interval(">", float("inf"), "i64").empty
     assert not int_interval("<", float("inf"), "i64").empty
     assert float_interval("<=", float("inf")).mask(np.array([np.inf]))[0]
+
+
+def test_decimal_literals_are_exact_for_big_integers(tmp_path):
+    import h5py
+
+    import quarry
+
+    path = str(tmp_path / "big.h5")
+    with h5py.File(path, "w") as f:
+        f["i"] = np.array([2**53, 2**53 + 1, 2**53 + 2, 2**53 + 3], "i8")
+    cases = {
+        "i == 9007199254740993.5": [],
+        "i < 9007199254740994.9": [0, 1, 2],
+        "i >= 9007199254740992.5": [1, 2, 3],
+        "i > -(9007199254740992.5)": [0, 1, 2, 3],
+    }
+    with quarry.open(path) as ds:
+        for build in (False, True):
+            if build:
+                ds.build_index()
+            for query, expect in cases.items():
+                assert ds.query(query).ids().tolist() == expect, query

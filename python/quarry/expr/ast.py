@@ -3,7 +3,8 @@ found after parsing (an unknown name, a type mismatch) can still point at it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from fractions import Fraction
 
 Number = int | float
 
@@ -12,6 +13,9 @@ Number = int | float
 class Num:
     value: Number
     pos: int
+    exact: Fraction | None = field(default=None, compare=False, repr=False)
+    """The literal's exact decimal value when ``value`` (a float64) rounds it:
+    integer variables compare against this, exactly."""
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,10 @@ expected starts a path; after a value it divides.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 
 from quarry.errors import QuerySyntaxError
 from quarry.expr.ast import (
@@ -103,6 +105,7 @@ def tokenize(query: str) -> list[Token]:
                 raise QuerySyntaxError(f"malformed number {text + query[m.end()]!r}", query, i)
             is_int = text.isdigit()
             tokens.append(Token("num", text, i, int(text) if is_int else float(text)))
+            # The decimal text is kept too: float(text) may round it.
             i = m.end()
             continue
         if c == "/" and value_expected():
@@ -247,7 +250,12 @@ class _Parser:
         if t.kind == "num":
             self.i += 1
             assert isinstance(t.value, int | float)
-            return Num(t.value, t.pos)
+            exact = None
+            if isinstance(t.value, float) and math.isfinite(t.value):
+                exact = Fraction(t.text)
+                if exact == t.value:
+                    exact = None  # float64 holds it exactly
+            return Num(t.value, t.pos, exact)
         if t.kind == "name":
             self.i += 1
             assert isinstance(t.value, str)

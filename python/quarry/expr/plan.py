@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -174,7 +175,7 @@ def float_interval(op: str, literal: Number) -> Interval | None:
     return Interval("f64", -inf, True, f, incl)
 
 
-def int_interval(op: str, literal: Number, kind: str) -> Interval | None:
+def int_interval(op: str, literal: Number | Fraction, kind: str) -> Interval | None:
     """Interval of integers ``x`` with ``x op literal``, exact for any literal.
 
     Examples
@@ -214,7 +215,9 @@ def fold(node: Arith) -> Arith:
     match node:
         case Neg(operand=x):
             x = fold(x)
-            return Num(-x.value, node.pos) if isinstance(x, Num) else Neg(x, node.pos)
+            if isinstance(x, Num):
+                return Num(-x.value, node.pos, -x.exact if x.exact is not None else None)
+            return Neg(x, node.pos)
         case BinOp(op=op, left=left, right=right):
             left, right = fold(left), fold(right)
             if isinstance(left, Num) and isinstance(right, Num):
@@ -274,7 +277,9 @@ def compile_plan(cond: Cond, resolve: Callable[[Var], VariableInfo], query: str 
                 if isinstance(left, Num) and isinstance(right, Var):
                     left, right, op = right, left, _FLIP[op]
                 if isinstance(left, Var) and isinstance(right, Num):
-                    return range_leaf(resolve(left), op, right.value)
+                    var = resolve(left)
+                    exact = right.exact if right.exact is not None else right.value
+                    return range_leaf(var, op, exact if var.dtype.kind in "iu" else right.value)
                 if isinstance(left, Num) and isinstance(right, Num):
                     return Const(_compare_numbers(op, left.value, right.value))
                 variables = tuple(
@@ -312,12 +317,15 @@ def _compare_numbers(op: str, a: Number, b: Number) -> bool | None:
     return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[op]
 
 
-def range_leaf(var: VariableInfo, op: str, literal: Number) -> PlanNode:
+def range_leaf(var: VariableInfo, op: str, literal: Number | Fraction) -> PlanNode:
     """``var op literal`` as one or two range leaves (``!=`` is ``<`` or ``>``)."""
     if op == "!=":
         return OrNode((range_leaf(var, "<", literal), range_leaf(var, ">", literal)))
     kind = key_kind(var.dtype)
-    iv = float_interval(op, literal) if kind == "f64" else int_interval(op, literal, kind)
+    if kind == "f64":
+        iv = float_interval(op, float(literal) if isinstance(literal, Fraction) else literal)
+    else:
+        iv = int_interval(op, literal, kind)
     if iv is None:
         return Const(None)
     return RangeLeaf(var, iv)

@@ -42,7 +42,12 @@ def _is_netcdf4(path: str) -> bool:
 
     try:
         with h5py.File(path, "r") as f:
-            return "_NCProperties" in f.attrs
+            if "_NCProperties" in f.attrs:
+                return True
+            # Older libnetcdf writes no _NCProperties but tags its variables.
+            return any(
+                any(a.startswith("_Netcdf4") for a in f[name].attrs) for name in list(f)[:64]
+            )
     except OSError:
         return False
 

@@ -71,6 +71,9 @@ class NetCDFDriver:
             storage = np.dtype(var.dtype) if not isinstance(var.dtype, str) else np.dtype("O")
             problem = variable_problem(shape, storage)
             attrs = {a: var.getncattr(a) for a in var.ncattrs()}
+            if str(attrs.get("_Unsigned", "")).lower() == "true" and storage.kind == "i":
+                # netCDF4 reads these bytes as unsigned (the NetCDF-3 convention).
+                storage = np.dtype(storage.str.replace("i", "u"))
             dtype = cf.logical_dtype(storage, attrs) if problem is None else storage
             chunking = var.chunking()
             out.append(

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from quarry import _core
+from quarry.errors import HistogramError, QuarryError
 from quarry.index.stats import column_stats
 
 if TYPE_CHECKING:
@@ -69,6 +70,23 @@ def compute(
     weights: VariableInfo | None = None,
 ) -> Histogram:
     """The histogram of ``variables`` over ``rows`` (all rows when None)."""
+    try:
+        return _compute(executor, rows, variables, bins, range, weights)
+    except ValueError as exc:
+        if isinstance(exc, QuarryError):
+            raise
+        hint = "; give --range/--edges (range=/bins= in Python)" if "range" in str(exc) else ""
+        raise HistogramError(f"cannot make the histogram bins: {exc}{hint}") from None
+
+
+def _compute(
+    executor: Executor,
+    rows: _core.RowSet | None,
+    variables: list[VariableInfo],
+    bins: Bins,
+    range: Range,
+    weights: VariableInfo | None,
+) -> Histogram:
     if len(variables) == 1 and weights is None:
         column = executor._column(variables[0])
         if column is not None:

@@ -126,7 +126,10 @@ class Selection:
             for dim, along in zip(dims, np.unravel_index(ids, self.shape), strict=True):
                 out[dim] = along.astype(np.int64)
         for name in names:
-            out[name] = self.values(name)
+            # A variable called like an index column (an ``id`` variable, a
+            # coordinate named as its dimension) goes under its full path.
+            key = self.dataset.variable(name).path if name in out else name
+            out[key] = self.values(name)
         return out
 
     def extract(self, path: str, names: list[str]) -> None:
