@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -13,11 +13,9 @@ if TYPE_CHECKING:
     from quarry.query.histogram import Histogram
 
 
-def draw_histogram(hist: Histogram, path: str, labels: list[str], log: bool, title: str) -> None:
-    """Write a 1-D histogram (steps) or a 2-D one (a colour map, log-scaled
-    with ``log``) to ``path``; the extension picks PNG or SVG."""
-    ext = os.path.splitext(path)[1].lower()
-    if ext not in (".png", ".svg"):
+def _matplotlib(path: str) -> tuple[Any, Any]:
+    """pyplot and LogNorm, with a headless backend; checks the picture's extension."""
+    if os.path.splitext(path)[1].lower() not in (".png", ".svg"):
         raise OutputError(f"cannot draw {path}: use .png or .svg")
     try:
         import matplotlib
@@ -27,6 +25,13 @@ def draw_histogram(hist: Histogram, path: str, labels: list[str], log: bool, tit
         from matplotlib.colors import LogNorm
     except ImportError:
         raise OutputError("drawing needs matplotlib: pip install 'quarry[plot]'") from None
+    return plt, LogNorm
+
+
+def draw_histogram(hist: Histogram, path: str, labels: list[str], log: bool, title: str) -> None:
+    """Write a 1-D histogram (steps) or a 2-D one (a colour map, log-scaled
+    with ``log``) to ``path``; the extension picks PNG or SVG."""
+    plt, log_norm = _matplotlib(path)
     fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=100)
     try:
         if isinstance(hist.edges, list):
@@ -34,7 +39,7 @@ def draw_histogram(hist: Histogram, path: str, labels: list[str], log: bool, tit
                 raise OutputError("only 1-D and 2-D histograms can be drawn; use --json for 3-D")
             counts = np.asarray(hist.counts, dtype=float)
             norm = (
-                LogNorm(vmin=max(counts[counts > 0].min(), 1e-12))
+                log_norm(vmin=max(counts[counts > 0].min(), 1e-12))
                 if log and (counts > 0).any()
                 else None
             )
@@ -65,17 +70,7 @@ def draw_overlay(
     """All rows as a grey 2-D density (log scale) with the selected rows on top
     in colour: points when there are few, a density when there are many (the
     halo figure of the FastQuery papers)."""
-    ext = os.path.splitext(path)[1].lower()
-    if ext not in (".png", ".svg"):
-        raise OutputError(f"cannot draw {path}: use .png or .svg")
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.colors import LogNorm
-    except ImportError:
-        raise OutputError("drawing needs matplotlib: pip install 'quarry[plot]'") from None
+    plt, log_norm = _matplotlib(path)
     assert isinstance(everything.edges, list)
     fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=100)
     try:
@@ -85,7 +80,7 @@ def draw_overlay(
             everything.edges[0],
             everything.edges[1],
             masked,
-            norm=LogNorm() if counts.any() else None,
+            norm=log_norm() if counts.any() else None,
             cmap="Greys",
         )
         sx, sy = selected
@@ -97,7 +92,7 @@ def draw_overlay(
                 everything.edges[0],
                 everything.edges[1],
                 np.ma.masked_equal(sel.T, 0),
-                norm=LogNorm(),
+                norm=log_norm(),
                 cmap="autumn",
                 alpha=0.8,
             )

@@ -11,6 +11,7 @@ read the selected values. Missing values are never counted.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -70,30 +71,27 @@ def compute(
     weights: VariableInfo | None = None,
 ) -> Histogram:
     """The histogram of ``variables`` over ``rows`` (all rows when None)."""
+    with _bins_errors():
+        if len(variables) == 1 and weights is None:
+            column = executor._column(variables[0])
+            if column is not None:
+                fast = _from_index(executor, column, rows, variables[0], bins, range)
+                if fast is not None:
+                    return fast
+        return _from_data(executor, rows, variables, bins, range, weights)
+
+
+@contextlib.contextmanager
+def _bins_errors() -> Iterator[None]:
+    """NumPy's complaints about bins (infinite data range, edges that do not
+    increase) as a HistogramError saying what to give instead."""
     try:
-        return _compute(executor, rows, variables, bins, range, weights)
+        yield
     except ValueError as exc:
         if isinstance(exc, QuarryError):
             raise
         hint = "; give --range/--edges (range=/bins= in Python)" if "range" in str(exc) else ""
         raise HistogramError(f"cannot make the histogram bins: {exc}{hint}") from None
-
-
-def _compute(
-    executor: Executor,
-    rows: _core.RowSet | None,
-    variables: list[VariableInfo],
-    bins: Bins,
-    range: Range,
-    weights: VariableInfo | None,
-) -> Histogram:
-    if len(variables) == 1 and weights is None:
-        column = executor._column(variables[0])
-        if column is not None:
-            fast = _from_index(executor, column, rows, variables[0], bins, range)
-            if fast is not None:
-                return fast
-    return _from_data(executor, rows, variables, bins, range, weights)
 
 
 def _from_index(
