@@ -82,6 +82,7 @@ class ADIOS2Driver:
         except Exception as exc:  # the bindings raise RuntimeError/ValueError/...
             raise SourceError(f"cannot open {path} as ADIOS2 BP: {exc}") from None
         self._infos: list[VariableInfo] | None = None
+        self._by_path: dict[str, VariableInfo] = {}
         self._names: dict[str, tuple[str, int]] = {}
         self._attrs: dict[str, dict[str, Any]] = {}
         self._local: dict[str, tuple[list[int], npt.NDArray[np.int64]]] = {}
@@ -132,7 +133,12 @@ class ADIOS2Driver:
                     )
                 )
         self._infos = infos
+        self._by_path = {v.path: v for v in infos}
         return infos
+
+    def _info(self, var: str) -> VariableInfo:
+        self.variables()
+        return self._by_path[var]
 
     def _local_blocks(
         self, path: str, blocks: list[dict[str, str]]
@@ -157,13 +163,13 @@ class ADIOS2Driver:
                 continue
             data = np.asarray(self._reader.read(name, block_id=block, step_selection=[step, 1]))
             parts.append(data[max(start, lo) - lo : min(stop, hi) - lo])
-        (info,) = [v for v in self.variables() if v.path == var]
+        info = self._info(var)
         return np.concatenate(parts) if parts else np.empty(0, dtype=info.dtype)
 
     def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
         self.variables()
         name, step = self._names[var]
-        (info,) = [v for v in self.variables() if v.path == var]
+        info = self._info(var)
         if var in self._local:
             flat = self._read_local(var, start, stop)
             attrs = self._attrs[var]
@@ -186,7 +192,7 @@ class ADIOS2Driver:
         return out
 
     def gather(self, var: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
-        (info,) = [v for v in self.variables() if v.path == var]
+        info = self._info(var)
         return gather_by_spans(self, var, info.size, positions)
 
     def close(self) -> None:

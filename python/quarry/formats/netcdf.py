@@ -55,12 +55,14 @@ class NetCDFDriver:
         self._ds.set_auto_maskandscale(True)
         self._vars: dict[str, Any] = {}
         self._infos: list[VariableInfo] | None = None
+        self._by_path: dict[str, VariableInfo] = {}
 
     def variables(self) -> list[VariableInfo]:
         if self._infos is None:
             infos: list[VariableInfo] = []
             self._walk(self._ds, "", infos)
             self._infos = infos
+            self._by_path = {v.path: v for v in infos}
         return self._infos
 
     def _walk(self, group: Any, prefix: str, out: list[VariableInfo]) -> None:
@@ -93,10 +95,8 @@ class NetCDFDriver:
             self._walk(child, f"{prefix}/{name}", out)
 
     def _info(self, var: str) -> VariableInfo:
-        for info in self.variables():
-            if info.path == var:
-                return info
-        raise KeyError(var)
+        self.variables()
+        return self._by_path[var]
 
     def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
         info = self._info(var)
