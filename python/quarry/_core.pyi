@@ -12,6 +12,7 @@ __all__ = [
     "IndexFile",
     "RowSet",
     "build_blocks",
+    "evaluate",
     "scan_compare",
     "scan_range",
     "variable_edges",
@@ -94,6 +95,9 @@ class IndexFile:
 def build_blocks(
     values: npt.NDArray[np.generic], edges: npt.NDArray[np.generic], block_len: int
 ) -> list[tuple[bytes, int]]: ...
+def evaluate(
+    columns: list[npt.NDArray[np.generic]], program: list[tuple[str, float]], n_rows: int
+) -> npt.NDArray[np.float64]: ...
 def scan_compare(
     columns: list[npt.NDArray[np.generic]],
     left: list[tuple[str, float]],

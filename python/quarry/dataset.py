@@ -10,7 +10,7 @@ from typing import Any
 from quarry import _core
 from quarry.errors import IndexMissingError, QuarryError
 from quarry.expr import parse
-from quarry.expr.ast import Var
+from quarry.expr.ast import Var, row_variables
 from quarry.expr.names import resolve
 from quarry.expr.plan import PlanNode, compile_plan
 from quarry.formats import open_source
@@ -19,6 +19,7 @@ from quarry.index import BuildOptions, IndexStore, default_index_path
 from quarry.index.options import DEFAULT_BLOCK_LEN
 from quarry.index.stats import column_stats
 from quarry.query import Executor, Selection, Table
+from quarry.query.aggregate import AggregateValue, Aggregator
 from quarry.query.execute import table_of
 from quarry.query.histogram import Histogram, compute
 
@@ -55,7 +56,7 @@ class Dataset:
         self.index_path = index_path or default_index_path(path.rstrip("/"))
         self.driver = open_source(path, (os.path.dirname(os.path.abspath(self.index_path)),))
         self._store: IndexStore | None = None
-        self._plans: dict[tuple[str, int | None], tuple[PlanNode, Table]] = {}
+        self._plans: dict[tuple[str, int | None], tuple[PlanNode, Table, list[AggregateValue]]] = {}
 
     # -- variables -------------------------------------------------------
     def variables(self) -> list[VariableInfo]:
@@ -124,9 +125,22 @@ class Dataset:
         store = self.index if self.has_index else None
         key = (query, store.block_len if store is not None else None)
         cached = self._plans.get(key)
-        if cached is not None:
-            plan, table = cached
-            return Selection(self, query, plan, Executor(self.driver, store, table))
+        if cached is None:
+            cached = self._plan(query, store)
+            # The plan depends only on the text and the file's variables (and
+            # their aggregates), all fixed while the file is open; repeated
+            # queries skip parsing and planning.
+            if len(self._plans) >= 1024:
+                self._plans.clear()
+            self._plans[key] = cached
+        plan, table, aggregates = cached
+        selection = Selection(self, query, plan, Executor(self.driver, store, table))
+        selection.aggregates = aggregates
+        return selection
+
+    def _plan(
+        self, query: str, store: IndexStore | None
+    ) -> tuple[PlanNode, Table, list[AggregateValue]]:
         cond = parse(query)
         variables = self.variables()
         resolved: dict[str, VariableInfo] = {}
@@ -142,20 +156,19 @@ class Dataset:
                 resolved[var.name] = info
             return info
 
-        plan = compile_plan(cond, lookup, query)
-        # Every variable the query names forms the table, even one whose
-        # comparison folded away (``nan < x`` is unknown on every row of x).
-        used = list({v.path: v for v in resolved.values()}.values())
+        aggregator = Aggregator(self.driver, store, {v.path: v for v in variables})
+        plan = compile_plan(cond, lookup, query, aggregator)
+        # Every variable the query reads row by row forms the table, even one
+        # whose comparison folded away (``nan < x`` is unknown on every row of
+        # x); variables seen only inside aggregates do not.
+        used = list({info.path: info for info in map(lookup, row_variables(cond))}.values())
         if not used:
-            raise QuarryError(f"query {query!r} names no variable")
+            raise QuarryError(
+                f"query {query!r} compares no variable row by row "
+                "(aggregates such as mean(x) are single numbers)"
+            )
         block_len = store.block_len if store is not None else DEFAULT_BLOCK_LEN
-        table = table_of(used, block_len)
-        # The plan depends only on the text and the file's variables, both fixed
-        # while the file is open; repeated queries skip parsing and planning.
-        if len(self._plans) >= 1024:
-            self._plans.clear()
-        self._plans[key] = (plan, table)
-        return Selection(self, query, plan, Executor(self.driver, store, table))
+        return plan, table_of(used, block_len), aggregator.used
 
     def histogram(
         self,

@@ -53,6 +53,22 @@ def test_count_json(run_h5):
     )
 
 
+def test_aggregates_in_json(run_h5):
+    query = "energy > mean(energy) + 2*std(energy) && x < mean(x*y)/100"
+    out = json.loads(run("query", run_h5, query, "--json").stdout)
+    c = columns(run_h5)
+    e, xy = c["energy"].astype("f8"), c["x"].astype("f8") * c["y"].astype("f8")
+    assert [(a["expr"], a["from"]) for a in out["aggregates"]] == [
+        ("mean(/Step#0/energy)", "index"),
+        ("std(/Step#0/energy)", "index"),
+        ("mean((/Step#0/x * /Step#0/y))", "data"),
+    ]
+    values = [a["value"] for a in out["aggregates"]]
+    assert values == pytest.approx([e.mean(), e.std(), xy.mean()], rel=1e-12)
+    cut = values[0] + 2 * values[1]
+    assert out["count"] == int(((e > cut) & (c["x"] < values[2] / 100)).sum())
+
+
 def test_ids_to_npy(run_h5, tmp_path):
     out = str(tmp_path / "hits.npy")
     run("query", run_h5, "energy > 1.3", "--ids", "--out", out)

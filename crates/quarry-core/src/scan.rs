@@ -358,6 +358,30 @@ pub fn scan_compare(
     })
 }
 
+/// The program's value on every row, in float64: what a scan compares, for
+/// callers that keep the values (derived variables, aggregates of
+/// expressions). Chunks run in parallel.
+///
+/// # Examples
+/// ```
+/// use quarry_core::scan::{evaluate, Op, Program, Values};
+/// let x = [3.0f32, 4.0];
+/// let p = Program::new(vec![Op::Load(0), Op::Load(0), Op::Mul], 1).unwrap();
+/// assert_eq!(evaluate(&[Values::F32(&x)], &p, 2).unwrap(), vec![9.0, 16.0]);
+/// ```
+pub fn evaluate(columns: &[Values<'_>], program: &Program, n_rows: u64) -> Result<Vec<f64>> {
+    check_inputs(columns, n_rows, None, 1)?;
+    let mut out = vec![0.0f64; n_rows as usize];
+    out.par_chunks_mut(CHUNK)
+        .enumerate()
+        .for_each(|(k, chunk)| {
+            let mut stack = vec![vec![0.0f64; CHUNK]; program.depth];
+            program.run(columns, k * CHUNK, Rows::Range(0, chunk.len()), &mut stack);
+            chunk.copy_from_slice(&stack[0][..chunk.len()]);
+        });
+    Ok(out)
+}
+
 /// Rows (of `domain`, or all) whose stored value lies in `iv`, compared
 /// exactly in key domain `K`, and rows whose value is missing.
 pub fn scan_range<K: Key, T: Widen<K>>(

@@ -568,6 +568,29 @@ fn scan_compare<'py>(
         .map_err(to_py)
 }
 
+/// The postfix `program` over `columns` on every row, as float64 values.
+#[pyfunction]
+fn evaluate<'py>(
+    py: Python<'py>,
+    columns: Vec<Bound<'py, PyUntypedArray>>,
+    program: Vec<(String, f64)>,
+    n_rows: u64,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let held = columns
+        .iter()
+        .map(Held::new)
+        .collect::<PyResult<Vec<_>>>()?;
+    let values = held
+        .iter()
+        .map(Held::values)
+        .collect::<PyResult<Vec<_>>>()?;
+    let program = self::program(program, values.len())?;
+    let out = py
+        .detach(|| scan::evaluate(&values, &program, n_rows))
+        .map_err(to_py)?;
+    Ok(out.into_pyarray(py))
+}
+
 /// Rows whose stored value lies in the interval (compared exactly in the
 /// key domain of the values' dtype) and rows whose value is missing.
 #[pyfunction]
@@ -639,6 +662,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Column>()?;
     m.add_function(wrap_pyfunction!(build_blocks, m)?)?;
     m.add_function(wrap_pyfunction!(variable_edges, m)?)?;
+    m.add_function(wrap_pyfunction!(evaluate, m)?)?;
     m.add_function(wrap_pyfunction!(scan_compare, m)?)?;
     m.add_function(wrap_pyfunction!(scan_range, m)?)?;
     m.add("CorruptBlockError", m.py().get_type::<CorruptBlockError>())?;

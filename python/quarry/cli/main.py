@@ -209,6 +209,8 @@ def _cmd_query(args: argparse.Namespace) -> int:
     with quarry.open(args.file, index=args.index) as ds:
         sel = ds.query(args.query)
         result: dict[str, Any] = {"query": args.query, "file": args.file}
+        if sel.aggregates:
+            result["aggregates"] = [a.to_dict() for a in sel.aggregates]
         if args.save:
             sel.save(args.save)
             result["saved"] = args.save

@@ -76,7 +76,29 @@ class Not:
 
 Cond = Compare | And | Or | Not
 
-FUNCTIONS = {"sqrt": 1, "abs": 1, "exp": 1, "log": 1, "log10": 1, "min": 2, "max": 2}
+#: Functions and the argument counts they take. ``min``/``max`` of two values
+#: are row by row; of one, they are aggregates like the rest of AGGREGATES.
+FUNCTIONS = {
+    "sqrt": (1,),
+    "abs": (1,),
+    "exp": (1,),
+    "log": (1,),
+    "log10": (1,),
+    "min": (1, 2),
+    "max": (1, 2),
+    "mean": (1,),
+    "std": (1,),
+    "rms": (1,),
+    "sum": (1,),
+    "count": (1,),
+}
+#: One number over a whole variable (or expression), missing values left out.
+AGGREGATES = frozenset({"mean", "std", "rms", "min", "max", "sum", "count"})
+
+
+def is_aggregate(node: Arith | Cond) -> bool:
+    """Whether ``node`` is an aggregate call such as ``mean(x)``."""
+    return isinstance(node, Call) and node.func in AGGREGATES and len(node.args) == 1
 
 
 def variables(node: Arith | Cond) -> list[Var]:
@@ -94,4 +116,53 @@ def variables(node: Arith | Cond) -> list[Var]:
             return variables(x)
         case And(items=items) | Or(items=items):
             return [v for c in items for v in variables(c)]
+    raise TypeError(node)
+
+
+def row_variables(node: Arith | Cond) -> list[Var]:
+    """The variables read row by row (not only inside an aggregate): these
+    form the query's table.
+
+    Examples
+    --------
+    >>> from quarry.expr.parser import parse
+    >>> [v.name for v in row_variables(parse("r > 4*std(x) && e > mean(e)"))]
+    ['r', 'e']
+    """
+    match node:
+        case Call(args=args) if not is_aggregate(node):
+            return [v for a in args for v in row_variables(a)]
+        case Call() | Num():
+            return []
+        case Var():
+            return [node]
+        case BinOp(left=left, right=right) | Compare(left=left, right=right):
+            return row_variables(left) + row_variables(right)
+        case Neg(operand=x) | Not(operand=x):
+            return row_variables(x)
+        case And(items=items) | Or(items=items):
+            return [v for c in items for v in row_variables(c)]
+    raise TypeError(node)
+
+
+def to_text(node: Arith) -> str:
+    """Arithmetic written back as query text (fully parenthesised).
+
+    Examples
+    --------
+    >>> from quarry.expr.parser import parse
+    >>> to_text(parse("sqrt(x**2 + y**2) > 1").left)
+    'sqrt(((x ** 2) + (y ** 2)))'
+    """
+    match node:
+        case Num(value=v):
+            return repr(v)
+        case Var(name=name):
+            return name
+        case Neg(operand=x):
+            return f"-{to_text(x)}"
+        case BinOp(op=op, left=a, right=b):
+            return f"({to_text(a)} {op} {to_text(b)})"
+        case Call(func=func, args=args):
+            return f"{func}({', '.join(to_text(a) for a in args)})"
     raise TypeError(node)

@@ -281,10 +281,9 @@ class _Parser:
             args.append(self.as_arith(self.sum()))
         if not self.accept(")"):
             raise self.error(f"expected ')' but found {self.describe(self.tok)}")
-        if len(args) != FUNCTIONS[func]:
-            raise self.error(
-                f"{func}() takes {FUNCTIONS[func]} argument(s), got {len(args)}", name.pos
-            )
+        if len(args) not in FUNCTIONS[func]:
+            takes = " or ".join(str(n) for n in FUNCTIONS[func])
+            raise self.error(f"{func}() takes {takes} argument(s), got {len(args)}", name.pos)
         return Call(func, tuple(args), name.pos)
 
     def as_arith(self, node: Cond | Arith) -> Arith:

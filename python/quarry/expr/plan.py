@@ -31,6 +31,7 @@ from quarry.expr.ast import (
     Num,
     Or,
     Var,
+    is_aggregate,
 )
 from quarry.formats.base import VariableInfo
 
@@ -258,11 +259,22 @@ FUNCS: dict[str, Callable[..., npt.NDArray[np.float64]]] = {
 }
 
 
-def compile_plan(cond: Cond, resolve: Callable[[Var], VariableInfo], query: str = "") -> PlanNode:
-    """Turn a parsed condition into a plan, resolving every name."""
+#: Computes an aggregate (``"mean"``, ...) of resolved arithmetic.
+Aggregate = Callable[[str, Arith], Number]
+
+
+def compile_plan(
+    cond: Cond,
+    resolve: Callable[[Var], VariableInfo],
+    query: str = "",
+    aggregate: Aggregate | None = None,
+) -> PlanNode:
+    """Turn a parsed condition into a plan, resolving every name. Aggregates
+    (``mean(x)``) are computed through ``aggregate`` and become numbers, so
+    ``x > mean(x)`` is an index lookup like ``x > 1.5``."""
 
     def arith(node: Arith) -> Arith:
-        return fold(_resolved(node, resolve))
+        return fold(_resolved(node, resolve, aggregate, query))
 
     def build(node: Cond) -> PlanNode:
         match node:
@@ -291,17 +303,34 @@ def compile_plan(cond: Cond, resolve: Callable[[Var], VariableInfo], query: str 
     return build(cond)
 
 
-def _resolved(node: Arith, resolve: Callable[[Var], VariableInfo]) -> Arith:
-    """``node`` with every name replaced by its variable's full path."""
+def _resolved(
+    node: Arith,
+    resolve: Callable[[Var], VariableInfo],
+    aggregate: Aggregate | None,
+    query: str,
+) -> Arith:
+    """``node`` with every name replaced by its variable's full path and
+    every aggregate by its value."""
+
+    def inner(x: Arith) -> Arith:
+        return _resolved(x, resolve, aggregate, query)
+
     match node:
         case Var():
             return Var(resolve(node).path, node.pos)
         case Neg(operand=x):
-            return Neg(_resolved(x, resolve), node.pos)
+            return Neg(inner(x), node.pos)
         case BinOp(op=op, left=a, right=b):
-            return BinOp(op, _resolved(a, resolve), _resolved(b, resolve), node.pos)
+            return BinOp(op, inner(a), inner(b), node.pos)
+        case Call(func=func, args=(arg,)) if is_aggregate(node):
+            over = fold(inner(arg))
+            if isinstance(over, Num):
+                raise QuerySyntaxError(f"{func}() needs a variable to aggregate", query, node.pos)
+            if aggregate is None:
+                raise QuerySyntaxError(f"{func}() needs a data set to compute", query, node.pos)
+            return Num(aggregate(func, over), node.pos)
         case Call(func=func, args=args):
-            return Call(func, tuple(_resolved(a, resolve) for a in args), node.pos)
+            return Call(func, tuple(inner(a) for a in args), node.pos)
     return node
 
 

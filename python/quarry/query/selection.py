@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from quarry.dataset import Dataset
     from quarry.formats.base import VariableInfo
+    from quarry.query.aggregate import AggregateValue
 
 
 class Selection:
@@ -44,6 +45,9 @@ class Selection:
         self._executor = executor
         self._rows: _core.RowSet | None = None
         self._count: int | None = None
+        self.aggregates: list[AggregateValue] = []
+        """The aggregates the query used (``mean(x)``...), their values, and
+        whether the index or a pass over the data gave each."""
 
     @property
     def shape(self) -> tuple[int, ...]:

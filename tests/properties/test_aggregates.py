@@ -1,0 +1,125 @@
+"""Aggregates inside conditions against NumPy: the values (from the index and
+from a pass over the data) and the rows of conditions that use them."""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import quarry
+from generators import DTYPES, column, shapes, write
+from oracle import oracle_ids
+
+FUNCS = ["mean", "std", "rms", "min", "max", "sum", "count"]
+
+
+def numpy_aggregate(func: str, values: np.ndarray) -> float | int:
+    """The aggregate as NumPy computes it over the non-missing values."""
+    v = values.reshape(-1)
+    if v.dtype.kind == "f":
+        v = v[~np.isnan(v)]
+    if func == "count":
+        return len(v)
+    if func == "sum":
+        with np.errstate(all="ignore"):
+            return float(np.sum(v.astype(np.float64)))
+    if len(v) == 0:
+        return math.nan
+    if func in ("min", "max"):
+        return getattr(v, func)().item()
+    wide = v.astype(np.float64)
+    with np.errstate(all="ignore"):
+        return float(
+            {"mean": np.mean, "std": np.std, "rms": lambda w: np.sqrt(np.mean(w * w))}[func](wide)
+        )
+
+
+def assert_close(got: float | int, want: float | int, values: np.ndarray, what: str) -> None:
+    if isinstance(want, int) and not isinstance(want, bool):
+        assert got == want and type(got) is int, (what, got, want)
+        return
+    if math.isnan(want):
+        assert math.isnan(got), (what, got)
+        return
+    # Sums in another order round differently: allow a few ulps of the sum of
+    # magnitudes (the cancellation-free bound of float64 summation).
+    finite = values[np.isfinite(values.astype(np.float64))].astype(np.float64)
+    scale = float(np.sum(np.abs(finite))) + float(np.max(np.abs(finite), initial=0)) ** 2
+    assert got == pytest.approx(want, rel=1e-9, abs=1e-12 * max(scale, 1.0)), (what, got, want)
+
+
+@st.composite
+def scenarios(draw):
+    shape = draw(shapes())
+    size = int(np.prod(shape))
+    dtypes = draw(st.lists(st.sampled_from(DTYPES), min_size=2, max_size=2))
+    data = {n: column(draw, dt, size).reshape(shape) for n, dt in zip("ab", dtypes, strict=True)}
+    # Keep magnitudes where float64 sums of squares do not overflow, so the
+    # comparison with NumPy is about the method, not about overflow.
+    for n, v in data.items():
+        if v.dtype.kind == "f":
+            wide = v.astype(np.float64)
+            data[n] = np.where(np.isfinite(wide) & (np.abs(wide) > 1e100), 1.5, wide).astype(
+                v.dtype
+            )
+    block_len = draw(st.sampled_from([1, 7, 64, 1000]))
+    indexed = draw(st.booleans())
+    func = draw(st.sampled_from(FUNCS))
+    op = draw(st.sampled_from(["<", "<=", ">", ">=", "==", "!="]))
+    return data, block_len, indexed, func, op
+
+
+@given(scenarios())
+def test_aggregates_match_numpy(scenario):
+    data, block_len, indexed, func, op = scenario
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "data.h5")
+        write(path, data, "contiguous")
+        with quarry.open(path) as ds:
+            if indexed:
+                ds.build_index(block_len=block_len)
+            sel = ds.query(f"a {op} {func}(a)")
+            expr_sel = ds.query(f"b*a {op} {func}(b*a)")
+            (over_a,) = sel.aggregates
+            (over_ba,) = expr_sel.aggregates
+            assert over_a.source == ("index" if indexed else "data")
+            assert over_ba.source == "data"  # an expression always takes a pass
+            assert_close(over_a.value, numpy_aggregate(func, data["a"]), data["a"], func)
+            with np.errstate(all="ignore"):
+                ba = data["b"].astype(np.float64) * data["a"].astype(np.float64)
+            assert_close(over_ba.value, numpy_aggregate(func, ba), ba, f"{func}(b*a)")
+            # Each condition is exact given its aggregate's value.
+            for got, template in ((sel, "a {} {}"), (expr_sel, "b*a {} {}")):
+                value = got.aggregates[0].value
+                literal = str(value) if isinstance(value, int) else repr(float(value))
+                expect = oracle_ids(template.format(op, literal), data)
+                np.testing.assert_array_equal(got.ids(), expect, err_msg=template)
+
+
+def test_aggregate_errors_and_report(tmp_path):
+    path = str(tmp_path / "d.h5")
+    write(path, {"a": np.arange(10.0), "m": np.zeros((2, 3))}, "contiguous")
+    with quarry.open(path) as ds:
+        with pytest.raises(quarry.QuerySyntaxError, match="needs a variable"):
+            ds.query("a > mean(3)")
+        with pytest.raises(quarry.QuarryError, match="compares no variable"):
+            ds.query("mean(a) > 1")
+        with pytest.raises(quarry.ShapeMismatchError, match="one shape"):
+            ds.query("a > mean(a*m)")
+        with pytest.raises(quarry.QuerySyntaxError, match="takes 1 argument"):
+            ds.query("a > std(a, a)")
+        # min and max of two values stay row by row
+        assert ds.query("max(a, 3) > 5").count() == 4
+        # an aggregate over another shape does not join the table
+        assert ds.query("a >= max(m) + 9").ids().tolist() == [9]
+        assert ds.query("a > mean(a)").aggregates[0].to_dict() == {
+            "expr": "mean(/group/a)",
+            "value": 4.5,
+            "from": "data",
+        }
