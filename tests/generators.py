@@ -56,3 +56,58 @@ def write(path: str, data: dict[str, np.ndarray], storage: str) -> None:
                 if storage == "gzip":
                     kw["compression"] = "gzip"
             f.create_dataset(f"group/{name}", data=values, **kw)
+
+
+def literal(draw, values: np.ndarray) -> str:
+    finite = values[np.isfinite(values.astype(np.float64))] if values.size else values
+    choice = draw(st.sampled_from(["value", "float", "int", "special"]))
+    if choice == "value" and finite.size:
+        v = finite.flat[draw(st.integers(0, finite.size - 1))]
+        return repr(float(v)) if values.dtype.kind == "f" else str(int(v))
+    if choice == "int" or (choice == "value" and values.dtype.kind in "iu"):
+        return str(draw(st.integers(-(2**63), 2**64 - 1)))
+    if choice == "special":
+        return draw(st.sampled_from(["inf", "-inf", "nan", "0", "0.1", "-0.0", "1e308", "2.5"]))
+    return repr(draw(st.floats(allow_nan=False, allow_infinity=False, width=64)))
+
+
+@st.composite
+def conditions(draw, data: dict[str, np.ndarray], depth: int = 0):
+    kind = draw(st.sampled_from(["cmp"] * 4 + ["chain", "arith"] + ["bool"] * (depth < 3) * 3))
+    name = draw(st.sampled_from(list(data)))
+    op = draw(st.sampled_from(["<", "<=", ">", ">=", "==", "!="]))
+    if kind == "cmp":
+        lit = literal(draw, data[name])
+        if lit.startswith("-"):
+            lit = f"({lit})" if draw(st.booleans()) else lit
+        return f"{name} {op} {lit}" if draw(st.booleans()) else f"{lit} {op} {name}"
+    if kind == "chain":
+        lo, hi = sorted(
+            [literal(draw, data[name]), literal(draw, data[name])],
+            key=lambda s: float(s.strip("()")) if "nan" not in s else 0,
+        )
+        op2 = draw(st.sampled_from(["<", "<="]))
+        op1 = draw(st.sampled_from(["<", "<="]))
+        return f"{lo} {op1} {name} {op2} {hi}"
+    if kind == "arith":
+        other = draw(st.sampled_from(list(data)))
+        expr = draw(
+            st.sampled_from(
+                [
+                    f"{name}*{name} + {other}",
+                    f"abs({name} - {other})",
+                    f"{name} / 3",
+                    f"max({name}, {other})",
+                    f"sqrt(abs({name}))",
+                    f"{name}",
+                    f"-{name}**2",
+                ]
+            )
+        )
+        return f"{expr} {op} {literal(draw, data[name])}"
+    joiner = draw(st.sampled_from(["&&", "||", "and", "or"]))
+    parts = draw(st.lists(conditions(data, depth + 1), min_size=2, max_size=3))
+    text = f" {joiner} ".join(f"({p})" for p in parts)
+    if draw(st.booleans()):
+        text = f"!({text})" if draw(st.booleans()) else f"not ({text})"
+    return text

@@ -20,6 +20,7 @@ from quarry.errors import (
     SourceError,
     StaleIndexError,
     StaleSelectionError,
+    SubarrayError,
     UnknownVariableError,
     UnsupportedVariableError,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "SourceError",
     "StaleIndexError",
     "StaleSelectionError",
+    "SubarrayError",
     "UnknownVariableError",
     "UnsupportedVariableError",
     "__version__",

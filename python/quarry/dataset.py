@@ -5,16 +5,24 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 from quarry import _core
-from quarry.errors import IndexMissingError, QuarryError
+from quarry.errors import (
+    IndexMissingError,
+    QuarryError,
+    QuerySyntaxError,
+    SubarrayError,
+    UnsupportedVariableError,
+)
 from quarry.expr import parse
 from quarry.expr.ast import Var, row_variables
 from quarry.expr.names import resolve
+from quarry.expr.parser import parse_variable
 from quarry.expr.plan import PlanNode, compile_plan
 from quarry.formats import open_source
 from quarry.formats.base import VariableInfo
+from quarry.formats.subarray import view_of
 from quarry.index import BuildOptions, IndexStore, default_index_path
 from quarry.index.options import DEFAULT_BLOCK_LEN
 from quarry.index.stats import column_stats
@@ -45,6 +53,15 @@ def open(path: str | os.PathLike[str], index: str | os.PathLike[str] | None = No
     return Dataset(os.fspath(path), None if index is None else os.fspath(index))
 
 
+class _Planned(NamedTuple):
+    """What planning a query gives, cached per query text."""
+
+    plan: PlanNode
+    table: Table
+    aggregates: list[AggregateValue]
+    variables: list[VariableInfo]
+
+
 class Dataset:
     """One data file, opened read-only, with its index if it has one."""
 
@@ -56,7 +73,7 @@ class Dataset:
         self.index_path = index_path or default_index_path(path.rstrip("/"))
         self.driver = open_source(path, (os.path.dirname(os.path.abspath(self.index_path)),))
         self._store: IndexStore | None = None
-        self._plans: dict[tuple[str, int | None], tuple[PlanNode, Table, list[AggregateValue]]] = {}
+        self._plans: dict[tuple[str, int | None], _Planned] = {}
 
     # -- variables -------------------------------------------------------
     def variables(self) -> list[VariableInfo]:
@@ -64,8 +81,18 @@ class Dataset:
         return self.driver.variables()
 
     def variable(self, name: str) -> VariableInfo:
-        """The variable ``name`` refers to (full path, or bare name when unique)."""
-        return resolve(name, self.variables(), self.path)
+        """The variable ``name`` refers to (full path, or bare name when unique),
+        or a subarray of it (``x[0:10, 5]``)."""
+        var = parse_variable(name)
+        if var.index is None:
+            return resolve(var.name, self.variables(), self.path)
+        return self._view(var, self.variables())
+
+    def _view(self, var: Var, variables: list[VariableInfo]) -> VariableInfo:
+        info = resolve(var.name, variables, self.path)
+        if info.problem is not None:
+            raise UnsupportedVariableError(f"cannot query {info.path}: {info.problem}")
+        return info if var.index is None else view_of(info, var.index)
 
     # -- index -----------------------------------------------------------
     @property
@@ -133,42 +160,41 @@ class Dataset:
             if len(self._plans) >= 1024:
                 self._plans.clear()
             self._plans[key] = cached
-        plan, table, aggregates = cached
-        selection = Selection(self, query, plan, Executor(self.driver, store, table))
-        selection.aggregates = aggregates
+        selection = Selection(self, query, cached.plan, Executor(self.driver, store, cached.table))
+        selection.aggregates = cached.aggregates
+        selection.variables = cached.variables
         return selection
 
-    def _plan(
-        self, query: str, store: IndexStore | None
-    ) -> tuple[PlanNode, Table, list[AggregateValue]]:
+    def _plan(self, query: str, store: IndexStore | None) -> _Planned:
         cond = parse(query)
         variables = self.variables()
-        resolved: dict[str, VariableInfo] = {}
+        # Resolved names and subarrays by their key (``/x[0:10]``): the plan's
+        # names are keys once resolved, and resolve to the same views again.
+        by_key: dict[str, VariableInfo] = {}
 
         def lookup(var: Var) -> VariableInfo:
-            info = resolved.get(var.name)
+            info = by_key.get(var.name) if var.index is None else None
             if info is None:
-                info = resolve(var.name, variables, self.path)
-                if info.problem is not None:
-                    from quarry.errors import UnsupportedVariableError
-
-                    raise UnsupportedVariableError(f"cannot query {info.path}: {info.problem}")
-                resolved[var.name] = info
+                try:
+                    info = self._view(var, variables)
+                except SubarrayError as exc:
+                    raise QuerySyntaxError(str(exc), query, var.pos) from None
+                by_key[info.key] = info
             return info
 
-        aggregator = Aggregator(self.driver, store, {v.path: v for v in variables})
+        aggregator = Aggregator(self.driver, store, by_key)
         plan = compile_plan(cond, lookup, query, aggregator)
         # Every variable the query reads row by row forms the table, even one
         # whose comparison folded away (``nan < x`` is unknown on every row of
         # x); variables seen only inside aggregates do not.
-        used = list({info.path: info for info in map(lookup, row_variables(cond))}.values())
+        used = list({info.key: info for info in map(lookup, row_variables(cond))}.values())
         if not used:
             raise QuarryError(
                 f"query {query!r} compares no variable row by row "
                 "(aggregates such as mean(x) are single numbers)"
             )
         block_len = store.block_len if store is not None else DEFAULT_BLOCK_LEN
-        return plan, table_of(used, block_len), aggregator.used
+        return _Planned(plan, table_of(used, block_len), aggregator.used, used)
 
     def histogram(
         self,

@@ -64,6 +64,11 @@ class ShapeMismatchError(QuarryError, ValueError):
     """Variables of different shapes used in one query."""
 
 
+class SubarrayError(QuarryError, IndexError):
+    """A subscript NumPy would refuse (out of bounds, too many axes) or one
+    Quarry does not support (a negative step)."""
+
+
 class UnsupportedVariableError(QuarryError, TypeError):
     """A variable Quarry cannot index or query (dtype or rank)."""
 

@@ -107,6 +107,19 @@ def test_coords_of_a_2d_variable(run_h5, tmp_path):
     assert out["coords"] == np.argwhere(mesh > 2).tolist()
 
 
+def test_subarrays_give_table_and_absolute_coords(run_h5):
+    query = "mesh[0:10, 0:10] > 1 && mesh[10:20, 20:30] < 0"
+    with h5py.File(run_h5) as f:
+        mesh = f["Step#0/mesh"][()]
+    hits = (mesh[0:10, 0:10] > 1) & (mesh[10:20, 20:30] < 0)
+    out = json.loads(run("query", run_h5, query, "--coords", "--json").stdout)
+    assert out["coords"] == np.argwhere(hits).tolist()
+    absolute = run("query", run_h5, query, "--coords-of", "mesh[10:20, 20:30]").stdout.split("\n")
+    assert absolute[:-1] == [f"{i + 10} {j + 20}" for i, j in np.argwhere(hits)]
+    bad = run("query", run_h5, "mesh[0:10] > 1 && mesh[0:5] > 1", code=1).stderr
+    assert "(10, 30)" in bad and "(5, 30)" in bad
+
+
 def test_info_json(run_h5):
     info = json.loads(run("info", run_h5, "--json").stdout)
     by_path = {v["path"]: v for v in info["variables"]}

@@ -67,6 +67,11 @@ def _parser() -> argparse.ArgumentParser:
     out.add_argument("--count", action="store_true", help="number of hits (the default)")
     out.add_argument("--ids", action="store_true", help="flat row-major ids of the hits")
     out.add_argument("--coords", action="store_true", help="N-d indices of the hits")
+    out.add_argument(
+        "--coords-of",
+        metavar="VAR",
+        help="N-d indices of the hits in VAR's own array (for a query over subarrays of VAR)",
+    )
     out.add_argument("--values", metavar="A,B", help="values of these variables at the hits")
     q.add_argument("--out", metavar="FILE", help="write ids/coords/values to .npy, .csv or .h5")
     q.add_argument("--json", action="store_true", help="print a JSON object")
@@ -214,7 +219,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
         if args.save:
             sel.save(args.save)
             result["saved"] = args.save
-        if args.ids or args.coords or args.values:
+        if args.ids or args.coords or args.coords_of or args.values:
             return _emit_rows(args, ds, sel, result, start)
         result["count"] = sel.count()
         result["elapsed_ms"] = round((time.perf_counter() - start) * 1e3, 3)
@@ -243,15 +248,22 @@ def _emit_rows(
                 print(",".join(repr(x) if isinstance(x, float) else str(x) for x in row))
             return 0
     else:
-        data = sel.coords() if args.coords else ids
-        key = "coords" if args.coords else "ids"
+        as_coords = args.coords or args.coords_of
+        data = (
+            sel.coords_of(args.coords_of)
+            if args.coords_of
+            else sel.coords()
+            if args.coords
+            else ids
+        )
+        key = "coords" if as_coords else "ids"
         if args.out:
             write_positions(args.out, data)
         elif args.json:
             result[key] = data.tolist()
         else:
             for row in data.tolist():
-                print(" ".join(map(str, row)) if args.coords else row)
+                print(" ".join(map(str, row)) if as_coords else row)
             return 0
     if args.out:
         result["out"] = args.out

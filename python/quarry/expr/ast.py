@@ -18,10 +18,16 @@ class Num:
     integer variables compare against this, exactly."""
 
 
+#: One subscript as written: an index, or a slice's (start, stop, step).
+Subscript = int | tuple[int | None, int | None, int | None]
+
+
 @dataclass(frozen=True)
 class Var:
     name: str
     pos: int
+    index: tuple[Subscript, ...] | None = None
+    """NumPy-style subscripts (``x[0:100, 5]``), if written."""
 
 
 @dataclass(frozen=True)
@@ -158,7 +164,7 @@ def to_text(node: Arith) -> str:
         case Num(value=v):
             return repr(v)
         case Var(name=name):
-            return name
+            return name  # resolved names carry their subarray
         case Neg(operand=x):
             return f"-{to_text(x)}"
         case BinOp(op=op, left=a, right=b):

@@ -10,7 +10,8 @@ Grammar (lowest precedence first)::
     term  := unary (('*' | '/') unary)*
     unary := ('-' | '+') unary | power
     power := atom ('**' unary)?
-    atom  := number | name | func '(' sum (',' sum)* ')' | '(' or ')'
+    atom  := number | name subs? | func '(' sum (',' sum)* ')' | '(' or ')'
+    subs  := '[' sub (',' sub)* ']'     # NumPy basic indexing: i, a:b, a:b:s, :
 
 Names are bare (``energy``), full paths (``/Step#0/energy``), or anything in
 backticks (```Step#0/energy```, ```my var```). A ``/`` where a value is
@@ -37,6 +38,7 @@ from quarry.expr.ast import (
     Not,
     Num,
     Or,
+    Subscript,
     Var,
 )
 
@@ -61,6 +63,9 @@ _OPERATORS = (
     "(",
     ")",
     ",",
+    "[",
+    "]",
+    ":",
 )
 _WORDS = {"and": "&&", "or": "||", "not": "!"}
 _CONSTANTS = {"inf": float("inf"), "nan": float("nan")}
@@ -81,7 +86,7 @@ def tokenize(query: str) -> list[Token]:
     n = len(query)
 
     def value_expected() -> bool:
-        return not tokens or (tokens[-1].kind == "op" and tokens[-1].text not in (")",))
+        return not tokens or (tokens[-1].kind == "op" and tokens[-1].text not in (")", "]"))
 
     while i < n:
         c = query[i]
@@ -261,6 +266,8 @@ class _Parser:
             assert isinstance(t.value, str)
             if self.accept("("):
                 return self.call(t)
+            if self.accept("["):
+                return Var(t.value, t.pos, self.subscripts())
             return Var(t.value, t.pos)
         if self.accept("("):
             inner = self.parse_or()
@@ -270,6 +277,38 @@ class _Parser:
         if t.kind == "end":
             raise self.error("query ends where a value was expected")
         raise self.error(f"expected a value but found {self.describe(t)}")
+
+    def subscripts(self) -> tuple[Subscript, ...]:
+        """``[`` seen: indices and ``start:stop:step`` slices up to ``]``."""
+        out: list[Subscript] = []
+        while True:
+            parts: list[int | None] = [self.integer()]
+            while len(parts) < 3 and self.accept(":"):
+                parts.append(self.integer())
+            if len(parts) == 1:
+                if parts[0] is None:
+                    raise self.error("expected an index or a slice such as 0:10")
+                out.append(parts[0])
+            else:
+                start, stop, step = (*parts, None, None)[:3]
+                out.append((start, stop, step))
+            if self.accept("]"):
+                return tuple(out)
+            if not self.accept(","):
+                raise self.error(f"expected ',' or ']' but found {self.describe(self.tok)}")
+
+    def integer(self) -> int | None:
+        """An optionally signed integer inside subscripts, or None if absent."""
+        sign = -1 if self.accept("-") else 1
+        t = self.tok
+        if t.kind == "num":
+            if not isinstance(t.value, int):
+                raise self.error("subscripts are integers")
+            self.i += 1
+            return sign * t.value
+        if sign < 0:
+            raise self.error("expected an integer after '-'")
+        return None
 
     def call(self, name: Token) -> Arith:
         func = str(name.value).lower()
@@ -308,8 +347,8 @@ def parse(query: str) -> Cond:
     --------
     >>> tree = parse("1.2 < energy < 1.3")
     >>> [(c.op, c.left, c.right) for c in tree.items]  # doctest: +NORMALIZE_WHITESPACE
-    [('<', Num(value=1.2, pos=0), Var(name='energy', pos=6)),
-     ('<', Var(name='energy', pos=6), Num(value=1.3, pos=15))]
+    [('<', Num(value=1.2, pos=0), Var(name='energy', pos=6, index=None)),
+     ('<', Var(name='energy', pos=6, index=None), Num(value=1.3, pos=15))]
     >>> parse("energy >")
     Traceback (most recent call last):
     ...
@@ -318,3 +357,27 @@ def parse(query: str) -> Cond:
               ^
     """
     return _Parser(query).parse()
+
+
+def parse_variable(text: str) -> Var:
+    """A variable as named outside a query (an output column, a histogram
+    axis): a bare name, a path, optionally with subscripts.
+
+    Examples
+    --------
+    >>> parse_variable("Step#0/x[0:10, 5]")
+    Var(name='Step#0/x', pos=0, index=((0, 10, None), 5))
+    """
+    name, bracket, _ = text.partition("[")
+    if not bracket:
+        return Var(text, 0)
+    offset = len(name)
+    parser = _Parser(text[offset:])
+    try:
+        parser.accept("[")
+        index = parser.subscripts()
+        if parser.tok.kind != "end":
+            raise parser.error(f"unexpected {parser.describe(parser.tok)} after ']'")
+    except QuerySyntaxError as exc:
+        raise QuerySyntaxError(exc.message, text, exc.position + offset) from None
+    return Var(name.strip(), 0, index)

@@ -295,7 +295,7 @@ def compile_plan(
                 if isinstance(left, Num) and isinstance(right, Num):
                     return Const(_compare_numbers(op, left.value, right.value))
                 variables = tuple(
-                    {resolve(v).path: resolve(v) for v in _vars(left) + _vars(right)}.values()
+                    {resolve(v).key: resolve(v) for v in _vars(left) + _vars(right)}.values()
                 )
                 return ScanLeaf(op, left, right, variables)
         raise QuerySyntaxError("unsupported expression", query, getattr(node, "pos", 0))
@@ -317,7 +317,7 @@ def _resolved(
 
     match node:
         case Var():
-            return Var(resolve(node).path, node.pos)
+            return Var(resolve(node).key, node.pos)
         case Neg(operand=x):
             return Neg(inner(x), node.pos)
         case BinOp(op=op, left=a, right=b):
@@ -366,8 +366,8 @@ def merge_ranges(node: AndNode) -> PlanNode:
     others: list[PlanNode] = []
     for item in node.items:
         if isinstance(item, RangeLeaf):
-            prev = merged.get(item.var.path)
-            merged[item.var.path] = (
+            prev = merged.get(item.var.key)
+            merged[item.var.key] = (
                 item
                 if prev is None
                 else RangeLeaf(item.var, prev.interval.intersect(item.interval))

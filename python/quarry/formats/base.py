@@ -18,6 +18,8 @@ import numpy as np
 if TYPE_CHECKING:
     import numpy.typing as npt
 
+    from quarry.formats.subarray import Subarray
+
 #: dtypes Quarry indexes and queries; float16, complex, strings and compounds are not.
 SUPPORTED_DTYPES = frozenset(
     np.dtype(t).str[1:] for t in ("i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8")
@@ -48,10 +50,18 @@ class VariableInfo:
     """Dimension names, where the format has them (NetCDF, Zarr): a 1-D variable
     over one of a table's dimensions (a coordinate such as ``lat``) broadcasts
     along it."""
+    subarray: Subarray | None = None
+    """Set when a query addresses part of the variable (``x[0:100, 5]``):
+    ``shape`` and ``dims`` are then the part's; ``path`` stays the variable's."""
 
     @property
     def name(self) -> str:
         return self.path.rsplit("/", 1)[-1]
+
+    @property
+    def key(self) -> str:
+        """The path, with the subarray written after it for a part of a variable."""
+        return self.path + (self.subarray.text if self.subarray is not None else "")
 
     @property
     def size(self) -> int:

@@ -21,6 +21,7 @@ import numpy as np
 from quarry import _core
 from quarry.errors import ShapeMismatchError
 from quarry.expr.ast import Arith, Var, to_text, variables
+from quarry.formats.subarray import read_view
 from quarry.index.stats import VariableStats, column_stats, combine
 from quarry.query.execute import postfix
 
@@ -74,11 +75,12 @@ class Aggregator:
     """
 
     def __init__(
-        self, driver: Driver, store: IndexStore | None, by_path: dict[str, VariableInfo]
+        self, driver: Driver, store: IndexStore | None, by_key: dict[str, VariableInfo]
     ) -> None:
         self.driver = driver
         self.store = store
-        self.by_path = by_path
+        self.by_key = by_key
+        """Resolved variables (and subarrays) by the names the plan gives them."""
         self._values: dict[str, AggregateValue] = {}
         self._stats: dict[str, tuple[VariableStats, str]] = {}
 
@@ -113,7 +115,7 @@ class Aggregator:
         return cached
 
     def _one_pass(self, over: Arith) -> VariableStats:
-        infos = list({v.name: self.by_path[v.name] for v in variables(over)}.values())
+        infos = list({v.name: self.by_key[v.name] for v in variables(over)}.values())
         shapes = {info.shape for info in infos}
         if len(shapes) > 1:
             listing = ", ".join(f"{i.path} {i.shape}" for i in infos)
@@ -121,12 +123,20 @@ class Aggregator:
                 f"an aggregate's variables must share one shape, row by row: {listing}"
             )
         size = infos[0].size
-        slot = {info.path: i for i, info in enumerate(infos)}
+        slot = {info.key: i for i, info in enumerate(infos)}
         program = None if isinstance(over, Var) else postfix(over, slot)
+        # A subarray is read whole (its rows are not a span of the file).
+        parts_read = {i.key: read_view(self.driver, i) for i in infos if i.subarray is not None}
+
+        def read(info: VariableInfo, start: int, stop: int) -> npt.NDArray[np.generic]:
+            if info.subarray is not None:
+                return parts_read[info.key][start:stop]
+            return self.driver.read(info.path, start, stop)
+
         parts = []
         for start in range(0, size, SPAN):
             stop = min(start + SPAN, size)
-            columns = [self.driver.read(info.path, start, stop) for info in infos]
+            columns = [read(info, start, stop) for info in infos]
             values = (
                 columns[0] if program is None else _core.evaluate(columns, program, stop - start)
             )

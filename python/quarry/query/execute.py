@@ -35,6 +35,7 @@ from quarry.expr.plan import (
     everything,
 )
 from quarry.formats.base import Driver, VariableInfo
+from quarry.formats.subarray import read_view
 from quarry.index.store import IndexStore
 
 if TYPE_CHECKING:
@@ -87,10 +88,10 @@ def table_of(variables: list[VariableInfo], block_len: int) -> Table:
         if v.shape == top.shape:
             if v.dims and top.dims and v.dims != top.dims:
                 raise ShapeMismatchError(
-                    f"{v.path} has dimensions {v.dims} but {top.path} has {top.dims}"
+                    f"{v.key} has dimensions {v.dims} but {top.key} has {top.dims}"
                 )
         elif table.axis_of(v) is None:
-            listing = ", ".join(f"{u.path} {u.shape}" for u in variables)
+            listing = ", ".join(f"{u.key} {u.shape}" for u in variables)
             raise ShapeMismatchError(
                 f"variables in one query must have one shape, or be coordinates along its "
                 f"dimensions: {listing}"
@@ -119,9 +120,13 @@ class Executor:
         return _core.RowSet.from_ids(ids, self.table.n_rows, self.table.block_len)
 
     def _column(self, var: VariableInfo) -> _core.Column | None:
-        # A coordinate's index is over its own rows, not the table's.
-        if self.table.axis_of(var) is not None:
+        """The index of a variable whose rows are the table's; None otherwise."""
+        # A coordinate's or a subarray's index is over other rows than the table's.
+        if self.table.axis_of(var) is not None or var.subarray is not None:
             return None
+        return self._base_column(var)
+
+    def _base_column(self, var: VariableInfo) -> _core.Column | None:
         if self.store is None or var.path not in self.store.variables:
             return None
         return self.store.column(var.path)
@@ -129,17 +134,16 @@ class Executor:
     def _values(self, var: VariableInfo) -> npt.NDArray[np.generic]:
         """The whole column, for scans. For memory-mapped storage this is a view:
         the core then touches only the pages of the rows it evaluates."""
-        values = self._columns.get(var.path)
+        values = self._columns.get(var.key)
         if values is None:
+            values = read_view(self.driver, var)
             axis = self.table.axis_of(var)
-            if axis is None:
-                values = self.driver.read(var.path, 0, self.table.n_rows)
-            else:  # a coordinate, repeated over the table's other axes
+            if axis is not None:  # a coordinate, repeated over the table's other axes
                 along = [1] * len(self.table.shape)
                 along[axis] = self.table.shape[axis]
-                coord = self.driver.read(var.path, 0, self.table.shape[axis]).reshape(along)
+                coord = values.reshape(along)
                 values = np.ascontiguousarray(np.broadcast_to(coord, self.table.shape)).reshape(-1)
-            self._columns[var.path] = values
+            self._columns[var.key] = values
         return values
 
     def values_at(self, var: VariableInfo, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
@@ -147,17 +151,18 @@ class Executor:
         along its axis)."""
         axis = self.table.axis_of(var)
         if axis is None:
+            if var.subarray is not None:
+                ids = var.subarray.base_ids(ids)
             return self.driver.gather(var.path, ids)
         along = np.unravel_index(ids, self.table.shape)[axis].astype(np.int64)
-        coord = self.driver.read(var.path, 0, self.table.shape[axis])
-        return coord[along]
+        return read_view(self.driver, var)[along]
 
     def _missing_rows(self, var: VariableInfo, col: _core.Column) -> _core.RowSet:
-        rows = self._missing.get(var.path)
+        rows = self._missing.get(var.key)
         if rows is None:
             with self._reading(var):
                 rows = col.missing()
-            self._missing[var.path] = rows
+            self._missing[var.key] = rows
         return rows
 
     @contextlib.contextmanager
@@ -277,6 +282,8 @@ class Executor:
 
     def _range(self, leaf: RangeLeaf, domain: _core.RowSet | None, want_unknown: bool) -> Pair:
         iv = leaf.interval
+        if leaf.var.subarray is not None and self._base_column(leaf.var) is not None:
+            return self._range_of_part(leaf, domain, want_unknown)
         col = self._column(leaf.var)
         if col is None:
             probe = iv if not iv.empty else everything(iv.kind)
@@ -301,9 +308,45 @@ class Executor:
         passing = self._passing(leaf, cand)
         return (sure | self._from_ids(passing) if len(passing) else sure), u
 
+    def _range_of_part(
+        self, leaf: RangeLeaf, domain: _core.RowSet | None, want_unknown: bool
+    ) -> Pair:
+        """A range on a subarray, answered by the whole variable's index: the
+        domain's rows map to the variable's rows (or, with no domain, the blocks
+        the subarray spans are the domain), hits map back."""
+        var, iv = leaf.var, leaf.interval
+        sub, col = var.subarray, self._base_column(var)
+        assert sub is not None and col is not None and self.store is not None
+        n_base, block_len = math.prod(sub.base_shape), self.store.block_len
+        if domain is None:
+            first, stop = sub.base_span()
+            live = [
+                first // block_len <= b < -(-stop // block_len)
+                for b in range(-(-n_base // block_len))
+            ]
+            base_domain = _core.RowSet.full_blocks(n_base, block_len, live)
+        else:
+            base_domain = _core.RowSet.from_ids(sub.base_ids(domain.to_ids()), n_base, block_len)
+
+        def back(base: npt.NDArray[np.int64]) -> _core.RowSet:
+            return self._from_ids(sub.view_ids(base)[1])
+
+        u = self._empty()
+        if want_unknown:
+            with self._reading(var):
+                u = back((col.missing() & base_domain).to_ids())
+        if iv.empty:
+            return self._empty(), u
+        with self._reading(var):
+            sure, cand = col.leaf(iv.lo, iv.lo_incl, iv.hi, iv.hi_incl, base_domain)
+        ids = cand.to_ids()
+        passing = ids[iv.mask(self.driver.gather(var.path, ids))] if len(ids) else ids
+        hits = np.union1d(sure.to_ids(), passing).astype(np.int64)
+        return back(hits), u
+
     def _scan(self, leaf: ScanLeaf, domain: _core.RowSet | None) -> Pair:
         columns = [self._values(v) for v in leaf.variables]
-        slot = {v.path: i for i, v in enumerate(leaf.variables)}
+        slot = {v.key: i for i, v in enumerate(leaf.variables)}
         return _core.scan_compare(
             columns,
             postfix(leaf.left, slot),

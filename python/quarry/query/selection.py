@@ -48,6 +48,8 @@ class Selection:
         self.aggregates: list[AggregateValue] = []
         """The aggregates the query used (``mean(x)``...), their values, and
         whether the index or a pass over the data gave each."""
+        self.variables: list[VariableInfo] = []
+        """The variables (or subarrays) the query compared row by row."""
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -111,13 +113,31 @@ class Selection:
         weight = self._table_variable(weights) if weights is not None else None
         return compute(self._executor, self.rows, variables, bins, range, weight)
 
+    def coords_of(self, name: str) -> npt.NDArray[np.int64]:
+        """N-d indices of the hits in variable ``name``'s own array: where a
+        query compared a subarray (``x[10:20, 5]``), its rows' positions in
+        the whole of ``x``."""
+        var = self._table_variable(name)
+        ids = self.ids()
+        if var.subarray is None:
+            return self.coords()
+        coords = var.subarray.base_coords(ids)
+        return np.stack(coords, axis=1).astype(np.int64).reshape(len(ids), len(coords))
+
     def _table_variable(self, name: str) -> VariableInfo:
+        """The variable (or subarray) ``name`` refers to, as a column of the
+        table: a bare name the query used with subscripts means that subarray."""
         var = self.dataset.variable(name)
-        if var.shape != self.shape and self._executor.table.axis_of(var) is None:
-            raise ShapeMismatchError(
-                f"{var.path} has shape {var.shape} but the query ran over shape {self.shape}"
-            )
-        return var
+        table = self._executor.table
+        if var.shape == self.shape or table.axis_of(var) is not None:
+            return var
+        parts = [v for v in self.variables if v.path == var.path]
+        if len(parts) == 1 and var.subarray is None:
+            return parts[0]
+        raise ShapeMismatchError(
+            f"{var.key} has shape {var.shape} but the query ran over shape {self.shape}"
+            + (f"; name one of {', '.join(v.key for v in parts)}" if parts else "")
+        )
 
     def columns(self, names: list[str], indices: bool = True) -> dict[str, npt.NDArray[np.generic]]:
         """``id``, one index column per axis (``dim_0``... or the dimension
