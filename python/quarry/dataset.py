@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from types import TracebackType
@@ -21,9 +22,10 @@ from quarry.expr.names import resolve
 from quarry.expr.parser import parse_variable
 from quarry.expr.plan import PlanNode, compile_plan
 from quarry.formats import open_source
-from quarry.formats.base import VariableInfo
+from quarry.formats.base import Driver, VariableInfo
 from quarry.formats.subarray import view_of
 from quarry.index import BuildOptions, IndexStore, default_index_path
+from quarry.index.derived import Derivation, DerivedDriver, expand, previous_derivations
 from quarry.index.options import DEFAULT_BLOCK_LEN
 from quarry.index.stats import column_stats
 from quarry.query import Executor, Selection, Table
@@ -71,13 +73,19 @@ class Dataset:
             # A directory for indexes (the data's own may be read-only).
             index_path = os.path.join(index_path, os.path.basename(path.rstrip("/")) + ".qidx")
         self.index_path = index_path or default_index_path(path.rstrip("/"))
-        self.driver = open_source(path, (os.path.dirname(os.path.abspath(self.index_path)),))
+        self._file_driver = open_source(path, (os.path.dirname(os.path.abspath(self.index_path)),))
+        self.driver: Driver = self._file_driver
+        """The file's driver; with the index's derived variables once it is open."""
         self._store: IndexStore | None = None
         self._plans: dict[tuple[str, int | None], _Planned] = {}
 
     # -- variables -------------------------------------------------------
     def variables(self) -> list[VariableInfo]:
-        """Every array in the file (unsupported ones carry a ``problem``)."""
+        """Every array in the file (unsupported ones carry a ``problem``), and
+        the derived variables its index defines."""
+        if self._store is None and self.has_index:
+            with contextlib.suppress(QuarryError):  # a stale index is reported on use
+                _ = self.index
         return self.driver.variables()
 
     def variable(self, name: str) -> VariableInfo:
@@ -109,7 +117,35 @@ class Dataset:
                     f"quarry index {self.path}"
                 )
             self._store = IndexStore(self.index_path, self.path)
+            self.driver = self._with_derived(self._store.derivations)
         return self._store
+
+    def _with_derived(self, derivations: list[Derivation]) -> Driver:
+        if not derivations:
+            return self._file_driver
+        return DerivedDriver(self._file_driver, expand(derivations, self._file_driver.variables()))
+
+    def index_variables(
+        self, variables: list[str] | None = None, derive: list[str] | None = None
+    ) -> list[VariableInfo]:
+        """What :meth:`build_index` with these arguments indexes."""
+        return self._build_plan(variables, derive)[0]
+
+    def _build_plan(
+        self, names: list[str] | None, derive: list[str] | None
+    ) -> tuple[list[VariableInfo], Driver, list[Derivation]]:
+        if derive is not None:
+            derivations = [Derivation.parse(text) for text in derive]
+        else:  # a rebuild keeps the derived variables the old index defined
+            derivations = previous_derivations(self.index_path)
+        driver = self._with_derived(derivations)
+        if names is None:
+            chosen = [v for v in self._file_driver.variables() if v.problem is None]
+        else:
+            chosen = [resolve(n, self._file_driver.variables(), self.path) for n in names]
+        if isinstance(driver, DerivedDriver):
+            chosen += [d.info for d in driver.derived.values()]
+        return chosen, driver, derivations
 
     def build_index(
         self,
@@ -119,16 +155,29 @@ class Dataset:
         precision: int | None = None,
         block_len: int | None = None,
         progress: Callable[[int], object] | None = None,
+        derive: list[str] | None = None,
     ) -> dict[str, Any]:
         """Index ``variables`` (default: every supported one); replaces any old index.
 
-        Returns the index manifest. See :class:`quarry.index.BuildOptions` for the
-        options; ``progress`` is called with the rows indexed as the build goes.
+        ``derive`` adds derived variables (``["r=sqrt(x**2 + y**2)"]``), made
+        in every group holding their inputs and queryable by name; without it a
+        rebuild keeps those the old index defined. Returns the index manifest.
+        See :class:`quarry.index.BuildOptions` for the options; ``progress`` is
+        called with the rows indexed as the build goes.
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "beam.h5")
+        >>> with h5py.File(path, "w") as f:
+        ...     _ = f.create_dataset("x", data=np.array([3.0, 0.1, -6.0]))
+        ...     _ = f.create_dataset("y", data=np.array([4.0, 0.1, 8.0]))
+        >>> with quarry.open(path) as ds:
+        ...     _ = ds.build_index(derive=["r=sqrt(x**2 + y**2)"])
+        ...     ds.query("r > 4").ids().tolist(), ds.variable("r").path
+        ([0, 2], '/r')
         """
-        if variables is None:
-            chosen = [v for v in self.variables() if v.problem is None]
-        else:
-            chosen = [self.variable(name) for name in variables]
+        chosen, driver, derivations = self._build_plan(variables, derive)
         defaults = BuildOptions()
         options = BuildOptions(
             bins=bins or defaults.bins,
@@ -138,8 +187,16 @@ class Dataset:
         from quarry.index.build import build_index
 
         self._store = None
-        self._plans.clear()  # the block length may change
-        return build_index(self.driver, chosen, self.index_path, options, progress)
+        self.driver = self._file_driver
+        self._plans.clear()  # the block length and derived variables may change
+        return build_index(
+            driver,
+            chosen,
+            self.index_path,
+            options,
+            progress,
+            [d.to_dict() for d in derivations],
+        )
 
     # -- queries ---------------------------------------------------------
     def query(self, query: str) -> Selection:
@@ -286,7 +343,7 @@ class Dataset:
     # -- lifetime --------------------------------------------------------
     def close(self) -> None:
         self._store = None
-        self.driver.close()
+        self._file_driver.close()
 
     def __enter__(self) -> Dataset:
         return self

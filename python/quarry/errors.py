@@ -69,6 +69,11 @@ class SubarrayError(QuarryError, IndexError):
     Quarry does not support (a negative step)."""
 
 
+class DerivationError(QuarryError, ValueError):
+    """A derived variable (``--derive r=sqrt(x**2 + y**2)``) that cannot be
+    defined as written."""
+
+
 class UnsupportedVariableError(QuarryError, TypeError):
     """A variable Quarry cannot index or query (dtype or rank)."""
 

@@ -56,6 +56,13 @@ def _parser() -> argparse.ArgumentParser:
         dest="block_len",
         help="rows per block, the unit of parallel work (default 1048576)",
     )
+    ix.add_argument(
+        "--derive",
+        action="append",
+        metavar="NAME=EXPR",
+        help='index a computed variable too, e.g. --derive "r=sqrt(x**2 + y**2)" '
+        "(repeatable; made in every group holding its inputs)",
+    )
     ix.add_argument("--json", action="store_true", help="print a JSON summary")
     ix.add_argument("--quiet", action="store_true", help="no progress bar")
     index_option(ix)
@@ -151,11 +158,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     with quarry.open(args.file, index=args.index) as ds:
         names = [n.strip() for n in args.vars.split(",") if n.strip()] if args.vars else None
-        chosen = (
-            [ds.variable(n) for n in names]
-            if names
-            else [v for v in ds.variables() if v.problem is None]
-        )
+        chosen = ds.index_variables(names, args.derive)
         with _progress_bar(sum(v.size for v in chosen), "indexing", args.quiet) as bar:
             manifest = ds.build_index(
                 names,
@@ -163,6 +166,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
                 precision=args.precision,
                 block_len=args.block_len,
                 progress=bar,
+                derive=args.derive,
             )
         index_path = ds.index_path
     elapsed = time.perf_counter() - start

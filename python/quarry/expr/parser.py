@@ -381,3 +381,28 @@ def parse_variable(text: str) -> Var:
     except QuerySyntaxError as exc:
         raise QuerySyntaxError(exc.message, text, exc.position + offset) from None
     return Var(name.strip(), 0, index)
+
+
+def parse_expression(text: str) -> Arith:
+    """Arithmetic on its own (no comparison), as in a derived variable.
+
+    Examples
+    --------
+    >>> parse_expression("sqrt(x**2)")  # doctest: +ELLIPSIS
+    Call(func='sqrt', args=(BinOp(op='**', ...),), pos=0)
+    >>> parse_expression("x > 1")
+    Traceback (most recent call last):
+    ...
+    quarry.errors.QuerySyntaxError: expected arithmetic, not a condition
+      x > 1
+        ^
+    """
+    parser = _Parser(text)
+    if parser.tok.kind == "end":
+        raise parser.error("empty expression")
+    node = parser.parse_or()
+    if isinstance(node, Compare | And | Or | Not):
+        raise QuerySyntaxError("expected arithmetic, not a condition", text, node.pos)
+    if parser.tok.kind != "end":
+        raise parser.error(f"unexpected {parser.describe(parser.tok)}; expected an operator")
+    return node

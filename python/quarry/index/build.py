@@ -46,9 +46,12 @@ def build_index(
     index_path: str,
     options: BuildOptions | None = None,
     progress: Callable[[int], object] | None = None,
+    derived: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Index ``variables`` of an open file into ``index_path``; returns the manifest.
-    ``progress`` is called with the number of rows indexed after each span.
+    ``progress`` is called with the number of rows indexed after each span;
+    ``derived`` definitions (``{"name", "expr"}``) are recorded so the index
+    can compute its derived variables again when queried.
 
     Examples
     --------
@@ -93,6 +96,7 @@ def build_index(
             "created_by": f"quarry {quarry.__version__}",
             "source": {"name": os.path.basename(driver.path), **before},
             "block_len": opts.block_len,
+            "derived": derived or [],
             "variables": entries,
         }
         writer.commit(manifest)

@@ -8,6 +8,7 @@ from quarry import _core
 from quarry.errors import CorruptIndexError, StaleIndexError
 from quarry.formats.base import fingerprint
 from quarry.index import layout
+from quarry.index.derived import Derivation
 
 
 class IndexStore:
@@ -43,6 +44,11 @@ class IndexStore:
     @property
     def block_len(self) -> int:
         return int(self.manifest["block_len"])
+
+    @property
+    def derivations(self) -> list[Derivation]:
+        """The derived variables this index defines (``r = sqrt(x**2 + y**2)``)."""
+        return [Derivation(d["name"], d["expr"]) for d in self.manifest.get("derived", [])]
 
     @property
     def variables(self) -> dict[str, Any]:

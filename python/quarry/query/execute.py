@@ -22,7 +22,6 @@ import numpy as np
 
 from quarry import _core
 from quarry.errors import ShapeMismatchError
-from quarry.expr.ast import Arith, BinOp, Call, Neg, Num, Var
 from quarry.expr.plan import (
     AndNode,
     Const,
@@ -31,8 +30,8 @@ from quarry.expr.plan import (
     PlanNode,
     RangeLeaf,
     ScanLeaf,
-    as_float,
     everything,
+    postfix,
 )
 from quarry.formats.base import Driver, VariableInfo
 from quarry.formats.subarray import read_view
@@ -356,29 +355,6 @@ class Executor:
             self.table.block_len,
             domain,
         )
-
-
-def postfix(node: Arith, slot: dict[str, int]) -> list[tuple[str, float]]:
-    """Arithmetic as the core's postfix program; variables load their column slot.
-
-    Examples
-    --------
-    >>> from quarry.expr.ast import BinOp, Var, Num
-    >>> postfix(BinOp("*", Var("/x", 0), Num(2, 0), 0), {"/x": 0})
-    [('load', 0.0), ('const', 2.0), ('*', 0.0)]
-    """
-    match node:
-        case Num(value=v):
-            return [("const", as_float(v))]
-        case Var(name=path):
-            return [("load", float(slot[path]))]
-        case Neg(operand=x):
-            return [*postfix(x, slot), ("neg", 0.0)]
-        case BinOp(op=op, left=a, right=b):
-            return [*postfix(a, slot), *postfix(b, slot), (op, 0.0)]
-        case Call(func=func, args=args):
-            return [*(step for a in args for step in postfix(a, slot)), (func, 0.0)]
-    raise TypeError(node)
 
 
 def _cheapest_first(items: tuple[PlanNode, ...]) -> list[PlanNode]:
