@@ -21,6 +21,7 @@ from quarry.errors import (
     StaleIndexError,
     StaleSelectionError,
     SubarrayError,
+    UnknownPathError,
     UnknownVariableError,
     UnsupportedVariableError,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "StaleIndexError",
     "StaleSelectionError",
     "SubarrayError",
+    "UnknownPathError",
     "UnknownVariableError",
     "UnsupportedVariableError",
     "__version__",

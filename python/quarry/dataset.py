@@ -77,7 +77,7 @@ class Dataset:
         self.driver: Driver = self._file_driver
         """The file's driver; with the index's derived variables once it is open."""
         self._store: IndexStore | None = None
-        self._plans: dict[tuple[str, int | None], _Planned] = {}
+        self._plans: dict[tuple[str, str | None, int | None], _Planned] = {}
 
     # -- variables -------------------------------------------------------
     def variables(self) -> list[VariableInfo]:
@@ -88,16 +88,20 @@ class Dataset:
                 _ = self.index
         return self.driver.variables()
 
-    def variable(self, name: str) -> VariableInfo:
-        """The variable ``name`` refers to (full path, or bare name when unique),
-        or a subarray of it (``x[0:10, 5]``)."""
+    def variable(self, name: str, path: str | None = None) -> VariableInfo:
+        """The variable ``name`` refers to: a full path, or a bare name looked up
+        under the context ``path`` (a group such as ``Step#3``, globs allowed,
+        the shortest match winning; see :mod:`quarry.expr.names`), or a subarray
+        of it (``x[0:10, 5]``)."""
         var = parse_variable(name)
         if var.index is None:
-            return resolve(var.name, self.variables(), self.path)
-        return self._view(var, self.variables())
+            return resolve(var.name, self.variables(), self.path, path)
+        return self._view(var, self.variables(), path)
 
-    def _view(self, var: Var, variables: list[VariableInfo]) -> VariableInfo:
-        info = resolve(var.name, variables, self.path)
+    def _view(
+        self, var: Var, variables: list[VariableInfo], path: str | None = None
+    ) -> VariableInfo:
+        info = resolve(var.name, variables, self.path, path)
         if info.problem is not None:
             raise UnsupportedVariableError(f"cannot query {info.path}: {info.problem}")
         return info if var.index is None else view_of(info, var.index)
@@ -199,30 +203,32 @@ class Dataset:
         )
 
     # -- queries ---------------------------------------------------------
-    def query(self, query: str) -> Selection:
+    def query(self, query: str, path: str | None = None) -> Selection:
         """Rows where ``query`` is true; see :class:`quarry.query.Selection`.
 
         Variables must share one shape (they form one table, position by
         position). Indexed variables are answered from the index, others by
         reading the data; a stale or damaged index is an error, never a wrong answer.
+        Bare names resolve under the context ``path`` (e.g. ``Step#3``).
         """
         store = self.index if self.has_index else None
-        key = (query, store.block_len if store is not None else None)
+        key = (query, path, store.block_len if store is not None else None)
         cached = self._plans.get(key)
         if cached is None:
-            cached = self._plan(query, store)
-            # The plan depends only on the text and the file's variables (and
-            # their aggregates), all fixed while the file is open; repeated
-            # queries skip parsing and planning.
+            cached = self._plan(query, store, path)
+            # The plan depends only on the text, the context and the file's
+            # variables (and their aggregates), all fixed while the file is
+            # open; repeated queries skip parsing and planning.
             if len(self._plans) >= 1024:
                 self._plans.clear()
             self._plans[key] = cached
         selection = Selection(self, query, cached.plan, Executor(self.driver, store, cached.table))
         selection.aggregates = cached.aggregates
         selection.variables = cached.variables
+        selection.path = path
         return selection
 
-    def _plan(self, query: str, store: IndexStore | None) -> _Planned:
+    def _plan(self, query: str, store: IndexStore | None, path: str | None) -> _Planned:
         cond = parse(query)
         variables = self.variables()
         # Resolved names and subarrays by their key (``/x[0:10]``): the plan's
@@ -233,7 +239,7 @@ class Dataset:
             info = by_key.get(var.name) if var.index is None else None
             if info is None:
                 try:
-                    info = self._view(var, variables)
+                    info = self._view(var, variables, path)
                 except SubarrayError as exc:
                     raise QuerySyntaxError(str(exc), query, var.pos) from None
                 by_key[info.key] = info
@@ -260,9 +266,11 @@ class Dataset:
         bins: Any = 10,
         range: Any = None,
         weights: str | None = None,
+        path: str | None = None,
     ) -> Histogram:
         """Histogram of variables over the rows where ``where`` is true (all rows
-        when None); see :meth:`quarry.Selection.histogram`.
+        when None); see :meth:`quarry.Selection.histogram`. Bare names resolve
+        under the context ``path``.
 
         Examples
         --------
@@ -277,9 +285,9 @@ class Dataset:
         ([1, 2, 1], 'index')
         """
         if where is not None:
-            return self.query(where).histogram(names, bins, range, weights)
-        variables = [self.variable(n) for n in ([names] if isinstance(names, str) else names)]
-        weight = self.variable(weights) if weights is not None else None
+            return self.query(where, path).histogram(names, bins, range, weights)
+        variables = [self.variable(n, path) for n in ([names] if isinstance(names, str) else names)]
+        weight = self.variable(weights, path) if weights is not None else None
         store = self.index if self.has_index else None
         block_len = store.block_len if store is not None else DEFAULT_BLOCK_LEN
         table = table_of(variables + ([weight] if weight else []), block_len)

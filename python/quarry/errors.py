@@ -105,3 +105,60 @@ class SelectionFileError(QuarryError, ValueError):
 class HistogramError(QuarryError, ValueError):
     """Bins that cannot be made: infinite values with automatic bins, edges
     that do not increase, no bins."""
+
+
+class UnknownPathError(QuarryError, KeyError):
+    """A context path (``--path``) that names no group of the file.
+
+    Examples
+    --------
+    >>> print(UnknownPathError("Step#9", "run.h5", ["Step#0"]))
+    no group matches path 'Step#9' in run.h5; did you mean Step#0?
+    """
+
+    def __init__(self, path: str, source: str, suggestions: list[str]) -> None:
+        self.path = path
+        self.suggestions = suggestions
+        hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
+        self.message = f"no group matches path {path.strip()!r} in {source}{hint}"
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class SeriesMemberError(QuarryError):
+    """A query over a time series or many files failed at one member (a file,
+    or one step group of a file); ``error`` is what went wrong there.
+
+    Examples
+    --------
+    >>> from quarry.errors import UnknownVariableError
+    >>> cause = UnknownVariableError("enrgy", "run_2.h5", ["energy"])
+    >>> print(SeriesMemberError("run_2.h5", 3, cause))
+    run_2.h5, step 3: no variable 'enrgy' in run_2.h5; did you mean energy?
+    """
+
+    def __init__(self, file: str, step: int | None, error: QuarryError) -> None:
+        self.file = file
+        self.step = step
+        self.error = error
+        where = file if step is None else f"{file}, step {step}"
+        super().__init__(f"{where}: {error}")
+
+
+class BatchQueryError(QuarryError):
+    """One query of a batch failed (other than by its syntax, which raises
+    :class:`QuerySyntaxError` naming the line); ``error`` is what went wrong.
+
+    Examples
+    --------
+    >>> print(BatchQueryError("line 4", "enrgy > 1", QuarryError("no variable 'enrgy'")))
+    line 4 (enrgy > 1): no variable 'enrgy'
+    """
+
+    def __init__(self, where: str, query: str, error: QuarryError) -> None:
+        self.where = where
+        self.query = query
+        self.error = error
+        super().__init__(f"{where} ({query}): {error}")

@@ -2,7 +2,8 @@
 
     quarry index FILE [--vars a,b] [--bins N] [--precision P] [--block-size B]
     quarry query FILE QUERY [--count | --ids | --coords | --values a,b] [--out F] [--json]
-    quarry info FILE [--json]
+                            [--path P]
+    quarry info FILE [--json] [--resolve NAME [--path P]]
     quarry hist FILE VAR[,VAR2[,VAR3]] [--where Q] [--bins N | --edges E] [--json] [--png F]
     quarry plot FILE X Y --where Q --png F
     quarry register FILE --dtype <f4 --shape NX,NY,NZ [--order C|F] [--offset B]
@@ -38,6 +39,14 @@ def _parser() -> argparse.ArgumentParser:
             "--index",
             metavar="PATH",
             help="index file location (default: FILE.qidx beside the data)",
+        )
+
+    def path_option(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument(
+            "--path",
+            metavar="P",
+            help="context in which bare names resolve, e.g. Step#3 (names under */P/*; "
+            "globs allowed; the shortest match wins)",
         )
 
     ix = sub.add_parser("index", help="build the index of a file")
@@ -88,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
         help="also keep the selection (.qsel) to fetch more variables later",
     )
     index_option(q)
+    path_option(q)
 
     hist = sub.add_parser("hist", help="histogram of 1-3 variables, optionally of a selection")
     hist.add_argument("file")
@@ -109,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     hist.add_argument("--png", metavar="FILE", help="draw the histogram to a PNG file")
     hist.add_argument("--svg", metavar="FILE", help="draw the histogram to an SVG file")
     index_option(hist)
+    path_option(hist)
 
     plot = sub.add_parser("plot", help="all rows as a grey density, a selection in colour")
     plot.add_argument("file")
@@ -119,11 +130,16 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--svg", metavar="FILE", help="SVG to write")
     plot.add_argument("--bins", type=int, default=200, help="density bins per axis (default 200)")
     index_option(plot)
+    path_option(plot)
 
     info = sub.add_parser("info", help="variables, shapes, dtypes, and what is indexed")
     info.add_argument("file")
     info.add_argument("--json", action="store_true")
+    info.add_argument(
+        "--resolve", metavar="NAME", help="only say what NAME resolves to (with --path)"
+    )
     index_option(info)
+    path_option(info)
 
     reg = sub.add_parser(
         "register", help="describe a raw binary file (dtype, shape, ...) so it can be queried"
@@ -216,7 +232,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     with quarry.open(args.file, index=args.index) as ds:
-        sel = ds.query(args.query)
+        sel = ds.query(args.query, args.path)
         result: dict[str, Any] = {"query": args.query, "file": args.file}
         if sel.aggregates:
             result["aggregates"] = [a.to_dict() for a in sel.aggregates]
@@ -306,7 +322,12 @@ def _cmd_hist(args: argparse.Namespace) -> int:
     with quarry.open(args.file, index=args.index) as ds:
         target: Any = names if len(names) > 1 else names[0]
         hist = ds.histogram(
-            target, where=args.where, bins=bins, range=value_range, weights=args.weight
+            target,
+            where=args.where,
+            bins=bins,
+            range=value_range,
+            weights=args.weight,
+            path=args.path,
         )
     title = f"{', '.join(names)}" + (f" where {args.where}" if args.where else "")
     for picture in (args.png, args.svg):
@@ -332,8 +353,8 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         print("quarry: error: give --png FILE or --svg FILE", file=sys.stderr)
         return 2
     with quarry.open(args.file, index=args.index) as ds:
-        everything = ds.histogram([args.x, args.y], bins=args.bins)
-        sel = ds.query(args.where)
+        everything = ds.histogram([args.x, args.y], bins=args.bins, path=args.path)
+        sel = ds.query(args.where, args.path)
         selected = (sel.values(args.x), sel.values(args.y))
     title = f"{args.where}: {len(selected[0]):,} of {int(everything.counts.sum()):,}"
     for picture in (args.png, args.svg):
@@ -389,8 +410,16 @@ def _cmd_register(args: argparse.Namespace) -> int:
 def _cmd_info(args: argparse.Namespace) -> int:
     import quarry
 
+    if args.resolve:
+        from quarry.cli.resolve import cmd_resolve
+
+        return cmd_resolve(args)
     with quarry.open(args.file, index=args.index) as ds:
         info = ds.info()
+    if args.path:
+        from quarry.expr.names import in_context
+
+        info["variables"] = [v for v in info["variables"] if in_context(v["path"], args.path)]
     if args.json:
         print(json.dumps(info, indent=2))
         return 0

@@ -1,31 +1,126 @@
 """Resolving the names written in a query to the variables of a file.
 
-A name starting with ``/`` is a full path. A bare name (or a relative path in
-backticks) matches every variable whose path ends with it, component-wise;
-exactly one match resolves, several is an error listing them, none is an
-error naming the closest variables.
+FastQuery's ``(name, path)`` scheme:
+
+- A name starting with ``/`` is a full path, whatever the context.
+- A bare name (or a relative path in backticks, ``Step#0/x``) matches every
+  variable whose path ends with it, component by component.
+- A *context* path narrows the matches to variables under it: with context
+  ``Step#3`` a bare name ``x`` matches paths of the form ``*/Step#3/*/x``
+  (the context is a contiguous run of group names anywhere above the name;
+  ``*`` stands for any number of groups, none included). A context starting
+  with ``/`` is anchored at the root. Each component may be a glob
+  (``Step#*``, ``group/sub*``), matched with :func:`fnmatch.fnmatchcase`.
+- Among the matches the shortest path (fewest components) wins; a tie at the
+  shortest length is an :class:`~quarry.errors.AmbiguousNameError` that lists
+  the tied paths, none is an :class:`~quarry.errors.UnknownVariableError`
+  naming the closest variables, and a context that names no group at all is an
+  :class:`~quarry.errors.UnknownPathError`.
+
+A glob context that matches several groups is how a time series addresses its
+steps (:func:`matching_groups` lists them); for one query it resolves only when
+one of them is strictly shortest.
 """
 
 from __future__ import annotations
 
-from quarry.errors import AmbiguousNameError, UnknownVariableError
+import operator
+from collections.abc import Sequence
+from fnmatch import fnmatchcase
+
+from quarry.errors import AmbiguousNameError, UnknownPathError, UnknownVariableError
 from quarry.formats.base import VariableInfo
 
+_GLOB = frozenset("*?[")
 
-def resolve(name: str, variables: list[VariableInfo], source: str) -> VariableInfo:
-    """The variable ``name`` refers to.
+
+class _Names:
+    """A file's variables indexed by their last path component."""
+
+    def __init__(self, variables: Sequence[VariableInfo]) -> None:
+        self.by_path = {info.path: info for info in variables}
+        self.by_last: dict[str, list[tuple[tuple[str, ...], VariableInfo]]] = {}
+        self.groups: set[tuple[str, ...]] = set()
+        for info in variables:
+            parts = tuple(p for p in info.path.split("/") if p)
+            self.by_last.setdefault(parts[-1] if parts else "", []).append((parts, info))
+            self.groups.add(parts[:-1])
+
+
+# Drivers return the same (cached) list on every call, so the table built for
+# it is kept: a series of hundreds of step groups resolves every name of every
+# step against one table instead of scanning the file's variables each time.
+# A new list holding the same variables (an index's derived variables appended
+# to the file's) finds its table too. The variables are held, so the identity
+# comparison cannot be fooled by a reused id.
+_TABLES: list[tuple[Sequence[VariableInfo], tuple[VariableInfo, ...], _Names]] = []
+
+
+def _names(variables: Sequence[VariableInfo]) -> _Names:
+    for k, (seen, items, table) in enumerate(_TABLES):
+        if len(items) == len(variables) and (
+            seen is variables or all(map(operator.is_, items, variables))
+        ):
+            if k:
+                _TABLES.insert(0, _TABLES.pop(k))
+            return table
+    table = _Names(variables)
+    _TABLES.insert(0, (variables, tuple(variables), table))
+    del _TABLES[16:]
+    return table
+
+
+def _split_context(context: str | None) -> tuple[bool, tuple[str, ...]] | None:
+    """(anchored at the root, components) of a context, or None for the whole file."""
+    if context is None:
+        return None
+    parts = tuple(p for p in context.strip().split("/") if p)
+    if not parts:
+        return None
+    return context.strip().startswith("/"), parts
+
+
+def _component_matches(name: str, pattern: str) -> bool:
+    if _GLOB.isdisjoint(pattern):
+        return name == pattern
+    return fnmatchcase(name, pattern)
+
+
+def _context_ends(groups: tuple[str, ...], anchored: bool, ctx: tuple[str, ...]) -> list[int]:
+    """Where in ``groups`` each match of the context run ends (exclusive)."""
+    n = len(ctx)
+    starts = [0] if anchored else range(len(groups) - n + 1)
+    return [
+        i + n
+        for i in starts
+        if i + n <= len(groups) and all(map(_component_matches, groups[i : i + n], ctx))
+    ]
+
+
+def resolve(
+    name: str, variables: Sequence[VariableInfo], source: str, context: str | None = None
+) -> VariableInfo:
+    """The variable ``name`` refers to, bare names looked up under ``context``.
 
     Examples
     --------
     >>> import numpy as np
-    >>> vs = [VariableInfo("/Step#0/x", (3,), np.dtype("f4")),
-    ...       VariableInfo("/Step#1/x", (3,), np.dtype("f4")),
-    ...       VariableInfo("/Step#0/energy", (3,), np.dtype("f4"))]
-    >>> resolve("energy", vs, "run.h5").path
+    >>> f4 = np.dtype("f4")
+    >>> paths = ["/Step#0/x", "/Step#1/x", "/Step#0/energy", "/Step#1/sub/energy"]
+    >>> vs = [VariableInfo(p, (3,), f4) for p in paths]
+    >>> resolve("energy", vs, "run.h5").path  # the shortest path wins
     '/Step#0/energy'
     >>> resolve("Step#1/x", vs, "run.h5").path
     '/Step#1/x'
+    >>> resolve("x", vs, "run.h5", context="Step#1").path
+    '/Step#1/x'
+    >>> resolve("energy", vs, "run.h5", context="/Step#1").path
+    '/Step#1/sub/energy'
     >>> resolve("x", vs, "run.h5")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    quarry.errors.AmbiguousNameError: 'x' matches 2 variables: /Step#0/x, /Step#1/x; ...
+    >>> resolve("x", vs, "run.h5", context="Step#*")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     quarry.errors.AmbiguousNameError: 'x' matches 2 variables: /Step#0/x, /Step#1/x; ...
@@ -33,24 +128,97 @@ def resolve(name: str, variables: list[VariableInfo], source: str) -> VariableIn
     Traceback (most recent call last):
     ...
     quarry.errors.UnknownVariableError: no variable 'enrgy' in run.h5; did you mean energy?
+    >>> resolve("y", vs, "run.h5", context="Step#1")
+    Traceback (most recent call last):
+    ...
+    quarry.errors.UnknownVariableError: no variable 'y' in run.h5 under path 'Step#1'
+    >>> resolve("x", vs, "run.h5", context="Step#7")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    quarry.errors.UnknownPathError: no group matches path 'Step#7' in run.h5; did you mean ...
     """
+    table = _names(variables)
     if name.startswith("/"):
-        wanted = "/" + name.strip("/")
-        for info in variables:
-            if info.path == wanted:
-                return info
-        matches: list[VariableInfo] = []
-    else:
-        suffix = "/" + name.strip("/")
-        matches = [info for info in variables if info.path.endswith(suffix)]
-        if len(matches) == 1:
-            return matches[0]
-        if len(matches) > 1:
-            raise AmbiguousNameError(name, sorted(info.path for info in matches))
-    raise UnknownVariableError(name, source, suggest(name, variables))
+        found = table.by_path.get("/" + name.strip("/"))
+        if found is not None:
+            return found
+        raise UnknownVariableError(name, source, suggest(name, variables))
+    tail = tuple(p for p in name.split("/") if p)
+    ctx = _split_context(context)
+    matches: list[tuple[int, VariableInfo]] = []
+    for parts, info in table.by_last.get(tail[-1] if tail else "", []):
+        if len(parts) < len(tail) or parts[len(parts) - len(tail) :] != tail:
+            continue
+        if ctx is not None and not _context_ends(parts[: len(parts) - len(tail)], *ctx):
+            continue
+        matches.append((len(parts), info))
+    if matches:
+        shortest = min(depth for depth, _ in matches)
+        best = [info for depth, info in matches if depth == shortest]
+        if len(best) == 1:
+            return best[0]
+        raise AmbiguousNameError(name, sorted(info.path for info in best))
+    if ctx is None:
+        raise UnknownVariableError(name, source, suggest(name, variables))
+    assert context is not None
+    if not any(_context_ends(groups, *ctx) for groups in table.groups):
+        raise UnknownPathError(context, source, _suggest_groups(context, table))
+    within = [
+        info
+        for parts, info in (e for entries in table.by_last.values() for e in entries)
+        if _context_ends(parts[:-1], *ctx)
+    ]
+    raise UnknownVariableError(
+        name, f"{source} under path {context.strip()!r}", suggest(name, within)
+    )
 
 
-def suggest(name: str, variables: list[VariableInfo], limit: int = 3) -> list[str]:
+def matching_groups(variables: Sequence[VariableInfo], context: str) -> list[str]:
+    """Full paths of the groups a context (glob) path names, in file order.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> f4 = np.dtype("f4")
+    >>> vs = [VariableInfo(f"/Step#{s}/{v}", (3,), f4) for s in (0, 1, 10) for v in "xy"]
+    >>> matching_groups(vs, "Step#1*")
+    ['/Step#1', '/Step#10']
+    >>> matching_groups(vs, "nothing")
+    []
+    """
+    ctx = _split_context(context)
+    if ctx is None:
+        return ["/"]
+    seen: dict[str, None] = {}
+    for info in variables:
+        groups = tuple(p for p in info.path.split("/") if p)[:-1]
+        for end in _context_ends(groups, *ctx):
+            seen.setdefault("/" + "/".join(groups[:end]), None)
+    return list(seen)
+
+
+def in_context(path: str, context: str | None) -> bool:
+    """Whether the variable at full ``path`` lies under the context path.
+
+    Examples
+    --------
+    >>> in_context("/Step#3/sub/x", "Step#*"), in_context("/Step#3/x", "sub")
+    (True, False)
+    """
+    ctx = _split_context(context)
+    if ctx is None:
+        return True
+    return bool(_context_ends(tuple(p for p in path.split("/") if p)[:-1], *ctx))
+
+
+def _suggest_groups(context: str, table: _Names, limit: int = 3) -> list[str]:
+    import difflib  # only an error needs it
+
+    pool = sorted({"/".join(g[: i + 1]) for g in table.groups for i in range(len(g))})
+    return difflib.get_close_matches(context.strip().strip("/"), pool, n=limit, cutoff=0.6)
+
+
+def suggest(name: str, variables: Sequence[VariableInfo], limit: int = 3) -> list[str]:
     """The closest variable names (bare when unique in the file, else full paths)."""
     import difflib  # only an error needs it
 
@@ -59,12 +227,14 @@ def suggest(name: str, variables: list[VariableInfo], limit: int = 3) -> list[st
         bare_counts[info.name] = bare_counts.get(info.name, 0) + 1
     labels = {(info.name if bare_counts[info.name] == 1 else info.path): info for info in variables}
     key = name.rsplit("/", 1)[-1] if not name.startswith("/") else name
-    pool = list(labels) + [info.path for info in variables]
+    # Bare names shared by several variables (one per time step) are offered
+    # too: with a context path (``--path Step#3``) they resolve.
+    pool = list(labels) + [info.path for info in variables] + list(bare_counts)
     seen: list[str] = []
     for match in difflib.get_close_matches(key, pool, n=limit * 2, cutoff=0.6):
         label = (
             match
-            if match in labels
+            if match in labels or match in bare_counts
             else next((lab for lab, info in labels.items() if info.path == match), match)
         )
         if label not in seen:

@@ -50,6 +50,8 @@ class Selection:
         whether the index or a pass over the data gave each."""
         self.variables: list[VariableInfo] = []
         """The variables (or subarrays) the query compared row by row."""
+        self.path: str | None = None
+        """The context bare names resolve in (``Dataset.query(q, path=...)``)."""
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -127,7 +129,7 @@ class Selection:
     def _table_variable(self, name: str) -> VariableInfo:
         """The variable (or subarray) ``name`` refers to, as a column of the
         table: a bare name the query used with subscripts means that subarray."""
-        var = self.dataset.variable(name)
+        var = self.dataset.variable(name, self.path)
         table = self._executor.table
         if var.shape == self.shape or table.axis_of(var) is not None:
             return var
@@ -152,7 +154,7 @@ class Selection:
         for name in names:
             # A variable called like an index column (an ``id`` variable, a
             # coordinate named as its dimension) goes under its full path.
-            key = self.dataset.variable(name).path if name in out else name
+            key = self.dataset.variable(name, self.path).path if name in out else name
             out[key] = self.values(name)
         return out
 

@@ -1,0 +1,108 @@
+"""--path on the commands that take names, and info --resolve."""
+
+from __future__ import annotations
+
+import json
+
+import h5py
+import numpy as np
+import pytest
+from test_cli import run
+
+
+@pytest.fixture(scope="module")
+def steps_h5(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("names") / "steps.h5")
+    rng = np.random.default_rng(5)
+    with h5py.File(path, "w") as f:
+        for s in range(2):
+            f[f"Step#{s}/x"] = rng.uniform(0, 10, 300).astype("f4")
+            f[f"Step#{s}/energy"] = rng.exponential(1.0, 300)
+        f["Step#1/sub/y"] = np.arange(300, dtype="i4")
+    run("index", path, "--block-size", "64", "--vars", "/Step#0/x,/Step#1/x")
+    return path
+
+
+def column(path, name):
+    with h5py.File(path) as f:
+        return f[name][()]
+
+
+def test_query_with_path(steps_h5):
+    x = column(steps_h5, "Step#1/x")
+    out = json.loads(run("query", steps_h5, "x > 5", "--path", "Step#1", "--json").stdout)
+    assert out["count"] == int((x > 5).sum())
+    ids = json.loads(
+        run("query", steps_h5, "x > 5", "--path", "/Step#1", "--ids", "--json").stdout
+    )["ids"]
+    assert ids == np.flatnonzero(x > 5).tolist()
+
+
+def test_hist_and_plot_with_path(steps_h5, tmp_path):
+    e, x = column(steps_h5, "Step#0/energy"), column(steps_h5, "Step#0/x")
+    out = json.loads(
+        run(
+            "hist",
+            steps_h5,
+            "energy",
+            "--where",
+            "x < 5",
+            "--edges",
+            "0,1,20",
+            "--path",
+            "Step#0",
+            "--json",
+        ).stdout
+    )
+    assert out["counts"] == np.histogram(e[x < 5], bins=[0, 1, 20])[0].tolist()
+    png = str(tmp_path / "o.png")
+    run("plot", steps_h5, "x", "energy", "--where", "x < 5", "--path", "Step#0", "--png", png)
+    with open(png, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_glob_path_that_leaves_a_tie_is_an_error(steps_h5):
+    err = run("query", steps_h5, "x > 5", "--path", "Step#*", code=1).stderr
+    assert "/Step#0/x" in err and "/Step#1/x" in err and err.count("\n") == 1
+
+
+def test_info_resolve(steps_h5):
+    line = run("info", steps_h5, "--resolve", "x", "--path", "Step#1").stdout.strip()
+    assert line == "x under Step#1 -> /Step#1/x  (300,)  float32  indexed"
+    line = run("info", steps_h5, "--resolve", "y").stdout.strip()
+    assert line == "y -> /Step#1/sub/y  (300,)  int32  not indexed"
+    got = json.loads(
+        run("info", steps_h5, "--resolve", "energy", "--path", "Step#0", "--json").stdout
+    )
+    assert got == {
+        "name": "energy",
+        "path": "Step#0",
+        "variable": "/Step#0/energy",
+        "shape": [300],
+        "dtype": "float64",
+        "indexed": False,
+        "index": "ok",
+    }
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["x"], ["matches 2 variables", "/Step#0/x", "/Step#1/x"]),
+        (["enrgy", "--path", "Step#0"], ["no variable 'enrgy'", "under path 'Step#0'", "energy"]),
+        (["x", "--path", "Step#9"], ["no group matches path 'Step#9'", "Step#0"]),
+    ],
+)
+def test_info_resolve_errors(steps_h5, args, words):
+    err = run("info", steps_h5, "--resolve", *args, code=1).stderr
+    assert all(w in err for w in words), err
+    assert err.count("\n") == 1
+
+
+def test_info_with_path_lists_only_that_group(steps_h5):
+    info = json.loads(run("info", steps_h5, "--path", "Step#1", "--json").stdout)
+    assert [v["path"] for v in info["variables"]] == [
+        "/Step#1/energy",
+        "/Step#1/sub/y",
+        "/Step#1/x",
+    ]

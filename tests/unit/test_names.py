@@ -1,0 +1,135 @@
+"""FastQuery's (name, path) resolution: context, globs, shortest path wins, ties."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from quarry.errors import AmbiguousNameError, UnknownPathError, UnknownVariableError
+from quarry.expr.names import in_context, matching_groups, resolve
+from quarry.formats.base import VariableInfo
+
+PATHS = [
+    "/x",
+    "/g/x",
+    "/Step#0/x",
+    "/Step#0/energy",
+    "/Step#1/x",
+    "/Step#1/energy",
+    "/Step#1/sub/energy",
+    "/Step#10/x",
+    "/Step#10/energy",
+    "/run/Step#2/x",
+    "/run/Step#2/deep/sub/y",
+    "/group/subA/v",
+    "/group/subB/v",
+    "/group/other/w",
+]
+VARS = [VariableInfo(p, (4,), np.dtype("f4")) for p in PATHS]
+
+
+def path_of(name, context=None):
+    return resolve(name, VARS, "run.h5", context).path
+
+
+@pytest.mark.parametrize(
+    ("name", "context", "expected"),
+    [
+        ("x", None, "/x"),  # the shortest path wins over /g/x and every step
+        ("g/x", None, "/g/x"),
+        ("/Step#1/x", None, "/Step#1/x"),
+        ("/Step#1/x", "Step#0", "/Step#1/x"),  # a full path ignores the context
+        ("x", "Step#0", "/Step#0/x"),
+        ("x", "/Step#0", "/Step#0/x"),
+        ("x", "Step#1", "/Step#1/x"),  # Step#1 is not a prefix match of Step#10
+        ("x", "Step#10", "/Step#10/x"),
+        ("energy", "Step#1", "/Step#1/energy"),  # shortest within the context
+        ("sub/energy", "Step#1", "/Step#1/sub/energy"),
+        ("x", "Step#2", "/run/Step#2/x"),  # the context may sit anywhere above
+        ("x", "run/Step#2", "/run/Step#2/x"),
+        ("y", "Step#2", "/run/Step#2/deep/sub/y"),  # and anything may sit between
+        ("y", "deep", "/run/Step#2/deep/sub/y"),
+        ("y", "Step#2/deep", "/run/Step#2/deep/sub/y"),
+        ("y", "Step#*", "/run/Step#2/deep/sub/y"),  # a glob matching many groups, no tie
+        ("x", "run/Step#*", "/run/Step#2/x"),
+        ("w", "group/o*", "/group/other/w"),
+        ("v", "group/subA", "/group/subA/v"),
+        ("v", "*/subB", "/group/subB/v"),
+        ("x", "", "/x"),  # an empty context is the whole file
+        ("x", "/", "/x"),
+    ],
+)
+def test_resolves(name, context, expected):
+    assert path_of(name, context) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "context", "tied"),
+    [
+        ("energy", None, ["/Step#0/energy", "/Step#1/energy", "/Step#10/energy"]),
+        ("x", "Step#*", ["/Step#0/x", "/Step#1/x", "/Step#10/x"]),
+        ("x", "Step#1*", ["/Step#1/x", "/Step#10/x"]),
+        ("energy", "Step#1*", ["/Step#1/energy", "/Step#10/energy"]),
+        ("v", "group", ["/group/subA/v", "/group/subB/v"]),
+        ("v", "group/sub*", ["/group/subA/v", "/group/subB/v"]),
+    ],
+)
+def test_a_tie_at_the_shortest_length_lists_only_the_tied(name, context, tied):
+    with pytest.raises(AmbiguousNameError) as err:
+        resolve(name, VARS, "run.h5", context)
+    assert err.value.candidates == tied
+    assert all(p in str(err.value) for p in tied)
+    assert "/Step#1/sub/energy" not in str(err.value)
+
+
+def test_an_anchored_context_starts_at_the_root():
+    with pytest.raises(UnknownPathError, match="'/Step#2'"):
+        resolve("x", VARS, "run.h5", "/Step#2")
+    assert path_of("x", "/run/Step#2") == "/run/Step#2/x"
+
+
+def test_unknown_names_suggest_their_neighbours():
+    with pytest.raises(UnknownVariableError, match="did you mean energy"):
+        resolve("enrgy", VARS, "run.h5", "Step#0")
+    with pytest.raises(UnknownVariableError, match=r"run.h5 under path 'Step#0'"):
+        resolve("y", VARS, "run.h5", "Step#0")
+    with pytest.raises(UnknownVariableError, match="/Step#0/x"):
+        resolve("/Step#0/xx", VARS, "run.h5")
+    # A bare name shared by every step is still offered (it resolves with a path).
+    with pytest.raises(UnknownVariableError, match="did you mean energy"):
+        resolve("enrgy", VARS, "run.h5")
+
+
+def test_a_context_naming_no_group_suggests_groups():
+    with pytest.raises(UnknownPathError, match="did you mean Step#1") as err:
+        resolve("x", VARS, "run.h5", "Step#11")
+    assert isinstance(err.value, KeyError)
+    with pytest.raises(UnknownPathError, match="no group matches path 'nowhere/\\*'"):
+        resolve("x", VARS, "run.h5", "nowhere/*")
+
+
+def test_matching_groups_and_in_context():
+    assert matching_groups(VARS, "Step#*") == ["/Step#0", "/Step#1", "/Step#10", "/run/Step#2"]
+    assert matching_groups(VARS, "/Step#1") == ["/Step#1"]
+    assert matching_groups(VARS, "group/sub*") == ["/group/subA", "/group/subB"]
+    assert in_context("/Step#1/sub/energy", "Step#1")
+    assert not in_context("/Step#10/x", "Step#1")
+    assert in_context("/x", None)
+
+
+def test_a_new_list_of_variables_is_not_confused_with_a_cached_one():
+    first = [VariableInfo("/a/x", (1,), np.dtype("f4"))]
+    assert resolve("x", first, "f").path == "/a/x"
+    second = [VariableInfo("/b/x", (1,), np.dtype("f4"))]
+    assert resolve("x", second, "f").path == "/b/x"
+
+
+def test_a_list_of_the_same_variables_plus_one_sees_the_new_one():
+    base = [VariableInfo("/a/x", (1,), np.dtype("f4"))]
+    assert resolve("x", base, "f").path == "/a/x"
+    same = list(base)  # a new list of the same objects (derived variables appended: none)
+    assert resolve("x", same, "f").path == "/a/x"
+    more = [*base, VariableInfo("/y", (1,), np.dtype("f4"))]
+    assert resolve("y", more, "f").path == "/y"
+    base.append(VariableInfo("/z", (1,), np.dtype("f4")))  # a cached list that grew
+    assert resolve("z", base, "f").path == "/z"
