@@ -16,6 +16,8 @@ from quarry.errors import (
     QuarryError,
     QuerySyntaxError,
     SelectionFileError,
+    SeriesError,
+    SeriesMemberError,
     ShapeMismatchError,
     SourceError,
     StaleIndexError,
@@ -26,6 +28,7 @@ from quarry.errors import (
     UnsupportedVariableError,
 )
 from quarry.query import Selection
+from quarry.series import Series, SeriesSelection, open_series
 
 __all__ = [
     "AmbiguousNameError",
@@ -37,6 +40,10 @@ __all__ = [
     "QuerySyntaxError",
     "Selection",
     "SelectionFileError",
+    "Series",
+    "SeriesError",
+    "SeriesMemberError",
+    "SeriesSelection",
     "ShapeMismatchError",
     "SourceError",
     "StaleIndexError",
@@ -47,6 +54,7 @@ __all__ = [
     "UnsupportedVariableError",
     "__version__",
     "open",
+    "open_series",
 ]
 
 

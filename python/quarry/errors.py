@@ -162,3 +162,8 @@ class BatchQueryError(QuarryError):
         self.query = query
         self.error = error
         super().__init__(f"{where} ({query}): {error}")
+
+
+class SeriesError(QuarryError, ValueError):
+    """Files that cannot be opened as one series as asked: per-file indexes
+    that would collide in one index directory, an index path that is a file."""

@@ -1,8 +1,9 @@
 """The ``quarry`` command.
 
-    quarry index FILE [--vars a,b] [--bins N] [--precision P] [--block-size B]
+    quarry index FILE... [--vars a,b] [--bins N] [--precision P] [--block-size B] [--force]
     quarry query FILE QUERY [--count | --ids | --coords | --values a,b] [--out F] [--json]
                             [--path P]
+    quarry query FILE... QUERY [--per-step] [--plot F.png] [--path GLOB]   (files, steps)
     quarry info FILE [--json] [--resolve NAME [--path P]]
     quarry hist FILE VAR[,VAR2[,VAR3]] [--where Q] [--bins N | --edges E] [--json] [--png F]
     quarry plot FILE X Y --where Q --png F
@@ -49,8 +50,10 @@ def _parser() -> argparse.ArgumentParser:
             "globs allowed; the shortest match wins)",
         )
 
-    ix = sub.add_parser("index", help="build the index of a file")
-    ix.add_argument("file")
+    ix = sub.add_parser("index", help="build the index of a file (or one per file of many)")
+    ix.add_argument(
+        "files", nargs="+", metavar="FILE", help="data file(s), a glob pattern or a directory"
+    )
     ix.add_argument("--vars", help="comma-separated variables (default: every numeric one)")
     ix.add_argument("--bins", type=int, help="equal-weight bins per variable (default 1024)")
     ix.add_argument(
@@ -74,11 +77,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     ix.add_argument("--json", action="store_true", help="print a JSON summary")
     ix.add_argument("--quiet", action="store_true", help="no progress bar")
+    ix.add_argument(
+        "--force",
+        action="store_true",
+        help="with many files, rebuild indexes that are up to date too",
+    )
     index_option(ix)
 
     q = sub.add_parser("query", help="evaluate a query")
-    q.add_argument("file")
-    q.add_argument("query", help='e.g. "energy > 1.3 && x < 100"')
+    q.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="FILE... QUERY",
+        help="data file(s) (a glob pattern or a directory too), then the query, e.g. "
+        '"energy > 1.3 && x < 100"',
+    )
     out = q.add_mutually_exclusive_group()
     out.add_argument("--count", action="store_true", help="number of hits (the default)")
     out.add_argument("--ids", action="store_true", help="flat row-major ids of the hits")
@@ -96,6 +109,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="also keep the selection (.qsel) to fetch more variables later",
     )
+    q.add_argument(
+        "--per-step",
+        action="store_true",
+        help='counts per file and step group as JSON: {"count": N, "per_step": [...]}',
+    )
+    q.add_argument("--plot", metavar="PNG", help="draw the counts per step to a PNG (or SVG)")
     index_option(q)
     path_option(q)
 
@@ -170,7 +189,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def _cmd_index(args: argparse.Namespace) -> int:
     import quarry
+    from quarry.cli.series import cmd_index_many, many
 
+    if many(args.files):
+        return cmd_index_many(args, _progress_bar)
+    args.file = args.files[0]
     start = time.perf_counter()
     with quarry.open(args.file, index=args.index) as ds:
         names = [n.strip() for n in args.vars.split(",") if n.strip()] if args.vars else None
@@ -229,7 +252,10 @@ def _progress_bar(total: int, what: str, quiet: bool) -> Iterator[Callable[[int]
 
 def _cmd_query(args: argparse.Namespace) -> int:
     import quarry
+    from quarry.cli.series import cmd_query_many, split_query_inputs
 
+    if split_query_inputs(args):
+        return cmd_query_many(args)
     start = time.perf_counter()
     with quarry.open(args.file, index=args.index) as ds:
         sel = ds.query(args.query, args.path)

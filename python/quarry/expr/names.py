@@ -41,10 +41,15 @@ class _Names:
         self.by_path = {info.path: info for info in variables}
         self.by_last: dict[str, list[tuple[tuple[str, ...], VariableInfo]]] = {}
         self.groups: set[tuple[str, ...]] = set()
+        # Every variable below each group, for contexts that name one group
+        # exactly (``/Step#3``, as a series gives each of its steps).
+        self.under: dict[tuple[str, ...], list[tuple[tuple[str, ...], VariableInfo]]] = {}
         for info in variables:
             parts = tuple(p for p in info.path.split("/") if p)
             self.by_last.setdefault(parts[-1] if parts else "", []).append((parts, info))
             self.groups.add(parts[:-1])
+            for depth in range(1, len(parts)):
+                self.under.setdefault(parts[:depth], []).append((parts, info))
 
 
 # Drivers return the same (cached) list on every call, so the table built for
@@ -146,7 +151,11 @@ def resolve(
     tail = tuple(p for p in name.split("/") if p)
     ctx = _split_context(context)
     matches: list[tuple[int, VariableInfo]] = []
-    for parts, info in table.by_last.get(tail[-1] if tail else "", []):
+    if ctx is not None and ctx[0] and all(_GLOB.isdisjoint(c) for c in ctx[1]):
+        candidates = table.under.get(ctx[1], [])
+    else:
+        candidates = table.by_last.get(tail[-1] if tail else "", [])
+    for parts, info in candidates:
         if len(parts) < len(tail) or parts[len(parts) - len(tail) :] != tail:
             continue
         if ctx is not None and not _context_ends(parts[: len(parts) - len(tail)], *ctx):

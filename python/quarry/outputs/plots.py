@@ -105,3 +105,56 @@ def draw_overlay(
         fig.savefig(path)
     finally:
         plt.close(fig)
+
+
+def draw_counts(per_step: list[dict[str, Any]], path: str, title: str) -> None:
+    """Hits per member of a series (``{"file", "step", "count"}`` records, in
+    order) as bars, or a line when there are many; against the step number
+    when all members come from one file, else against the member's position
+    with a dashed line where each new file starts.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> png = os.path.join(tempfile.mkdtemp(), "counts.png")
+    >>> draw_counts([{"file": "a.h5", "step": s, "count": s * s} for s in range(5)],
+    ...             png, "x > 1")
+    >>> import matplotlib.image
+    >>> matplotlib.image.imread(png).shape
+    (480, 640, 4)
+    """
+    plt, _ = _matplotlib(path)
+    counts = np.array([int(r["count"]) for r in per_step], dtype=np.int64)
+    files = [r["file"] for r in per_step]
+    one_file = len(set(files)) <= 1
+    steps = [r["step"] for r in per_step]
+    if one_file and all(s is not None for s in steps):
+        x = np.array(steps, dtype=np.int64)
+        xlabel = "step"
+    else:
+        x = np.arange(len(per_step))
+        xlabel = "file, step" if any(s is not None for s in steps) else "file"
+    fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=100)
+    try:
+        if len(counts) <= 60:
+            ax.bar(x, counts, color="tab:blue", alpha=0.85)
+        else:
+            ax.plot(x, counts, color="tab:blue", marker=".", markersize=3, linewidth=1)
+        if not one_file:
+            starts = [i for i in range(1, len(files)) if files[i] != files[i - 1]]
+            for i in starts:
+                ax.axvline(i - 0.5, color="grey", linestyle="--", linewidth=0.8)
+            if len(per_step) <= 20:
+                labels = [
+                    os.path.basename(str(f)) + ("" if s is None else f"\n{s}")
+                    for f, s in zip(files, steps, strict=True)
+                ]
+                ax.set_xticks(x, labels, fontsize=7)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("count")
+        what = "steps" if any(s is not None for s in steps) else "files"
+        ax.set_title(f"{title}: {int(counts.sum()):,} hits in {len(counts)} {what}")
+        fig.tight_layout()
+        fig.savefig(path)
+    finally:
+        plt.close(fig)

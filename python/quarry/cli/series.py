@@ -1,0 +1,151 @@
+"""The CLI over many files and step groups: ``quarry query`` with several files,
+a glob, a directory or ``--per-step``/``--plot``, and ``quarry index`` with
+several files.
+
+A single file without these options takes the plain single-file paths of
+:mod:`quarry.cli.main`, unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+#: Options of ``quarry query`` that print rows of one file.
+_ROW_OPTIONS = ("ids", "coords", "values", "out", "save")
+
+
+def _usage(message: str) -> int:
+    print(f"quarry: error: {message}", file=sys.stderr)
+    return 2
+
+
+def many(files: list[str]) -> bool:
+    """Whether command-line sources stand for more than one plain file.
+
+    Examples
+    --------
+    >>> many(["run.h5"]), many(["a.h5", "b.h5"]), many(["run_*.h5"])
+    (False, True, True)
+    """
+    from quarry.series import is_many
+
+    return len(files) > 1 or any(is_many(f) for f in files)
+
+
+def split_query_inputs(args: Any) -> bool:
+    """Split ``quarry query``'s positional inputs into ``args.files`` and
+    ``args.query`` (and ``args.file``, the first file); True when the command
+    is for :func:`cmd_query_many` (several files, a series option, or
+    arguments only it can explain), False for the plain single-file query.
+
+    Examples
+    --------
+    >>> from argparse import Namespace
+    >>> a = Namespace(inputs=["run.h5", "x > 1"], per_step=False, plot=None)
+    >>> split_query_inputs(a), a.file, a.query
+    (False, 'run.h5', 'x > 1')
+    """
+    inputs = list(args.inputs)
+    if len(inputs) < 2:
+        args.files, args.query = inputs, None
+    else:
+        args.files, args.query = inputs[:-1], inputs[-1]
+    args.file = args.files[0] if args.files else None
+    return args.query is None or bool(args.per_step) or bool(args.plot) or many(args.files)
+
+
+def cmd_query_many(args: Any) -> int:
+    """``quarry query`` over a series: the total, ``--per-step`` counts as
+    JSON, ``--plot`` of the counts per step."""
+    import quarry
+
+    if args.query is None:
+        return _usage("give the data file(s) and then a query, e.g. quarry query run.h5 'x > 1'")
+    rows = [f"--{o}" for o in _ROW_OPTIONS if getattr(args, o, None)]
+    if rows:
+        return _usage(
+            f"{', '.join(rows)} {'takes' if len(rows) == 1 else 'take'} one file; over many "
+            "files or steps use --per-step, or quarry.open_series(...) from Python"
+        )
+    start = time.perf_counter()
+    with quarry.open_series(args.files, index=args.index, path=args.path) as series:
+        sel = series.query(args.query)
+        per_step = sel.per_step()
+    total = sum(r["count"] for r in per_step)
+    if args.plot:
+        from quarry.outputs.plots import draw_counts
+
+        draw_counts(per_step, args.plot, args.query)
+    if args.per_step:
+        print(json.dumps({"count": total, "per_step": per_step}))
+    elif args.json:
+        result = {
+            "query": args.query,
+            "files": list(dict.fromkeys(r["file"] for r in per_step)),
+            "members": len(per_step),
+            "count": total,
+            "elapsed_ms": round((time.perf_counter() - start) * 1e3, 3),
+        }
+        print(json.dumps(result))
+    elif args.plot:
+        print(f"{total} hit(s) in {len(per_step)} step(s); counts per step -> {args.plot}")
+    else:
+        print(total)
+    return 0
+
+
+def cmd_index_many(args: Any, progress_bar: Any) -> int:
+    """``quarry index`` over several files: one index per file, skipping those
+    whose index is up to date."""
+    import contextlib
+
+    import quarry
+    from quarry.series import build_indexes
+
+    names = [n.strip() for n in args.vars.split(",") if n.strip()] if args.vars else None
+    start = time.perf_counter()
+    reports = []
+    with contextlib.ExitStack() as bars, quarry.open_series(args.files, index=args.index) as series:
+
+        def progress(file: str, rows: int) -> Any:
+            return bars.enter_context(progress_bar(rows, f"indexing {file}", args.quiet))
+
+        for report in build_indexes(
+            series,
+            names,
+            bins=args.bins,
+            precision=args.precision,
+            block_len=args.block_len,
+            force=args.force,
+            progress=progress,
+        ):
+            bars.close()  # this file's progress bar
+            reports.append(report)
+            if not args.json:
+                if report.status == "built":
+                    print(
+                        f"indexed {len(report.variables)} variable(s) of {report.file} in "
+                        f"{report.seconds:.2f} s -> {report.index} "
+                        f"({report.bytes / 2**20:.1f} MiB)"
+                    )
+                else:
+                    print(f"skipped {report.file}: its index {report.index} is up to date")
+    built = sum(r.status == "built" for r in reports)
+    elapsed = time.perf_counter() - start
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "indexes": [r.to_json() for r in reports],
+                    "built": built,
+                    "up_to_date": len(reports) - built,
+                    "seconds": round(elapsed, 3),
+                }
+            )
+        )
+    else:
+        print(f"{len(reports)} file(s): {built} indexed, {len(reports) - built} up to date")
+    return 0

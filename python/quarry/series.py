@@ -1,0 +1,510 @@
+"""Time series and many files: one query over every step of every file.
+
+A series is a list of data files (given as paths, a glob pattern such as
+``run_*.h5``, or a directory of data files), each file holding one step or
+many step groups (``Step#0 … Step#719``, the H5Part layout; ADIOS2 steps read
+the same way, as ``/Step#s/name``). Each (file, step group) is a *member*.
+Members are ordered by file, in natural order (``run_2`` before ``run_10``),
+then by step number.
+
+Step groups are found by their names: the top-level groups whose names end in
+a number (``^(.*?)(\\d+)$``) and share one prefix are the steps, in numeric
+order. A file without them is one member whose step is ``None``. A context
+``path`` chooses the members instead: every group it names is one (``Step#*``,
+``run/Step#1*``, or a plain ``Step#3`` to pick one step of every file).
+
+A query is evaluated in each member, its bare names resolving inside the
+member's step group (see :mod:`quarry.expr.names`), and gives per-member
+results in order. Each file keeps its own index (``run_3.h5.qidx`` beside it,
+or in an index directory), so files added later need no rebuild of the others.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import partial
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from quarry.errors import (
+    QuarryError,
+    QuerySyntaxError,
+    SeriesError,
+    SeriesMemberError,
+    SourceError,
+    UnknownPathError,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from quarry.dataset import Dataset
+    from quarry.formats.base import VariableInfo
+    from quarry.query.selection import Selection
+
+Sources = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+
+_STEP_NAME = re.compile(r"^(.*?)(\d+)$")
+_GLOB_CHARS = frozenset("*?[")
+#: Files in a directory that are Quarry's own, never data.
+_OWN_SUFFIXES = (".qidx", ".qsel", ".qraw.json", ".tmp")
+
+
+def natural_key(text: str) -> tuple[Any, ...]:
+    """A sort key that orders the numbers inside names by value.
+
+    Examples
+    --------
+    >>> sorted(["run_10.h5", "run_2.h5", "run_1.h5"], key=natural_key)
+    ['run_1.h5', 'run_2.h5', 'run_10.h5']
+    """
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text))
+
+
+def is_many(source: str) -> bool:
+    """Whether one command-line source stands for several files: a glob pattern
+    that is not itself a file's name, or a directory that is not a data store
+    (Zarr, ADIOS2 BP).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> is_many("run_*.h5"), is_many(tempfile.mkdtemp()), is_many("run.h5")
+    (True, True, False)
+    """
+    if os.path.isdir(source):
+        return not _is_store(source)
+    return not os.path.exists(source) and not _GLOB_CHARS.isdisjoint(source)
+
+
+def _is_store(directory: str) -> bool:
+    names = set(os.listdir(directory))
+    return bool(names & {".zgroup", ".zarray", "zarr.json", "md.idx"})
+
+
+def expand_sources(sources: Sources, sidecar_dirs: tuple[str, ...] = ()) -> list[str]:
+    """The data files ``sources`` stand for, in natural order, each once.
+
+    Each source is a file (or a Zarr/ADIOS2 directory store), a glob pattern,
+    or a directory whose data files (those whose format Quarry recognises)
+    are taken; ``sidecar_dirs`` are where raw-binary descriptions may also be.
+
+    Examples
+    --------
+    >>> import tempfile, os, h5py
+    >>> d = tempfile.mkdtemp()
+    >>> for n in (10, 2, 1):
+    ...     h5py.File(os.path.join(d, f"run_{n}.h5"), "w").close()
+    >>> [os.path.basename(p) for p in expand_sources(os.path.join(d, "run_*.h5"))]
+    ['run_1.h5', 'run_2.h5', 'run_10.h5']
+    >>> [os.path.basename(p) for p in expand_sources(d)]
+    ['run_1.h5', 'run_2.h5', 'run_10.h5']
+    >>> expand_sources(os.path.join(d, "nothing_*.h5"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    quarry.errors.SourceError: no files match .../nothing_*.h5
+    """
+    from quarry.formats import detect
+
+    items = [sources] if isinstance(sources, str | os.PathLike) else list(sources)
+    found: list[str] = []
+    for item in items:
+        source = os.fspath(item)
+        if os.path.isdir(source) and not _is_store(source):
+            entries = sorted(os.listdir(source), key=natural_key)
+            chosen = []
+            for name in entries:
+                full = os.path.join(source, name)
+                if name.startswith(".") or name.endswith(_OWN_SUFFIXES):
+                    continue
+                try:
+                    detect(full, sidecar_dirs)
+                except (SourceError, OSError):
+                    continue  # not a data file: a note, a picture, a script
+                chosen.append(full)
+            if not chosen:
+                raise SourceError(f"no data files Quarry can read in directory {source}")
+            found.extend(chosen)
+        elif is_many(source):
+            matched = [p for p in glob.glob(source) if not p.endswith(_OWN_SUFFIXES)]
+            if not matched:
+                raise SourceError(f"no files match {source}")
+            found.extend(matched)
+        else:
+            found.append(source)
+    return sorted(dict.fromkeys(found), key=natural_key)
+
+
+@dataclass(frozen=True)
+class Member:
+    """One (file, step group) of a series; ``group`` is the full path of the
+    step group, the context its names resolve in (``None``: the whole file)."""
+
+    file: str
+    step: int | None
+    group: str | None
+
+
+def step_groups(variables: Sequence[VariableInfo]) -> list[tuple[int, str]]:
+    """(step number, group path) of a file's step groups, in step order: the
+    top-level groups whose names end in a number and share one prefix (the
+    prefix most groups share, if several do).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from quarry.formats.base import VariableInfo
+    >>> paths = ["/Step#10/x", "/Step#2/x", "/Step#2/y", "/mesh3/m", "/notes"]
+    >>> step_groups([VariableInfo(p, (1,), np.dtype("f4")) for p in paths])
+    [(2, '/Step#2'), (10, '/Step#10')]
+    """
+    by_prefix: dict[str, dict[str, int]] = {}
+    for info in variables:
+        parts = [p for p in info.path.split("/") if p]
+        if len(parts) < 2:
+            continue
+        match = _STEP_NAME.match(parts[0])
+        if match:
+            by_prefix.setdefault(match.group(1), {})[parts[0]] = int(match.group(2))
+    if not by_prefix:
+        return []
+    prefix = max(sorted(by_prefix), key=lambda p: len(by_prefix[p]))
+    return sorted((step, "/" + name) for name, step in by_prefix[prefix].items())
+
+
+def _groups_named(variables: Sequence[VariableInfo], path: str) -> list[tuple[int, str]]:
+    """(step number, group path) of the groups a context path names; the step
+    is the number ending the deepest group name that ends in one, else the
+    group's position."""
+    from quarry.expr.names import matching_groups
+
+    out = []
+    for k, group in enumerate(matching_groups(variables, path)):
+        step = k
+        for part in reversed([p for p in group.split("/") if p]):
+            match = _STEP_NAME.match(part)
+            if match:
+                step = int(match.group(2))
+                break
+        out.append((step, group))
+    return sorted(out, key=lambda sg: (sg[0], natural_key(sg[1])))
+
+
+class Series:
+    """Many files and step groups, queried as one; see :func:`open_series`."""
+
+    def __init__(self, files: list[str], index: str | None = None, path: str | None = None) -> None:
+        self.files = files
+        self.index = index
+        self.path = path
+        self._datasets: dict[str, Dataset] = {}
+        self._members: list[Member] | None = None
+        # One file may name its index file; otherwise ``index`` is a directory
+        # holding each file's own index (made when first needed).
+        self._index_dir = index is not None and not (len(files) == 1 and not os.path.isdir(index))
+        if index is not None and len(files) > 1:
+            if os.path.exists(index) and not os.path.isdir(index):
+                raise SeriesError(
+                    f"--index {index} is a file, but {len(files)} files each need their "
+                    "own index: give a directory"
+                )
+            names: dict[str, str] = {}
+            for file in files:
+                base = os.path.basename(file.rstrip("/"))
+                if base in names:
+                    raise SeriesError(
+                        f"{names[base]} and {file} would share the index {base}.qidx in "
+                        f"{index}; index them into different directories"
+                    )
+                names[base] = file
+
+    def dataset(self, file: str) -> Dataset:
+        """The open :class:`quarry.Dataset` of one file of the series."""
+        ds = self._datasets.get(file)
+        if ds is None:
+            from quarry.dataset import Dataset
+
+            if self.index is not None and self._index_dir:
+                os.makedirs(self.index, exist_ok=True)
+            ds = Dataset(file, self.index)
+            self._datasets[file] = ds
+        return ds
+
+    @property
+    def members(self) -> list[Member]:
+        """Every (file, step group), in order; finding them opens every file."""
+        if self._members is None:
+            members: list[Member] = []
+            for file in self.files:
+                variables = self.dataset(file).variables()
+                if self.path is not None:
+                    groups = _groups_named(variables, self.path)
+                    if not groups:
+                        from quarry.expr.names import _names, _suggest_groups
+
+                        raise UnknownPathError(
+                            self.path, file, _suggest_groups(self.path, _names(variables))
+                        )
+                else:
+                    groups = step_groups(variables)
+                if groups:
+                    members.extend(Member(file, step, group) for step, group in groups)
+                else:
+                    members.append(Member(file, None, None))
+            self._members = members
+        return self._members
+
+    def query(self, query: str) -> SeriesSelection:
+        """Rows where ``query`` is true in every member; see :class:`SeriesSelection`.
+
+        The query is checked once for syntax; every member then resolves its
+        names in its own step group. A member where that fails (a name missing
+        from one step, a stale index of one file) raises
+        :class:`~quarry.errors.SeriesMemberError` naming the file and step.
+        """
+        from quarry.expr import parse
+
+        parse(query)  # a syntax error is the same in every member: say it once
+        selections = []
+        for member in self.members:
+            ds = self.dataset(member.file)
+            selections.append(_at(member, partial(ds.query, query, member.group)))
+        return SeriesSelection(query, list(self.members), selections)
+
+    def close(self) -> None:
+        """Close every file opened so far."""
+        for ds in self._datasets.values():
+            ds.close()
+        self._datasets.clear()
+
+    def __enter__(self) -> Series:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"quarry.open_series({self.files!r})"
+
+
+def _at(member: Member, work: Callable[[], Any]) -> Any:
+    """``work()``, its errors (other than syntax) told which member they came from."""
+    try:
+        return work()
+    except QuerySyntaxError:
+        raise
+    except QuarryError as exc:
+        raise SeriesMemberError(member.file, member.step, exc) from exc
+
+
+class SeriesSelection:
+    """A query's answer over a series: one :class:`quarry.Selection` per member,
+    in order. Iterating gives ``(member, selection)`` pairs.
+
+    Examples
+    --------
+    >>> import quarry, h5py, numpy as np, tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> for k in (1, 2):
+    ...     with h5py.File(os.path.join(d, f"run_{k}.h5"), "w") as f:
+    ...         for s in (0, 1):
+    ...             f[f"Step#{s}/e"] = np.arange(10.0) + 3 * s + k
+    >>> with quarry.open_series(os.path.join(d, "run_*.h5")) as series:  # doctest: +ELLIPSIS
+    ...     sel = series.query("e > 8")
+    ...     print(sel.count(), sel.counts())
+    ...     print(sel.per_step()[1])
+    ...     print([ids.tolist() for ids in sel.ids()][3])
+    16 [2, 5, 3, 6]
+    {'file': '.../run_1.h5', 'step': 1, 'count': 5}
+    [4, 5, 6, 7, 8, 9]
+    """
+
+    def __init__(self, query: str, members: list[Member], selections: list[Selection]) -> None:
+        self.query = query
+        self.members = members
+        self.selections = selections
+        self._counts: list[int] | None = None
+
+    def counts(self) -> list[int]:
+        """Hits per member, in order."""
+        if self._counts is None:
+            self._counts = [
+                _at(m, sel.count) for m, sel in zip(self.members, self.selections, strict=True)
+            ]
+        return self._counts
+
+    def count(self) -> int:
+        """Hits over the whole series."""
+        return sum(self.counts())
+
+    def per_step(self) -> list[dict[str, Any]]:
+        """``{"file", "step", "count"}`` per member, in order (JSON-ready; ``step``
+        is ``None`` for a file without step groups)."""
+        return [
+            {"file": m.file, "step": m.step, "count": c}
+            for m, c in zip(self.members, self.counts(), strict=True)
+        ]
+
+    def ids(self) -> list[npt.NDArray[np.int64]]:
+        """Flat row-major ids of the hits in each member."""
+        return [_at(m, sel.ids) for m, sel in self]
+
+    def values(self, name: str) -> list[npt.NDArray[np.generic]]:
+        """Values of ``name`` (resolved in each member's step group) at each
+        member's hits."""
+        return [_at(m, partial(sel.values, name)) for m, sel in self]
+
+    def __iter__(self) -> Iterator[tuple[Member, Selection]]:
+        return iter(zip(self.members, self.selections, strict=True))
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def __repr__(self) -> str:
+        return f"<SeriesSelection {self.query!r} over {len(self.members)} members>"
+
+
+def open_series(
+    sources: Sources, index: str | os.PathLike[str] | None = None, path: str | None = None
+) -> Series:
+    """Open many files and/or step groups as one series.
+
+    ``sources`` is a file, a glob pattern (``"run_*.h5"``), a directory of data
+    files, or a list of any of these. ``index`` is where the per-file indexes
+    live (default: beside each file; a directory for read-only data). ``path``
+    names the step groups (a glob such as ``Step#*``); by default they are found
+    by name (see :func:`step_groups`).
+
+    Examples
+    --------
+    >>> import quarry, h5py, numpy as np, tempfile, os
+    >>> file = os.path.join(tempfile.mkdtemp(), "beam.h5")
+    >>> with h5py.File(file, "w") as f:
+    ...     for s in range(3):
+    ...         f[f"Step#{s}/x"] = np.linspace(-1, 1, 50) * (s + 1)
+    >>> with quarry.open_series(file) as series:
+    ...     [(m.step, c) for m, c in zip(series.members, series.query("x > 1").counts())]
+    [(0, 0), (1, 13), (2, 17)]
+    """
+    sidecars = () if index is None else (os.fspath(index),)
+    files = expand_sources(sources, sidecars)
+    return Series(files, None if index is None else os.fspath(index), path)
+
+
+@dataclass
+class IndexReport:
+    """What indexing one file of a series did: ``built`` or ``up to date``."""
+
+    file: str
+    index: str
+    status: str
+    variables: list[str]
+    bytes: int
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "index": self.index,
+            "status": self.status,
+            "variables": self.variables,
+            "bytes": self.bytes,
+            "seconds": self.seconds,
+        }
+
+
+def build_indexes(
+    series: Series,
+    variables: list[str] | None = None,
+    *,
+    bins: int | None = None,
+    precision: int | None = None,
+    block_len: int | None = None,
+    force: bool = False,
+    progress: Callable[[str, int], Callable[[int], object] | None] | None = None,
+) -> Iterator[IndexReport]:
+    """Build each file's own index, one file at a time, skipping files whose
+    index is up to date: built from the file as it is now, covering the
+    variables asked for, with the options asked for (``force`` rebuilds all).
+
+    ``progress(file, rows)`` may return a callback that is given rows as they
+    are indexed. Yields one :class:`IndexReport` per file, in order.
+
+    Examples
+    --------
+    >>> import quarry, h5py, numpy as np, tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> for k in (1, 2):
+    ...     with h5py.File(os.path.join(d, f"run_{k}.h5"), "w") as f:
+    ...         f["e"] = np.arange(10.0)
+    >>> with quarry.open_series(d) as series:
+    ...     print([r.status for r in build_indexes(series, block_len=4)])
+    ...     print([r.status for r in build_indexes(series, block_len=4)])
+    ['built', 'built']
+    ['up to date', 'up to date']
+    """
+    for file in series.files:
+        ds = series.dataset(file)
+        start = time.perf_counter()
+        if variables is None:
+            chosen = [v for v in ds.variables() if v.problem is None]
+        else:
+            chosen = [ds.variable(name) for name in variables]
+        status = "built"
+        if force or not _up_to_date(ds, chosen, bins, precision, block_len):
+            callback = progress(file, sum(v.size for v in chosen)) if progress else None
+            ds.build_index(
+                [v.path for v in chosen],
+                bins=bins,
+                precision=precision,
+                block_len=block_len,
+                progress=callback,
+            )
+        else:
+            status = "up to date"
+        yield IndexReport(
+            file,
+            ds.index_path,
+            status,
+            [v.path for v in chosen],
+            os.path.getsize(ds.index_path),
+            round(time.perf_counter() - start, 3),
+        )
+
+
+def _up_to_date(
+    ds: Dataset,
+    chosen: Iterable[VariableInfo],
+    bins: int | None,
+    precision: int | None,
+    block_len: int | None,
+) -> bool:
+    if not ds.has_index:
+        return False
+    try:
+        store = ds.index
+    except QuarryError:  # stale or damaged: rebuild
+        return False
+    if block_len is not None and store.block_len != block_len:
+        return False
+    entries = store.variables
+    for var in chosen:
+        entry = entries.get(var.path)
+        if entry is None:
+            return False
+        if bins is not None and entry.get("bins") != bins:
+            return False
+        if precision is not None and entry.get("precision") != precision:
+            return False
+    return True
