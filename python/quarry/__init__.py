@@ -10,6 +10,7 @@ from typing import Any
 from quarry.dataset import Dataset, open
 from quarry.errors import (
     AmbiguousNameError,
+    BatchQueryError,
     CorruptIndexError,
     HistogramError,
     IndexMissingError,
@@ -32,6 +33,7 @@ from quarry.series import Series, SeriesSelection, open_series
 
 __all__ = [
     "AmbiguousNameError",
+    "BatchQueryError",
     "CorruptIndexError",
     "Dataset",
     "HistogramError",

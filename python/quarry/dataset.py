@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, NamedTuple
 
@@ -258,6 +258,25 @@ class Dataset:
             )
         block_len = store.block_len if store is not None else DEFAULT_BLOCK_LEN
         return _Planned(plan, table_of(used, block_len), aggregator.used, used)
+
+    def query_many(self, queries: Iterable[str], path: str | None = None) -> list[int]:
+        """The count of each query, all against this open file and its index
+        (opened once); see :mod:`quarry.batch`.
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> file = os.path.join(tempfile.mkdtemp(), "m.h5")
+        >>> with h5py.File(file, "w") as f:
+        ...     _ = f.create_dataset("t", data=np.arange(100.0))
+        >>> with quarry.open(file) as ds:
+        ...     _ = ds.build_index(block_len=32)
+        ...     ds.query_many([f"{lo} <= t < {lo + 25}" for lo in (0, 25, 90)])
+        [25, 25, 10]
+        """
+        from quarry.batch import count_many
+
+        return count_many(self, queries, path)
 
     def histogram(
         self,

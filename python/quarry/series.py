@@ -277,6 +277,32 @@ class Series:
             selections.append(_at(member, partial(ds.query, query, member.group)))
         return SeriesSelection(query, list(self.members), selections)
 
+    def query_many(self, queries: Iterable[str]) -> list[SeriesSelection]:
+        """Each query over the series, every file opened and every index read
+        once for all of them; see :mod:`quarry.batch`. A failure names the
+        query, and the file and step.
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> file = os.path.join(tempfile.mkdtemp(), "t.h5")
+        >>> with h5py.File(file, "w") as f:
+        ...     for s in range(2):
+        ...         f[f"Step#{s}/t"] = np.arange(10.0) + s
+        >>> with quarry.open_series(file) as series:
+        ...     [sel.counts() for sel in series.query_many(["t < 2", "t >= 9"])]
+        [[2, 1], [1, 2]]
+        """
+        from quarry.batch import evaluate
+
+        items = [(f"query {k}", q) for k, q in enumerate(queries, 1)]
+        return [sel for _, _, sel in evaluate(items, self._counted)]
+
+    def _counted(self, query: str) -> SeriesSelection:
+        sel = self.query(query)
+        sel.counts()  # evaluated now, so a failure names this query
+        return sel
+
     def close(self) -> None:
         """Close every file opened so far."""
         for ds in self._datasets.values():

@@ -4,6 +4,7 @@
     quarry query FILE QUERY [--count | --ids | --coords | --values a,b] [--out F] [--json]
                             [--path P]
     quarry query FILE... QUERY [--per-step] [--plot F.png] [--path GLOB]   (files, steps)
+    quarry query FILE... --batch QUERIES.txt [--per-step] [--path P]
     quarry info FILE [--json] [--resolve NAME [--path P]]
     quarry hist FILE VAR[,VAR2[,VAR3]] [--where Q] [--bins N | --edges E] [--json] [--png F]
     quarry plot FILE X Y --where Q --png F
@@ -115,6 +116,12 @@ def _parser() -> argparse.ArgumentParser:
         help='counts per file and step group as JSON: {"count": N, "per_step": [...]}',
     )
     q.add_argument("--plot", metavar="PNG", help="draw the counts per step to a PNG (or SVG)")
+    q.add_argument(
+        "--batch",
+        metavar="FILE",
+        help="queries, one per line (# comments; - for stdin), instead of QUERY: one JSON "
+        'line {"query": ..., "count": ...} each, the index opened once',
+    )
     index_option(q)
     path_option(q)
 

@@ -49,12 +49,19 @@ def split_query_inputs(args: Any) -> bool:
     (False, 'run.h5', 'x > 1')
     """
     inputs = list(args.inputs)
-    if len(inputs) < 2:
+    batch = getattr(args, "batch", None)
+    if batch or len(inputs) < 2:
         args.files, args.query = inputs, None
     else:
         args.files, args.query = inputs[:-1], inputs[-1]
     args.file = args.files[0] if args.files else None
-    return args.query is None or bool(args.per_step) or bool(args.plot) or many(args.files)
+    return (
+        args.query is None
+        or bool(batch)
+        or bool(args.per_step)
+        or bool(args.plot)
+        or many(args.files)
+    )
 
 
 def cmd_query_many(args: Any) -> int:
@@ -62,9 +69,11 @@ def cmd_query_many(args: Any) -> int:
     JSON, ``--plot`` of the counts per step."""
     import quarry
 
+    rows = [f"--{o}" for o in _ROW_OPTIONS if getattr(args, o, None)]
+    if args.batch:
+        return cmd_batch(args, rows)
     if args.query is None:
         return _usage("give the data file(s) and then a query, e.g. quarry query run.h5 'x > 1'")
-    rows = [f"--{o}" for o in _ROW_OPTIONS if getattr(args, o, None)]
     if rows:
         return _usage(
             f"{', '.join(rows)} {'takes' if len(rows) == 1 else 'take'} one file; over many "
@@ -148,4 +157,39 @@ def cmd_index_many(args: Any, progress_bar: Any) -> int:
         )
     else:
         print(f"{len(reports)} file(s): {built} indexed, {len(reports) - built} up to date")
+    return 0
+
+
+def cmd_batch(args: Any, rows: list[str]) -> int:
+    """``quarry query FILE... --batch QUERIES``: one JSON line per query,
+    ``{"query": ..., "count": ...}`` (and ``"per_step"`` with --per-step),
+    every file and index opened once for all queries."""
+    import os
+
+    import quarry
+    from quarry.batch import evaluate, parse_batch, read_batch
+
+    if rows or args.plot:
+        return _usage(f"{', '.join(rows) or '--plot'} cannot be used with --batch (counts only)")
+    if len(args.files) > 1 and not os.path.exists(args.files[-1]) and not many(args.files[-1:]):
+        return _usage("give either a query or --batch FILE, not both")
+    items = read_batch(args.batch) if args.batch != "-" else parse_batch(sys.stdin.read())
+    labelled = [(f"line {n}", q) for n, q in items]
+    if not args.per_step and not many(args.files):
+        with quarry.open(args.files[0], index=args.index) as ds:
+            for _, query, count in evaluate(labelled, lambda q: ds.query(q, args.path).count()):
+                print(json.dumps({"query": query, "count": count}), flush=True)
+        return 0
+    with quarry.open_series(args.files, index=args.index, path=args.path) as series:
+
+        def answer(query: str) -> Any:
+            sel = series.query(query)
+            sel.counts()  # evaluated here, so a failure names the line
+            return sel
+
+        for _, query, sel in evaluate(labelled, answer):
+            line: dict[str, Any] = {"query": query, "count": sel.count()}
+            if args.per_step:
+                line["per_step"] = sel.per_step()
+            print(json.dumps(line), flush=True)
     return 0

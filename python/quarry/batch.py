@@ -1,0 +1,115 @@
+"""Many small queries against one open file (or series) and its index.
+
+The index is opened once and its columns stay loaded, so each query costs
+only its own parsing, planning and evaluation: the way to ask hundreds of
+slices (``0 <= t < 0.1``, ``0.1 <= t < 0.2``, ...) of the same data.
+
+Every query is checked for syntax before any is evaluated; a bad one is a
+:class:`~quarry.errors.QuerySyntaxError` naming where it is (``line 7`` of a
+batch file, ``query 3`` of a list) with the caret under the bad token. Other
+failures raise :class:`~quarry.errors.BatchQueryError` naming the query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, TypeVar
+
+from quarry.errors import BatchQueryError, QuarryError, QuerySyntaxError, SourceError
+
+if TYPE_CHECKING:
+    from quarry.dataset import Dataset
+
+T = TypeVar("T")
+
+
+def parse_batch(text: str) -> list[tuple[int, str]]:
+    """(line number, query) of each query in a batch file's text: one query per
+    line; blank lines and lines starting with ``#`` are skipped (a ``#`` inside
+    a line is part of the query, as in ``/Step#0/x``).
+
+    Examples
+    --------
+    >>> parse_batch("# slices\\nt < 1\\n\\n  /Step#0/t >= 1  \\n")
+    [(2, 't < 1'), (4, '/Step#0/t >= 1')]
+    """
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        query = line.strip()
+        if query and not query.startswith("#"):
+            out.append((number, query))
+    return out
+
+
+def read_batch(path: str) -> list[tuple[int, str]]:
+    """(line number, query) of each query in the batch file ``path``; see
+    :func:`parse_batch`."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return parse_batch(f.read())
+    except FileNotFoundError:
+        raise SourceError(f"no such batch file: {path}") from None
+    except UnicodeDecodeError as exc:
+        raise BatchQueryError(path, "", QuarryError(f"not a text file ({exc.reason})")) from None
+
+
+def check_syntax(items: Iterable[tuple[str, str]]) -> None:
+    """Parse every ``(where, query)``; the first that does not parse raises
+    :class:`QuerySyntaxError` with ``where`` in its message.
+
+    Examples
+    --------
+    >>> try:
+    ...     check_syntax([("line 1", "t < 1"), ("line 2", "t < < 1")])
+    ... except QuerySyntaxError as err:
+    ...     print(err)
+    line 2: expected a value but found '<'
+      t < < 1
+          ^
+    """
+    from quarry.expr import parse
+
+    for where, query in items:
+        try:
+            parse(query)
+        except QuerySyntaxError as exc:
+            raise QuerySyntaxError(f"{where}: {exc.message}", exc.query, exc.position) from None
+
+
+def evaluate(
+    items: list[tuple[str, str]], answer: Callable[[str], T]
+) -> Iterator[tuple[str, str, T]]:
+    """``(where, query, answer(query))`` for each item in order, after checking
+    them all for syntax; a failure is a :class:`BatchQueryError` naming ``where``."""
+    check_syntax(items)
+    for where, query in items:
+        try:
+            result = answer(query)
+        except QuerySyntaxError:
+            raise
+        except QuarryError as exc:
+            raise BatchQueryError(where, query, exc) from exc
+        yield where, query, result
+
+
+def count_many(ds: Dataset, queries: Iterable[str], path: str | None = None) -> list[int]:
+    """The count of each query against the open dataset ``ds`` (bare names
+    resolving under ``path``); see :meth:`quarry.Dataset.query_many`.
+
+    Examples
+    --------
+    >>> import quarry, h5py, numpy as np, tempfile, os
+    >>> file = os.path.join(tempfile.mkdtemp(), "b.h5")
+    >>> with h5py.File(file, "w") as f:
+    ...     _ = f.create_dataset("t", data=np.arange(10.0))
+    >>> ds = quarry.open(file)
+    >>> count_many(ds, ["t < 3", "t >= 8"])
+    [3, 2]
+    >>> count_many(ds, ["t < 3", "u > 1"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    quarry.errors.BatchQueryError: query 2 (u > 1): no variable 'u' in ...b.h5
+    >>> ds.close()
+    """
+    items = [(f"query {k}", q) for k, q in enumerate(queries, 1)]
+    return [n for _, _, n in evaluate(items, lambda q: ds.query(q, path).count())]
