@@ -459,10 +459,12 @@ def build_indexes(
     block_len: int | None = None,
     force: bool = False,
     progress: Callable[[str, int], Callable[[int], object] | None] | None = None,
+    derive: list[str] | None = None,
 ) -> Iterator[IndexReport]:
     """Build each file's own index, one file at a time, skipping files whose
     index is up to date: built from the file as it is now, covering the
-    variables asked for, with the options asked for (``force`` rebuilds all).
+    variables asked for, with the options and derived variables (``derive``,
+    see :meth:`quarry.Dataset.build_index`) asked for; ``force`` rebuilds all.
 
     ``progress(file, rows)`` may return a callback that is given rows as they
     are indexed. Yields one :class:`IndexReport` per file, in order.
@@ -483,19 +485,17 @@ def build_indexes(
     for file in series.files:
         ds = series.dataset(file)
         start = time.perf_counter()
-        if variables is None:
-            chosen = [v for v in ds.variables() if v.problem is None]
-        else:
-            chosen = [ds.variable(name) for name in variables]
+        chosen = ds.index_variables(variables, derive)
         status = "built"
-        if force or not _up_to_date(ds, chosen, bins, precision, block_len):
+        if force or not _up_to_date(ds, chosen, bins, precision, block_len, derive):
             callback = progress(file, sum(v.size for v in chosen)) if progress else None
             ds.build_index(
-                [v.path for v in chosen],
+                variables,
                 bins=bins,
                 precision=precision,
                 block_len=block_len,
                 progress=callback,
+                derive=derive,
             )
         else:
             status = "up to date"
@@ -515,6 +515,7 @@ def _up_to_date(
     bins: int | None,
     precision: int | None,
     block_len: int | None,
+    derive: list[str] | None,
 ) -> bool:
     if not ds.has_index:
         return False
@@ -524,6 +525,11 @@ def _up_to_date(
         return False
     if block_len is not None and store.block_len != block_len:
         return False
+    if derive is not None:
+        from quarry.index.derived import Derivation
+
+        if store.derivations != [Derivation.parse(text) for text in derive]:
+            return False
     entries = store.variables
     for var in chosen:
         entry = entries.get(var.path)

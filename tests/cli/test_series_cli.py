@@ -143,3 +143,17 @@ def test_index_many_files_skips_up_to_date_ones(tmp_path):
     assert out["built"] == 3
     got = json.loads(run("query", pattern, "x > 0", "--index", idx, "--per-step").stdout)
     assert [r["step"] for r in got["per_step"]] == [0, 0, 0]
+
+
+def test_index_many_files_with_a_derived_variable(tmp_path):
+    rng = np.random.default_rng(4)
+    xs = {}
+    for k in (1, 2):
+        xs[k] = rng.normal(size=90)
+        with h5py.File(tmp_path / f"run_{k}.h5", "w") as f:
+            f["Step#0/x"] = xs[k]
+    pattern = str(tmp_path / "run_*.h5")
+    out = json.loads(run("index", pattern, "--derive", "a=abs(x)", "--json").stdout)
+    assert all("/Step#0/a" in r["variables"] for r in out["indexes"])
+    got = json.loads(run("query", pattern, "a > 1", "--per-step").stdout)
+    assert [r["count"] for r in got["per_step"]] == [int((np.abs(xs[k]) > 1).sum()) for k in (1, 2)]

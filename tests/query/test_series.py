@@ -240,3 +240,30 @@ def test_adios2_steps_are_members(tmp_path):
         assert [(m.step, c) for m, c in zip(series.members, sel.counts(), strict=True)] == [
             (s, int((e > 1.5).sum())) for s, e in enumerate(energies)
         ]
+
+
+def test_derived_variables_in_every_file_and_step(tmp_path):
+    rng = np.random.default_rng(9)
+    truth = {}
+    for k in (1, 2):
+        steps = {s: step_columns(rng, 120 + s) for s in range(2)}
+        write_h5part(str(tmp_path / f"run_{k}.h5"), steps)
+        truth[k] = steps
+    derive = ["r=sqrt(x**2 + y**2)"]
+    with quarry.open_series(str(tmp_path / "run_*.h5")) as series:
+        reports = list(quarry.series.build_indexes(series, block_len=BLOCK, derive=derive))
+        assert [r.status for r in reports] == ["built", "built"]
+        assert all("/Step#1/r" in r.variables for r in reports)
+        again = quarry.series.build_indexes(series, block_len=BLOCK, derive=derive)
+        assert [r.status for r in again] == ["up to date", "up to date"]
+        counts = series.query("r > 1.5 && energy < 2").counts()
+    want = []
+    for k in (1, 2):
+        for s in range(2):
+            c = truth[k][s]
+            r = np.sqrt(c["x"].astype("f8") ** 2 + c["y"] ** 2)
+            want.append(int(((r > 1.5) & (c["energy"] < 2)).sum()))
+    assert counts == want
+    with quarry.open_series(str(tmp_path / "run_*.h5")) as series:
+        other = ["r=sqrt(x**2 + y**2 + 1)"]
+        assert {r.status for r in quarry.series.build_indexes(series, derive=other)} == {"built"}

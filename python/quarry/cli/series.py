@@ -130,6 +130,7 @@ def cmd_index_many(args: Any, progress_bar: Any) -> int:
             block_len=args.block_len,
             force=args.force,
             progress=progress,
+            derive=args.derive,
         ):
             bars.close()  # this file's progress bar
             reports.append(report)
