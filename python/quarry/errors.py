@@ -74,6 +74,11 @@ class DerivationError(QuarryError, ValueError):
     defined as written."""
 
 
+class TrackingError(QuarryError, ValueError):
+    """Particles that cannot be followed as asked: no such step, ids that are
+    not integers or not unique."""
+
+
 class UnsupportedVariableError(QuarryError, TypeError):
     """A variable Quarry cannot index or query (dtype or rank)."""
 

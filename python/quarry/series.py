@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from quarry.dataset import Dataset
     from quarry.formats.base import VariableInfo
     from quarry.query.selection import Selection
+    from quarry.query.track import Tracks
 
 Sources = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
@@ -276,6 +277,16 @@ class Series:
             ds = self.dataset(member.file)
             selections.append(_at(member, partial(ds.query, query, member.group)))
         return SeriesSelection(query, list(self.members), selections)
+
+    def track(
+        self, query: str, at_step: int, id_var: str = "id", names: Sequence[str] = ()
+    ) -> Tracks:
+        """Particles ``query`` selects at step ``at_step``, followed by their
+        ``id_var`` through every member, with ``names`` read there; see
+        :mod:`quarry.query.track`. Missing particles are reported, not dropped."""
+        from quarry.query.track import track
+
+        return track(self, query, at_step, id_var, names)
 
     def query_many(self, queries: Iterable[str]) -> list[SeriesSelection]:
         """Each query over the series, every file opened and every index read

@@ -5,6 +5,7 @@
                             [--path P]
     quarry query FILE... QUERY [--per-step] [--plot F.png] [--path GLOB]   (files, steps)
     quarry query FILE... --batch QUERIES.txt [--per-step] [--path P]
+    quarry track FILE... QUERY --at-step S [--id-var id] [--values a,b] [--json] [--out F.h5]
     quarry info FILE [--json] [--resolve NAME [--path P]]
     quarry hist FILE VAR[,VAR2[,VAR3]] [--where Q] [--bins N | --edges E] [--json] [--png F]
     quarry plot FILE X Y --where Q --png F
@@ -157,6 +158,20 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--bins", type=int, default=200, help="density bins per axis (default 200)")
     index_option(plot)
     path_option(plot)
+
+    tr = sub.add_parser(
+        "track", help="select particles at one step and follow their ids through every step"
+    )
+    tr.add_argument(
+        "inputs", nargs="+", metavar="FILE... QUERY", help="data file(s), then the query"
+    )
+    tr.add_argument("--at-step", type=int, required=True, help="the step where QUERY selects")
+    tr.add_argument("--id-var", default="id", help="integer variable of particle ids (default id)")
+    tr.add_argument("--values", metavar="A,B", help="variables to read at every step")
+    tr.add_argument("--json", action="store_true", help="print everything as one JSON object")
+    tr.add_argument("--out", metavar="F.h5", help="write one group per step to an HDF5 file")
+    index_option(tr)
+    path_option(tr)
 
     info = sub.add_parser("info", help="variables, shapes, dtypes, and what is indexed")
     info.add_argument("file")
@@ -475,6 +490,34 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_track(args: argparse.Namespace) -> int:
+    import quarry
+    from quarry.query.track import track
+    from quarry.series import expand_sources
+
+    *sources, query = args.inputs
+    if not sources:
+        print("quarry: error: give the data file(s), then the query", file=sys.stderr)
+        return 2
+    names = [n.strip() for n in args.values.split(",") if n.strip()] if args.values else []
+    files = expand_sources(sources)
+    with quarry.open_series(files, index=args.index, path=args.path) as series:
+        tracks = track(series, query, args.at_step, args.id_var, names)
+    if args.out:
+        tracks.write(args.out, files)
+    if args.json:
+        print(json.dumps(tracks.to_dict()))
+        return 0
+    print(f"{len(tracks.ids)} particle(s) selected at step {args.at_step}")
+    print("file,step,found,missing")
+    for step in tracks.steps:
+        d = step.to_dict()
+        print(f"{d['file']},{'' if d['step'] is None else d['step']},{d['found']},{d['missing']}")
+    if args.out:
+        print(f"written to {args.out}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status."""
     args = _parser().parse_args(argv)
@@ -487,6 +530,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "register": _cmd_register,
         "hist": _cmd_hist,
         "plot": _cmd_plot,
+        "track": _cmd_track,
     }
     try:
         if args.command == "demo":

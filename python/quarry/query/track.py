@@ -1,0 +1,232 @@
+"""Following particles across time steps by their ids.
+
+A query selects particles at one step; their ids (an integer variable such
+as ``id``) are then looked up at every step of the series and their values
+read there. A particle absent from a step is reported missing at that step,
+never dropped.
+
+Looking ids up: when the id variable is indexed and the set is small, each
+id is an equality lookup in the index (FastQuery's equality-set selection),
+which reads only the rows of the bins holding it; otherwise the id column is
+read once and matched by sorting. Either way the match is exact.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from quarry.errors import TrackingError
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from quarry.dataset import Dataset
+    from quarry.formats.base import VariableInfo
+    from quarry.series import Member, Series
+
+#: Above this many ids per bin of the index, reading the whole id column is cheaper.
+INDEX_LOOKUP_SHARE = 0.25
+
+
+@dataclass
+class TrackedStep:
+    """Where the tracked particles are at one member of the series."""
+
+    member: Member
+    rows: npt.NDArray[np.int64]
+    """Row of each tracked particle at this step, -1 where it is missing."""
+    values: dict[str, npt.NDArray[np.generic]] = field(default_factory=dict)
+    """Values at those rows; entries of missing particles are 0 (integers) or NaN."""
+
+    @property
+    def found(self) -> npt.NDArray[np.bool_]:
+        return self.rows >= 0
+
+    def to_dict(self) -> dict[str, Any]:
+        found = self.found
+        return {
+            "file": self.member.file,
+            "step": self.member.step,
+            "found": int(found.sum()),
+            "missing": int((~found).sum()),
+            "values": {
+                name: [v if ok else None for v, ok in zip(vals.tolist(), found, strict=True)]
+                for name, vals in self.values.items()
+            },
+        }
+
+
+@dataclass
+class Tracks:
+    """Particles selected at one step, followed through every step."""
+
+    query: str
+    anchor: Member
+    ids: npt.NDArray[np.int64]
+    """The tracked ids, in the order of their rows at the anchor step."""
+    steps: list[TrackedStep]
+
+    def write(self, path: str, sources: list[str]) -> None:
+        """An HDF5 file with one group per step (``/Step#5``, or ``/file_0``...
+        for files without steps) holding ``id``, ``found`` and the values, and
+        the query and sources recorded as attributes."""
+        import h5py
+
+        from quarry.outputs.writers import provenance
+
+        tmp = path + ".tmp"
+        with h5py.File(tmp, "w") as f:
+            f.attrs["query"] = self.query
+            f.attrs["at_step"] = -1 if self.anchor.step is None else self.anchor.step
+            f.attrs["at_file"] = self.anchor.file
+            for k, source in enumerate(sources):
+                for key, value in provenance(source, self.query).items():
+                    f.attrs[f"source{k}_{key}" if len(sources) > 1 else key] = value
+            for k, step in enumerate(self.steps):
+                m = step.member
+                name = (m.group or f"/file_{k}").strip("/") if m.step is not None else f"file_{k}"
+                if name in f:
+                    name = f"file_{k}/{name}"
+                g = f.create_group(name)
+                g.attrs["file"], g.attrs["step"] = m.file, -1 if m.step is None else m.step
+                g["id"], g["found"] = self.ids, step.found
+                for var, values in step.values.items():
+                    g[var] = values
+        os.replace(tmp, path)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "at": {"file": self.anchor.file, "step": self.anchor.step},
+            "ids": self.ids.tolist(),
+            "steps": [s.to_dict() for s in self.steps],
+        }
+
+
+def track(
+    series: Series, query: str, at_step: int, id_var: str, names: Sequence[str] = ()
+) -> Tracks:
+    """Select with ``query`` at step ``at_step`` (a step number; the member's
+    position for files without step groups) and follow the selected ids
+    through every member, reading ``names`` there.
+
+    Examples
+    --------
+    >>> import quarry, h5py, numpy as np, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "p.h5")
+    >>> with h5py.File(path, "w") as f:
+    ...     f["Step#0/id"], f["Step#0/e"] = np.array([5, 6, 7]), np.array([1.0, 3.0, 4.0])
+    ...     f["Step#1/id"], f["Step#1/e"] = np.array([7, 5]), np.array([4.5, 1.5])
+    >>> with quarry.open_series(path) as series:
+    ...     tracks = track(series, "e > 2", 0, "id", ["e"])
+    >>> tracks.ids.tolist(), [s.to_dict()["values"]["e"] for s in tracks.steps]
+    ([6, 7], [[3.0, 4.0], [None, 4.5]])
+    """
+    members = series.members
+    anchor = _anchor(members, at_step)
+    ds = series.dataset(anchor.file)
+    sel = ds.query(query, anchor.group)
+    id_info = _id_variable(ds, id_var, anchor)
+    ids = np.asarray(sel.values(id_info.path)).astype(np.int64)
+    _no_repeats(ids, id_info, anchor)
+    steps = []
+    for member in members:
+        mds = series.dataset(member.file)
+        info = _id_variable(mds, id_var, member)
+        rows = find_rows(mds, info, ids)
+        values = {}
+        for name in names:
+            var = mds.variable(name, member.group)
+            found = rows >= 0
+            out = np.zeros(len(rows), dtype=var.dtype if var.dtype.kind in "iu" else np.float64)
+            if var.dtype.kind == "f":
+                out[:] = np.nan
+            if found.any():
+                order = np.argsort(rows[found])
+                gathered = mds.driver.gather(var.path, rows[found][order])
+                placed = np.empty_like(gathered)
+                placed[order] = gathered
+                out[found] = placed
+            values[name] = out
+        steps.append(TrackedStep(member, rows, values))
+    return Tracks(query, anchor, ids, steps)
+
+
+def _anchor(members: list[Member], at_step: int) -> Member:
+    if all(m.step is None for m in members):
+        if not 0 <= at_step < len(members):
+            raise TrackingError(f"--at-step {at_step}: the series has {len(members)} files")
+        return members[at_step]
+    matches = [m for m in members if m.step == at_step]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        steps = sorted({m.step for m in members if m.step is not None})
+        raise TrackingError(
+            f"no step {at_step} in the series (steps {steps[0]}..{steps[-1]}, {len(steps)} of them)"
+        )
+    files = ", ".join(m.file for m in matches)
+    raise TrackingError(f"step {at_step} is in several files ({files}); track within one file")
+
+
+def _id_variable(ds: Dataset, name: str, member: Member) -> VariableInfo:
+    info = ds.variable(name, member.group)
+    if info.dtype.kind not in "iu":
+        raise TrackingError(f"the id variable {info.path} holds {info.dtype}; ids must be integers")
+    return info
+
+
+def _no_repeats(ids: npt.NDArray[np.int64], info: VariableInfo, member: Member) -> None:
+    uniq, counts = np.unique(ids, return_counts=True)
+    if len(uniq) < len(ids):
+        bad = int(uniq[counts > 1][0])
+        raise TrackingError(
+            f"id {bad} appears {int(counts[counts > 1][0])} times in {info.path} of "
+            f"{member.file}; ids must identify one particle each"
+        )
+
+
+def find_rows(ds: Dataset, info: VariableInfo, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The row holding each of ``ids`` in the id variable ``info``, -1 where
+    none does; the index answers when it has the variable and the set is
+    small, one read of the column otherwise."""
+    store = ds.index if ds.has_index else None
+    wanted = np.unique(ids)
+    candidates: npt.NDArray[np.int64] | None = None
+    if store is not None and info.path in store.variables and len(wanted):
+        bins = len(store.variables[info.path]["edges"]) + 1
+        if len(wanted) <= INDEX_LOOKUP_SHARE * bins:
+            column = store.column(info.path)
+            rows = None
+            for key in wanted.tolist():
+                sure, cand = column.leaf(key, True, key, True)
+                found = sure | cand
+                rows = found if rows is None else rows | found
+            assert rows is not None
+            candidates = rows.to_ids()
+    if candidates is None:
+        values = ds.driver.read(info.path, 0, info.size)
+        positions = np.arange(info.size, dtype=np.int64)
+    else:
+        values = ds.driver.gather(info.path, candidates)
+        positions = candidates
+    keys = values.astype(np.int64)
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    left = np.searchsorted(sorted_keys, ids, side="left")
+    right = np.searchsorted(sorted_keys, ids, side="right")
+    if np.any(right - left > 1):
+        bad = int(ids[np.argmax(right - left > 1)])
+        raise TrackingError(
+            f"id {bad} appears {int(np.max(right - left))} times in {info.path} of {ds.path}; "
+            "ids must identify one particle each"
+        )
+    out = np.full(len(ids), -1, dtype=np.int64)
+    hit = right > left
+    out[hit] = positions[order[left[hit]]]
+    return out

@@ -1,0 +1,104 @@
+"""Following particles across steps by id, against a NumPy dictionary lookup."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+
+import quarry
+from quarry.errors import TrackingError
+
+STEPS = 4
+N = 701
+
+
+def write_run(path, seed=5, drop=0.1):
+    """H5Part-like steps; particles shuffle between steps and some leave."""
+    rng = np.random.default_rng(seed)
+    truth = {}
+    with h5py.File(path, "w") as f:
+        for s in range(STEPS):
+            ids = rng.permutation(N)
+            ids = ids[rng.random(N) >= drop] if s else ids
+            energy = rng.exponential(1.0, len(ids))
+            x = rng.normal(size=len(ids)).astype("f4")
+            f[f"Step#{s}/id"], f[f"Step#{s}/energy"], f[f"Step#{s}/x"] = ids, energy, x
+            truth[s] = (ids, energy, x)
+    return truth
+
+
+@pytest.mark.parametrize("indexed", [False, True])
+@pytest.mark.parametrize("cut", [0.5, 4.0])
+def test_tracks_match_numpy(tmp_path, indexed, cut):
+    path = str(tmp_path / "run.h5")
+    truth = write_run(path)
+    if indexed:
+        with quarry.open(path) as ds:
+            ds.build_index(block_len=128)
+    with quarry.open_series(path) as series:
+        tracks = series.track(f"energy > {cut}", 1, "id", ["energy", "x"])
+    ids1, e1, _ = truth[1]
+    want_ids = ids1[e1 > cut]
+    np.testing.assert_array_equal(tracks.ids, want_ids)
+    for step, got in zip(range(STEPS), tracks.steps, strict=True):
+        ids, energy, x = truth[step]
+        row_of = {int(i): r for r, i in enumerate(ids)}
+        rows = np.array([row_of.get(int(i), -1) for i in want_ids], dtype=np.int64)
+        np.testing.assert_array_equal(got.rows, rows)
+        found = rows >= 0
+        np.testing.assert_array_equal(got.values["energy"][found], energy[rows[found]])
+        assert np.isnan(got.values["energy"][~found]).all()
+        np.testing.assert_array_equal(got.values["x"][found], x[rows[found]].astype("f8"))
+        d = got.to_dict()
+        assert (d["step"], d["found"], d["missing"]) == (
+            step,
+            int(found.sum()),
+            int((~found).sum()),
+        )
+
+
+def test_tracking_errors(tmp_path):
+    path = str(tmp_path / "run.h5")
+    write_run(path)
+    with quarry.open_series(path) as series:
+        with pytest.raises(TrackingError, match="no step 9"):
+            series.track("energy > 1", 9)
+        with pytest.raises(TrackingError, match="ids must be integers"):
+            series.track("energy > 1", 0, "energy")
+    dup = str(tmp_path / "dup.h5")
+    with h5py.File(dup, "w") as f:
+        f["Step#0/id"], f["Step#0/e"] = np.array([1, 1, 2]), np.array([5.0, 5.0, 0.0])
+    with quarry.open_series(dup) as series, pytest.raises(TrackingError, match="id 1 appears 2"):
+        series.track("e > 1", 0)
+
+
+def test_track_cli_json_and_h5(tmp_path):
+    path = str(tmp_path / "run.h5")
+    truth = write_run(path)
+    out = str(tmp_path / "tracks.h5")
+    cli = [sys.executable, "-m", "quarry.cli.main", "track", path, "energy > 3"]
+    proc = subprocess.run(
+        [*cli, "--at-step", "2", "--values", "energy", "--json", "--out", out],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    doc = json.loads(proc.stdout)
+    ids2, e2, _ = truth[2]
+    assert doc["ids"] == ids2[e2 > 3].tolist()
+    assert [s["step"] for s in doc["steps"]] == list(range(STEPS))
+    assert doc["steps"][2]["missing"] == 0
+    with h5py.File(out) as f:
+        assert f.attrs["query"] == "energy > 3" and f.attrs["at_step"] == 2
+        assert sorted(f) == [f"Step#{s}" for s in range(STEPS)]
+        np.testing.assert_array_equal(f["Step#2/energy"][()], e2[e2 > 3])
+        assert f["Step#0/found"][()].all()  # nobody has left at step 0
+    text = subprocess.run([*cli, "--at-step", "0"], capture_output=True, text=True, check=True)
+    assert text.stdout.splitlines()[1] == "file,step,found,missing"
+    bad = subprocess.run([*cli, "--at-step", "7"], capture_output=True, text=True)
+    assert bad.returncode == 1 and "no step 7" in bad.stderr and "Traceback" not in bad.stderr
