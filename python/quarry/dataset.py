@@ -78,6 +78,11 @@ class Dataset:
         """The file's driver; with the index's derived variables once it is open."""
         self._store: IndexStore | None = None
         self._plans: dict[tuple[str, str | None, int | None], _Planned] = {}
+        # Names as written (with subscripts and context) -> variables, and
+        # aggregate statistics: both fixed while the file and index are open,
+        # and shared by every plan (a batch of 400 queries resolves ``t`` once).
+        self._names: dict[tuple[str, Any, str | None], VariableInfo] = {}
+        self._aggregate_stats: dict[str, Any] = {}
 
     # -- variables -------------------------------------------------------
     def variables(self) -> list[VariableInfo]:
@@ -192,7 +197,10 @@ class Dataset:
 
         self._store = None
         self.driver = self._file_driver
-        self._plans.clear()  # the block length and derived variables may change
+        # the block length, derived variables and statistics may change
+        self._plans.clear()
+        self._names.clear()
+        self._aggregate_stats.clear()
         return build_index(
             driver,
             chosen,
@@ -238,14 +246,18 @@ class Dataset:
         def lookup(var: Var) -> VariableInfo:
             info = by_key.get(var.name) if var.index is None else None
             if info is None:
-                try:
-                    info = self._view(var, variables, path)
-                except SubarrayError as exc:
-                    raise QuerySyntaxError(str(exc), query, var.pos) from None
+                written = (var.name, var.index, path)
+                info = self._names.get(written)
+                if info is None:
+                    try:
+                        info = self._view(var, variables, path)
+                    except SubarrayError as exc:
+                        raise QuerySyntaxError(str(exc), query, var.pos) from None
+                    self._names[written] = info
                 by_key[info.key] = info
             return info
 
-        aggregator = Aggregator(self.driver, store, by_key)
+        aggregator = Aggregator(self.driver, store, by_key, self._aggregate_stats)
         plan = compile_plan(cond, lookup, query, aggregator)
         # Every variable the query reads row by row forms the table, even one
         # whose comparison folded away (``nan < x`` is unknown on every row of

@@ -20,6 +20,7 @@ expected starts a path; after a value it divides.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -356,6 +357,12 @@ def parse(query: str) -> Cond:
       energy >
               ^
     """
+    return _parse(query)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(query: str) -> Cond:
+    # Trees are immutable: a query asked of many steps or files parses once.
     return _Parser(query).parse()
 
 

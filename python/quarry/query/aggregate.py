@@ -75,14 +75,19 @@ class Aggregator:
     """
 
     def __init__(
-        self, driver: Driver, store: IndexStore | None, by_key: dict[str, VariableInfo]
+        self,
+        driver: Driver,
+        store: IndexStore | None,
+        by_key: dict[str, VariableInfo],
+        stats: dict[str, tuple[VariableStats, str]] | None = None,
     ) -> None:
         self.driver = driver
         self.store = store
         self.by_key = by_key
         """Resolved variables (and subarrays) by the names the plan gives them."""
         self._values: dict[str, AggregateValue] = {}
-        self._stats: dict[str, tuple[VariableStats, str]] = {}
+        self._stats = {} if stats is None else stats
+        """Statistics by expression; the caller may share it between queries."""
 
     @property
     def used(self) -> list[AggregateValue]:
