@@ -151,6 +151,21 @@ class Member:
     step: int | None
     group: str | None
 
+    def label(self, several_files: bool) -> str:
+        """This member's group in an output file: its step group (``Step#3``),
+        under the file's name when the series spans files.
+
+        Examples
+        --------
+        >>> Member("/d/run_2.h5", 3, "/Step#3").label(several_files=True)
+        'run_2.h5/Step#3'
+        """
+        inner = self.group.strip("/") if self.group else None
+        if several_files or inner is None:
+            base = os.path.basename(self.file.rstrip("/"))
+            return f"{base}/{inner}" if inner else base
+        return inner
+
 
 def step_groups(variables: Sequence[VariableInfo]) -> list[tuple[int, str]]:
     """(step number, group path) of a file's step groups, in step order: the
@@ -401,6 +416,25 @@ class SeriesSelection:
         """Values of ``name`` (resolved in each member's step group) at each
         member's hits."""
         return [_at(m, partial(sel.values, name)) for m, sel in self]
+
+    def extract(self, path: str, names: Sequence[str]) -> None:
+        """Write the hits to an HDF5 file with one group per member (``/Step#3``,
+        or ``/run_2.h5/Step#3`` over several files), each holding ``id``, the
+        per-axis indices and the values of ``names``; the query and every
+        source's size, time and checksum are root attributes."""
+        from quarry.outputs.writers import sources_provenance, write_groups
+
+        if not path.lower().endswith((".h5", ".hdf5")):
+            raise SeriesError(
+                f"{path}: a time series is extracted to HDF5 (.h5), one group per step"
+            )
+        files = list(dict.fromkeys(m.file for m in self.members))
+        groups = {}
+        for m, sel in self:
+            columns = _at(m, partial(sel.columns, list(names)))
+            step = -1 if m.step is None else m.step
+            groups[m.label(len(files) > 1)] = (columns, {"file": m.file, "step": step})
+        write_groups(path, groups, sources_provenance(files, self.query))
 
     def __iter__(self) -> Iterator[tuple[Member, Selection]]:
         return iter(zip(self.members, self.selections, strict=True))

@@ -157,3 +157,24 @@ def test_index_many_files_with_a_derived_variable(tmp_path):
     assert all("/Step#0/a" in r["variables"] for r in out["indexes"])
     got = json.loads(run("query", pattern, "a > 1", "--per-step").stdout)
     assert [r["count"] for r in got["per_step"]] == [int((np.abs(xs[k]) > 1).sum()) for k in (1, 2)]
+
+
+def test_extract_one_group_per_step(runs, tmp_path):
+    d, truth = runs
+    out = str(tmp_path / "hot.h5")
+    text = run(
+        "query", os.path.join(d, "run_*.h5"), "energy > 2", "--values", "energy,x", "--out", out
+    ).stdout
+    assert text.strip().endswith(f"-> {out}")
+    with h5py.File(out) as f:
+        assert f.attrs["query"] == "energy > 2" and "source2_crc32" in f.attrs
+        for path, step in ordered(truth):
+            g = f[f"{os.path.basename(path)}/Step#{step}"]
+            e = truth[(path, step)]
+            np.testing.assert_array_equal(g["id"][()], np.flatnonzero(e > 2))
+            np.testing.assert_array_equal(g["energy"][()], e[e > 2])
+            assert g.attrs["step"] == step and g.attrs["file"] == path
+    err = run(
+        "query", d, "energy > 1", "--values", "x", "--out", str(tmp_path / "a.csv"), code=1
+    ).stderr
+    assert "one group per step" in err

@@ -45,3 +45,19 @@ def test_stable_for_a_large_offset(tmp_path):
         ds.build_index(block_len=4096)
         stats = ds.info()["variables"][0]["stats"]
     assert stats["std"] == pytest.approx(data.std(), rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("values", "total"),
+    [([-np.inf], -np.inf), ([np.inf, 1.0], np.inf), ([2.0, -np.inf, 1.0], -np.inf)],
+)
+def test_block_sums_with_infinities_are_infinite(tmp_path, values, total):
+    # A block whose first value is infinite used to store a NaN sum.
+    path = str(tmp_path / "inf.h5")
+    with h5py.File(path, "w") as f:
+        f["v"] = np.array(values)
+    with quarry.open(path) as ds:
+        ds.build_index()
+        ((count, block_sum, _, _, _),) = ds.index.column("/v").stats()
+        assert count == len(values) and block_sum == total
+        assert ds.query("v >= mean(v)").aggregates[0].value == total

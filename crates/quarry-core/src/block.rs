@@ -100,6 +100,9 @@ impl<K: Key> BlockIndex<K> {
         // sums of squares, which cancel catastrophically for data far from 0.
         let mut shift: Option<f64> = None;
         let (mut dev_sum, mut dev_sq) = (0.0f64, 0.0f64);
+        // A plain sum too, for a block whose shift is +-inf (shifting by it
+        // would give NaN instead of the infinite sum).
+        let mut plain_sum = 0.0f64;
         for (row, raw) in values.iter().enumerate() {
             let value = raw.widen();
             if value.is_missing() {
@@ -118,6 +121,7 @@ impl<K: Key> BlockIndex<K> {
                 bin_max[bin] = value;
             }
             let v = value.to_f64();
+            plain_sum += v;
             let d = v - *shift.get_or_insert(v);
             dev_sum += d;
             dev_sq += d * d;
@@ -130,7 +134,11 @@ impl<K: Key> BlockIndex<K> {
         let max = entries.last().map_or(K::HIGHEST, |e| e.max);
         let n = f64::from(acc);
         let base = shift.unwrap_or(0.0);
-        let sum = dev_sum + n * base;
+        let sum = if base.is_finite() {
+            dev_sum + n * base
+        } else {
+            plain_sum
+        };
         // Clamp rounding below zero, but keep NaN (infinite values): no std then.
         let raw = if acc == 0 {
             0.0

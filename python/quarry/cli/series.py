@@ -74,15 +74,19 @@ def cmd_query_many(args: Any) -> int:
         return cmd_batch(args, rows)
     if args.query is None:
         return _usage("give the data file(s) and then a query, e.g. quarry query run.h5 'x > 1'")
-    if rows:
+    extract = bool(args.values and args.out) and set(rows) == {"--values", "--out"}
+    if rows and not extract:
         return _usage(
             f"{', '.join(rows)} {'takes' if len(rows) == 1 else 'take'} one file; over many "
-            "files or steps use --per-step, or quarry.open_series(...) from Python"
+            "files or steps use --per-step, --values A,B --out F.h5 (one group per step), "
+            "or quarry.open_series(...) from Python"
         )
     start = time.perf_counter()
     with quarry.open_series(args.files, index=args.index, path=args.path) as series:
         sel = series.query(args.query)
         per_step = sel.per_step()
+        if extract:
+            sel.extract(args.out, [n.strip() for n in args.values.split(",") if n.strip()])
     total = sum(r["count"] for r in per_step)
     if args.plot:
         from quarry.outputs.plots import draw_counts
@@ -99,8 +103,9 @@ def cmd_query_many(args: Any) -> int:
             "elapsed_ms": round((time.perf_counter() - start) * 1e3, 3),
         }
         print(json.dumps(result))
-    elif args.plot:
-        print(f"{total} hit(s) in {len(per_step)} step(s); counts per step -> {args.plot}")
+    elif args.plot or extract:
+        written = [f for f in (args.plot, args.out if extract else None) if f]
+        print(f"{total} hit(s) in {len(per_step)} step(s) -> {', '.join(written)}")
     else:
         print(total)
     return 0

@@ -134,3 +134,55 @@ def write_values(
 def _netcdf_name(name: str) -> str:
     """NetCDF names cannot contain '/': a path becomes its components joined by '_'."""
     return name.strip("/").replace("/", "_")
+
+
+def write_groups(
+    path: str,
+    groups: dict[str, tuple[dict[str, npt.NDArray[np.generic]], dict[str, Any]]],
+    attrs: dict[str, Any],
+) -> None:
+    """An HDF5 file with one group per step: ``groups`` maps a group name to
+    its columns and its attributes; ``attrs`` (the query, the sources) go on
+    the root. Written to a temporary name and renamed, so a reader never sees
+    half a file.
+
+    Examples
+    --------
+    >>> import h5py, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "steps.h5")
+    >>> write_groups(path, {"Step#0": ({"id": np.arange(3)}, {"step": 0})}, {"query": "x > 1"})
+    >>> with h5py.File(path) as f:
+    ...     f["Step#0/id"][()].tolist(), f.attrs["query"], int(f["Step#0"].attrs["step"])
+    ([0, 1, 2], 'x > 1', 0)
+    """
+    import h5py
+
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with h5py.File(tmp, "w") as f:
+            for key, value in attrs.items():
+                if value is not None:
+                    f.attrs[key] = value
+            for name, (columns, group_attrs) in groups.items():
+                g = f.create_group(name)
+                for key, value in group_attrs.items():
+                    g.attrs[key] = value
+                for column, values in columns.items():
+                    g.create_dataset(column.strip("/"), data=values)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def sources_provenance(sources: list[str], query: str) -> dict[str, Any]:
+    """:func:`provenance` of each source, as flat attributes (``source``,
+    ``source_crc32``... for one; ``source0_...``, ``source1_...`` for many)."""
+    out: dict[str, Any] = {}
+    for k, source in enumerate(sources):
+        for key, value in provenance(source, query).items():
+            if key in ("query", "quarry_version", "created") or len(sources) == 1:
+                out[key] = value
+            else:  # source -> source3, source_crc32 -> source3_crc32
+                out[f"source{k}{key.removeprefix('source')}"] = value
+    return out

@@ -13,7 +13,6 @@ read once and matched by sorting. Either way the match is exact.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -72,32 +71,23 @@ class Tracks:
     steps: list[TrackedStep]
 
     def write(self, path: str, sources: list[str]) -> None:
-        """An HDF5 file with one group per step (``/Step#5``, or ``/file_0``...
-        for files without steps) holding ``id``, ``found`` and the values, and
-        the query and sources recorded as attributes."""
-        import h5py
+        """An HDF5 file with one group per step (``/Step#5``; under the file's
+        name over several files) holding ``id``, ``found`` and the values, the
+        query and the sources' checksums as attributes."""
+        from quarry.outputs.writers import sources_provenance, write_groups
 
-        from quarry.outputs.writers import provenance
-
-        tmp = path + ".tmp"
-        with h5py.File(tmp, "w") as f:
-            f.attrs["query"] = self.query
-            f.attrs["at_step"] = -1 if self.anchor.step is None else self.anchor.step
-            f.attrs["at_file"] = self.anchor.file
-            for k, source in enumerate(sources):
-                for key, value in provenance(source, self.query).items():
-                    f.attrs[f"source{k}_{key}" if len(sources) > 1 else key] = value
-            for k, step in enumerate(self.steps):
-                m = step.member
-                name = (m.group or f"/file_{k}").strip("/") if m.step is not None else f"file_{k}"
-                if name in f:
-                    name = f"file_{k}/{name}"
-                g = f.create_group(name)
-                g.attrs["file"], g.attrs["step"] = m.file, -1 if m.step is None else m.step
-                g["id"], g["found"] = self.ids, step.found
-                for var, values in step.values.items():
-                    g[var] = values
-        os.replace(tmp, path)
+        attrs = sources_provenance(sources, self.query)
+        attrs["at_step"] = -1 if self.anchor.step is None else self.anchor.step
+        attrs["at_file"] = self.anchor.file
+        several = len({s.member.file for s in self.steps}) > 1
+        groups = {
+            s.member.label(several): (
+                {"id": self.ids, "found": s.found, **s.values},
+                {"file": s.member.file, "step": -1 if s.member.step is None else s.member.step},
+            )
+            for s in self.steps
+        }
+        write_groups(path, groups, attrs)
 
     def to_dict(self) -> dict[str, Any]:
         return {
