@@ -14,16 +14,16 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import h5py
 import numpy as np
 
 import quarry
+from run import log, median_of  # the main benchmark's timing helpers (benches/ is on the path)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAKE_DATA = os.path.join(REPO, "..", "shared", "bench", "make_data.py")
@@ -31,19 +31,6 @@ DATA_DIR = os.path.join(REPO, "benches", "data")
 REPORT = os.path.join(REPO, "benches", "REPORT-series.md")
 HALO = "r > 4*sqrt(std(x)**2 + std(y)**2)"
 SLICES = 400
-
-
-def log(msg: str) -> None:
-    print(f"[series] {msg}", file=sys.stderr, flush=True)
-
-
-def median_of(fn: Callable[[], object], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def _steps_in(path: str) -> tuple[int, int] | None:

@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import h5py
 import numpy as np
+import pytest
 from hypothesis import strategies as st
+
+#: The standard data sets' generator, beside the repository (absent in a user's clone).
+MAKE_DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "bench", "make_data.py")
+needs_make_data = pytest.mark.skipif(
+    not os.path.exists(MAKE_DATA), reason="../shared/bench/make_data.py is not here"
+)
+
+
+def make_data(*args: str) -> None:
+    """Run make_data.py with ``args`` (a data set, its path, its options)."""
+    subprocess.run([sys.executable, MAKE_DATA, *args], check=True, capture_output=True)
+
 
 DTYPES = ["i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8"]
 NAMES = ["a", "b", "c"]

@@ -5,32 +5,20 @@ and NumPy. Skipped where the shared generator is absent (a user's clone)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 import quarry
+from generators import make_data, needs_make_data
 
 netcdf4 = pytest.importorskip("netCDF4", reason="netCDF4 is not installed")
-MAKE_DATA = os.path.join(
-    os.path.dirname(__file__), "..", "..", "..", "shared", "bench", "make_data.py"
-)
-pytestmark = pytest.mark.skipif(
-    not os.path.exists(MAKE_DATA), reason="../shared/bench/make_data.py is not here"
-)
-
-
-def make(*args: str) -> None:
-    subprocess.run([sys.executable, MAKE_DATA, *args], check=True, capture_output=True)
+pytestmark = needs_make_data
 
 
 @pytest.fixture(scope="module")
 def climate(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("shared") / "climate.nc")
-    make("climate", path, "--nt", "15", "--nlat", "18", "--nlon", "36")
+    make_data("climate", path, "--nt", "15", "--nlat", "18", "--nlon", "36")
     return path
 
 
@@ -68,7 +56,7 @@ def test_storm_query_with_latitude(climate):
 
 
 def test_field_meshes_as_registered_raw_binary(tmp_path):
-    make("field", str(tmp_path), "--mesh", "16")
+    make_data("field", str(tmp_path), "--mesh", "16")
     from quarry.formats.raw import RawLayout, register
 
     for name in ("bx", "by", "bz"):

@@ -5,32 +5,20 @@ against NumPy. Skipped where ../shared is absent (a user's clone)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import h5py
 import numpy as np
 import pytest
 
 import quarry
+from generators import make_data, needs_make_data
 
-MAKE_DATA = os.path.join(
-    os.path.dirname(__file__), "..", "..", "..", "shared", "bench", "make_data.py"
-)
-pytestmark = pytest.mark.skipif(
-    not os.path.exists(MAKE_DATA), reason="../shared/bench/make_data.py is not here"
-)
-
-
-def make(*args: str) -> None:
-    subprocess.run([sys.executable, MAKE_DATA, *args], check=True, capture_output=True)
+pytestmark = needs_make_data
 
 
 @pytest.fixture(scope="module")
 def beam(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("shared") / "beam.h5")
-    make("beam", path, "--n", "30011", "--steps", "8")
+    make_data("beam", path, "--n", "30011", "--steps", "8")
     with quarry.open(path) as ds:
         ds.build_index(derive=["r=sqrt(x**2 + y**2)"], block_len=4096)
     return path
@@ -39,7 +27,7 @@ def beam(tmp_path_factory):
 @pytest.fixture(scope="module")
 def particles(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("shared") / "particles.h5")
-    make("particles", path, "--n", "20011", "--steps", "4")
+    make_data("particles", path, "--n", "20011", "--steps", "4")
     with quarry.open(path) as ds:
         ds.build_index(block_len=4096)
     return path
