@@ -17,7 +17,8 @@ from quarry.errors import (
     UnsupportedVariableError,
 )
 from quarry.expr import parse
-from quarry.expr.ast import Var, row_variables
+from quarry.expr.ast import Var
+from quarry.expr.ast import variables as named_in
 from quarry.expr.names import resolve
 from quarry.expr.parser import parse_variable
 from quarry.expr.plan import PlanNode, compile_plan
@@ -262,7 +263,9 @@ class Dataset:
         # Every variable the query reads row by row forms the table, even one
         # whose comparison folded away (``nan < x`` is unknown on every row of
         # x); variables seen only inside aggregates do not.
-        used = list({info.key: info for info in map(lookup, row_variables(cond))}.values())
+        used = list(
+            {info.key: info for info in map(lookup, named_in(cond, in_aggregates=False))}.values()
+        )
         if not used:
             raise QuarryError(
                 f"query {query!r} compares no variable row by row "

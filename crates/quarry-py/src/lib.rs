@@ -536,14 +536,6 @@ fn scan_compare<'py>(
     block_len: u64,
     domain: Option<&RowSet>,
 ) -> PyResult<(RowSet, RowSet)> {
-    let held = columns
-        .iter()
-        .map(Held::new)
-        .collect::<PyResult<Vec<_>>>()?;
-    let values = held
-        .iter()
-        .map(Held::values)
-        .collect::<PyResult<Vec<_>>>()?;
     let cmp = match cmp {
         "<" => scan::Cmp::Lt,
         "<=" => scan::Cmp::Le,
@@ -557,15 +549,33 @@ fn scan_compare<'py>(
             )))
         }
     };
-    let comparison = scan::Comparison {
-        left: program(left, values.len())?,
-        cmp,
-        right: program(right, values.len())?,
-    };
     let domain = domain.map(|d| &d.0);
-    py.detach(|| scan::scan_compare(&values, &comparison, n_rows, block_len, domain))
-        .map(|(t, u)| (RowSet(t), RowSet(u)))
-        .map_err(to_py)
+    with_values(&columns, |values| {
+        let comparison = scan::Comparison {
+            left: program(left, values.len())?,
+            cmp,
+            right: program(right, values.len())?,
+        };
+        py.detach(|| scan::scan_compare(values, &comparison, n_rows, block_len, domain))
+            .map(|(t, u)| (RowSet(t), RowSet(u)))
+            .map_err(to_py)
+    })
+}
+
+/// `f` over the columns' values (each dtype checked and made contiguous).
+fn with_values<R>(
+    columns: &[Bound<'_, PyUntypedArray>],
+    f: impl FnOnce(&[scan::Values<'_>]) -> PyResult<R>,
+) -> PyResult<R> {
+    let held = columns
+        .iter()
+        .map(Held::new)
+        .collect::<PyResult<Vec<_>>>()?;
+    let values = held
+        .iter()
+        .map(Held::values)
+        .collect::<PyResult<Vec<_>>>()?;
+    f(&values)
 }
 
 /// The postfix `program` over `columns` on every row, as float64 values.
@@ -576,18 +586,11 @@ fn evaluate<'py>(
     program: Vec<(String, f64)>,
     n_rows: u64,
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-    let held = columns
-        .iter()
-        .map(Held::new)
-        .collect::<PyResult<Vec<_>>>()?;
-    let values = held
-        .iter()
-        .map(Held::values)
-        .collect::<PyResult<Vec<_>>>()?;
-    let program = self::program(program, values.len())?;
-    let out = py
-        .detach(|| scan::evaluate(&values, &program, n_rows))
-        .map_err(to_py)?;
+    let out = with_values(&columns, |values| {
+        let program = self::program(program, values.len())?;
+        py.detach(|| scan::evaluate(values, &program, n_rows))
+            .map_err(to_py)
+    })?;
     Ok(out.into_pyarray(py))
 }
 

@@ -107,48 +107,38 @@ def is_aggregate(node: Arith | Cond) -> bool:
     return isinstance(node, Call) and node.func in AGGREGATES and len(node.args) == 1
 
 
-def variables(node: Arith | Cond) -> list[Var]:
-    """Every variable reference in ``node``, in the order written."""
-    match node:
-        case Var():
-            return [node]
-        case Num():
-            return []
-        case Call(args=args):
-            return [v for a in args for v in variables(a)]
-        case BinOp(left=left, right=right) | Compare(left=left, right=right):
-            return variables(left) + variables(right)
-        case Neg(operand=x) | Not(operand=x):
-            return variables(x)
-        case And(items=items) | Or(items=items):
-            return [v for c in items for v in variables(c)]
-    raise TypeError(node)
-
-
-def row_variables(node: Arith | Cond) -> list[Var]:
-    """The variables read row by row (not only inside an aggregate): these
-    form the query's table.
+def variables(node: Arith | Cond, in_aggregates: bool = True) -> list[Var]:
+    """Every variable reference in ``node``, in the order written; with
+    ``in_aggregates=False`` only those read row by row (not only inside an
+    aggregate): these form a query's table.
 
     Examples
     --------
     >>> from quarry.expr.parser import parse
-    >>> [v.name for v in row_variables(parse("r > 4*std(x) && e > mean(e)"))]
-    ['r', 'e']
+    >>> tree = parse("r > 4*std(x) && e > mean(e)")
+    >>> [v.name for v in variables(tree)], [v.name for v in variables(tree, False)]
+    (['r', 'x', 'e', 'e'], ['r', 'e'])
     """
-    match node:
-        case Call(args=args) if not is_aggregate(node):
-            return [v for a in args for v in row_variables(a)]
-        case Call() | Num():
-            return []
-        case Var():
-            return [node]
-        case BinOp(left=left, right=right) | Compare(left=left, right=right):
-            return row_variables(left) + row_variables(right)
-        case Neg(operand=x) | Not(operand=x):
-            return row_variables(x)
-        case And(items=items) | Or(items=items):
-            return [v for c in items for v in row_variables(c)]
-    raise TypeError(node)
+
+    def walk(n: Arith | Cond) -> list[Var]:
+        match n:
+            case Var():
+                return [n]
+            case Num():
+                return []
+            case Call(args=args):
+                if not in_aggregates and is_aggregate(n):
+                    return []
+                return [v for a in args for v in walk(a)]
+            case BinOp(left=left, right=right) | Compare(left=left, right=right):
+                return walk(left) + walk(right)
+            case Neg(operand=x) | Not(operand=x):
+                return walk(x)
+            case And(items=items) | Or(items=items):
+                return [v for c in items for v in walk(c)]
+        raise TypeError(n)
+
+    return walk(node)
 
 
 def to_text(node: Arith) -> str:
