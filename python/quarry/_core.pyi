@@ -13,8 +13,10 @@ __all__ = [
     "RowSet",
     "build_blocks",
     "evaluate",
+    "jobs",
     "scan_compare",
     "scan_range",
+    "set_jobs",
     "variable_edges",
 ]
 
@@ -119,3 +121,5 @@ def scan_range(
 def variable_edges(
     sample: npt.NDArray[np.generic], nbins: int, digits: int
 ) -> npt.NDArray[np.generic]: ...
+def set_jobs(jobs: int) -> int: ...
+def jobs() -> int: ...

@@ -29,17 +29,24 @@ from quarry.index import BuildOptions, IndexStore, default_index_path
 from quarry.index.derived import Derivation, DerivedDriver, expand, previous_derivations
 from quarry.index.options import DEFAULT_BLOCK_LEN
 from quarry.index.stats import column_stats
+from quarry.parallel.threads import on_own_threads
 from quarry.query import Executor, Selection, Table
 from quarry.query.aggregate import AggregateValue, Aggregator
 from quarry.query.execute import table_of
 from quarry.query.histogram import Histogram, compute
 
 
-def open(path: str | os.PathLike[str], index: str | os.PathLike[str] | None = None) -> Dataset:
+def open(
+    path: str | os.PathLike[str],
+    index: str | os.PathLike[str] | None = None,
+    jobs: int | None = None,
+) -> Dataset:
     """Open a data file for indexing and querying.
 
     ``index`` is where its index lives (default: beside the file, ``<file>.qidx``);
-    give another path when the data directory is read-only.
+    give another path when the data directory is read-only. ``jobs`` is how
+    many threads its builds and queries use (0: one per core; None: as the
+    caller set with :func:`quarry.parallel.threads`, one per core by default).
 
     Examples
     --------
@@ -53,7 +60,7 @@ def open(path: str | os.PathLike[str], index: str | os.PathLike[str] | None = No
     35
     >>> ds.close()
     """
-    return Dataset(os.fspath(path), None if index is None else os.fspath(index))
+    return Dataset(os.fspath(path), None if index is None else os.fspath(index), jobs)
 
 
 class _Planned(NamedTuple):
@@ -68,8 +75,10 @@ class _Planned(NamedTuple):
 class Dataset:
     """One data file, opened read-only, with its index if it has one."""
 
-    def __init__(self, path: str, index_path: str | None = None) -> None:
+    def __init__(self, path: str, index_path: str | None = None, jobs: int | None = None) -> None:
         self.path = path
+        self.jobs = jobs
+        """Threads for builds and queries (see :func:`quarry.open`)."""
         if index_path is not None and os.path.isdir(index_path):
             # A directory for indexes (the data's own may be read-only).
             index_path = os.path.join(index_path, os.path.basename(path.rstrip("/")) + ".qidx")
@@ -157,6 +166,7 @@ class Dataset:
             chosen += [d.info for d in driver.derived.values()]
         return chosen, driver, derivations
 
+    @on_own_threads
     def build_index(
         self,
         variables: list[str] | None = None,
@@ -212,6 +222,7 @@ class Dataset:
         )
 
     # -- queries ---------------------------------------------------------
+    @on_own_threads
     def query(self, query: str, path: str | None = None) -> Selection:
         """Rows where ``query`` is true; see :class:`quarry.query.Selection`.
 
@@ -274,6 +285,7 @@ class Dataset:
         block_len = store.block_len if store is not None else DEFAULT_BLOCK_LEN
         return _Planned(plan, table_of(used, block_len), aggregator.used, used)
 
+    @on_own_threads
     def query_many(self, queries: Iterable[str], path: str | None = None) -> list[int]:
         """The count of each query, all against this open file and its index
         (opened once); see :mod:`quarry.batch`.
@@ -293,6 +305,7 @@ class Dataset:
 
         return count_many(self, queries, path)
 
+    @on_own_threads
     def histogram(
         self,
         names: str | list[str],

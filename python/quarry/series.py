@@ -215,8 +215,15 @@ def _groups_named(variables: Sequence[VariableInfo], path: str) -> list[tuple[in
 class Series:
     """Many files and step groups, queried as one; see :func:`open_series`."""
 
-    def __init__(self, files: list[str], index: str | None = None, path: str | None = None) -> None:
+    def __init__(
+        self,
+        files: list[str],
+        index: str | None = None,
+        path: str | None = None,
+        jobs: int | None = None,
+    ) -> None:
         self.files = files
+        self.jobs = jobs
         self.index = index
         self.path = path
         self._datasets: dict[str, Dataset] = {}
@@ -248,7 +255,7 @@ class Series:
 
             if self.index is not None and self._index_dir:
                 os.makedirs(self.index, exist_ok=True)
-            ds = Dataset(file, self.index)
+            ds = Dataset(file, self.index, self.jobs)
             self._datasets[file] = ds
         return ds
 
@@ -447,7 +454,10 @@ class SeriesSelection:
 
 
 def open_series(
-    sources: Sources, index: str | os.PathLike[str] | None = None, path: str | None = None
+    sources: Sources,
+    index: str | os.PathLike[str] | None = None,
+    path: str | None = None,
+    jobs: int | None = None,
 ) -> Series:
     """Open many files and/or step groups as one series.
 
@@ -455,7 +465,8 @@ def open_series(
     files, or a list of any of these. ``index`` is where the per-file indexes
     live (default: beside each file; a directory for read-only data). ``path``
     names the step groups (a glob such as ``Step#*``); by default they are found
-    by name (see :func:`step_groups`).
+    by name (see :func:`step_groups`). ``jobs``: threads per file's work, as
+    for :func:`quarry.open`.
 
     Examples
     --------
@@ -470,7 +481,7 @@ def open_series(
     """
     sidecars = () if index is None else (os.fspath(index),)
     files = expand_sources(sources, sidecars)
-    return Series(files, None if index is None else os.fspath(index), path)
+    return Series(files, None if index is None else os.fspath(index), path, jobs)
 
 
 @dataclass

@@ -5,8 +5,9 @@
 // value is how its extraction works, not a missed borrow.
 #![allow(clippy::needless_pass_by_value)]
 
+use std::cell::Cell;
 use std::fs::File;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use memmap2::Mmap;
 use numpy::{
@@ -31,6 +32,65 @@ create_exception!(
     pyo3::exceptions::PyException,
     "Index bytes that do not parse."
 );
+
+thread_local! {
+    // Worker threads the calling Python thread asked for (0: rayon's global
+    // pool, one thread per core). Per Python thread, so two threads of one
+    // process (a service answering two clients) can each choose.
+    static JOBS: Cell<usize> = const { Cell::new(0) };
+}
+
+/// One pool per size, built on first use and kept: building a pool spawns
+/// threads, which a query should not pay each time.
+static POOLS: Mutex<Vec<(usize, Arc<rayon::ThreadPool>)>> = Mutex::new(Vec::new());
+
+fn pool(jobs: usize) -> PyResult<Arc<rayon::ThreadPool>> {
+    let mut pools = POOLS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, pool)) = pools.iter().find(|(n, _)| *n == jobs) {
+        return Ok(Arc::clone(pool));
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs)
+        .thread_name(|i| format!("quarry-{i}"))
+        .build()
+        .map_err(|e| PyValueError::new_err(format!("cannot start {jobs} threads: {e}")))?;
+    let pool = Arc::new(pool);
+    pools.push((jobs, Arc::clone(&pool)));
+    Ok(pool)
+}
+
+/// Run `f` without the GIL on the calling thread's pool (see `set_jobs`).
+fn detach<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> T {
+    match JOBS.get() {
+        0 => py.detach(f),
+        jobs => {
+            // A pool was built (and checked) when `set_jobs` chose it.
+            let pool = pool(jobs).expect("pool built by set_jobs");
+            py.detach(|| pool.install(f))
+        }
+    }
+}
+
+/// Use `jobs` worker threads for this Python thread's core calls from now
+/// on (0: one per core); returns the previous setting.
+#[pyfunction]
+fn set_jobs(jobs: usize) -> PyResult<usize> {
+    if jobs > 0 {
+        pool(jobs)?;
+    }
+    Ok(JOBS.replace(jobs))
+}
+
+/// Worker threads this Python thread's core calls run on.
+#[pyfunction]
+fn jobs() -> usize {
+    match JOBS.get() {
+        0 => rayon::current_num_threads(),
+        jobs => jobs,
+    }
+}
 
 fn to_py(err: CoreError) -> PyErr {
     match err {
@@ -72,9 +132,11 @@ impl RowSet {
             return Err(PyValueError::new_err("row ids must not be negative"));
         }
         let ids: Vec<u64> = ids.iter().map(|&i| i as u64).collect();
-        py.detach(|| rowset::RowSet::from_sorted_ids(n_rows, block_len, &ids))
-            .map(Self)
-            .map_err(to_py)
+        detach(py, || {
+            rowset::RowSet::from_sorted_ids(n_rows, block_len, &ids)
+        })
+        .map(Self)
+        .map_err(to_py)
     }
 
     /// Every row of the blocks flagged true.
@@ -110,15 +172,15 @@ impl RowSet {
     }
 
     fn __and__(&self, py: Python<'_>, other: &Self) -> PyResult<Self> {
-        py.detach(|| self.0.and(&other.0)).map(Self).map_err(to_py)
+        detach(py, || self.0.and(&other.0)).map(Self).map_err(to_py)
     }
 
     fn __or__(&self, py: Python<'_>, other: &Self) -> PyResult<Self> {
-        py.detach(|| self.0.or(&other.0)).map(Self).map_err(to_py)
+        detach(py, || self.0.or(&other.0)).map(Self).map_err(to_py)
     }
 
     fn __sub__(&self, py: Python<'_>, other: &Self) -> PyResult<Self> {
-        py.detach(|| self.0.minus(&other.0))
+        detach(py, || self.0.minus(&other.0))
             .map(Self)
             .map_err(to_py)
     }
@@ -142,7 +204,7 @@ impl RowSet {
         // `fill_ids` (which checks the length) before Python can see it.
         let array = unsafe { PyArray1::<i64>::new(py, [n], false) };
         let out = unsafe { array.as_slice_mut()? };
-        py.detach(|| self.0.fill_ids(out)).map_err(to_py)?;
+        detach(py, || self.0.fill_ids(out)).map_err(to_py)?;
         Ok(array)
     }
 
@@ -313,7 +375,7 @@ impl Column {
         let data: &[u8] = &self.map;
         with_column!(self, c, K => {
             let iv = interval::<K>(lo, lo_incl, hi, hi_incl)?;
-            py.detach(|| c.count(data, &iv)).map(|(n, cand)| (n, RowSet(cand))).map_err(to_py)
+            detach(py, || c.count(data, &iv)).map(|(n, cand)| (n, RowSet(cand))).map_err(to_py)
         })
     }
 
@@ -332,7 +394,7 @@ impl Column {
         let domain = domain.map(|d| &d.0);
         with_column!(self, c, K => {
             let iv = interval::<K>(lo, lo_incl, hi, hi_incl)?;
-            py.detach(|| c.leaf(data, &iv, domain)).map(|(s, cand)| (RowSet(s), RowSet(cand))).map_err(to_py)
+            detach(py, || c.leaf(data, &iv, domain)).map(|(s, cand)| (RowSet(s), RowSet(cand))).map_err(to_py)
         })
     }
 
@@ -362,13 +424,13 @@ impl Column {
         let data: &[u8] = &self.map;
         let edges = edges.as_slice()?;
         let domain = domain.map(|d| &d.0);
-        with_column!(self, c, K => py.detach(|| c.histogram(data, edges, domain)).map(|(n, cand)| (n, RowSet(cand))).map_err(to_py))
+        with_column!(self, c, K => detach(py, || c.histogram(data, edges, domain)).map(|(n, cand)| (n, RowSet(cand))).map_err(to_py))
     }
 
     /// Rows whose value is missing.
     fn missing(&self, py: Python<'_>) -> PyResult<RowSet> {
         let data: &[u8] = &self.map;
-        with_column!(self, c, K => py.detach(|| c.missing(data)).map(RowSet).map_err(to_py))
+        with_column!(self, c, K => detach(py, || c.missing(data)).map(RowSet).map_err(to_py))
     }
 
     /// Per block: (count of valid values, sum, M2 = sum of squared deviations from the mean, min, max).
@@ -422,7 +484,7 @@ fn build_blocks<'py>(
         ($s:expr => $k:ty) => {{
             let e = contiguous::<$k>(edges)?;
             let (v, e) = ($s, e.as_slice()?);
-            py.detach(|| column::build_blocks::<$k, _>(v, e, block_len))
+            detach(py, || column::build_blocks::<$k, _>(v, e, block_len))
         }};
     }
     let blocks = match held.values()? {
@@ -556,9 +618,11 @@ fn scan_compare<'py>(
             cmp,
             right: program(right, values.len())?,
         };
-        py.detach(|| scan::scan_compare(values, &comparison, n_rows, block_len, domain))
-            .map(|(t, u)| (RowSet(t), RowSet(u)))
-            .map_err(to_py)
+        detach(py, || {
+            scan::scan_compare(values, &comparison, n_rows, block_len, domain)
+        })
+        .map(|(t, u)| (RowSet(t), RowSet(u)))
+        .map_err(to_py)
     })
 }
 
@@ -588,8 +652,7 @@ fn evaluate<'py>(
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
     let out = with_values(&columns, |values| {
         let program = self::program(program, values.len())?;
-        py.detach(|| scan::evaluate(values, &program, n_rows))
-            .map_err(to_py)
+        detach(py, || scan::evaluate(values, &program, n_rows)).map_err(to_py)
     })?;
     Ok(out.into_pyarray(py))
 }
@@ -615,7 +678,7 @@ fn scan_range<'py>(
         ($k:ty, $s:expr) => {{
             let iv = interval::<$k>(lo, lo_incl, hi, hi_incl)?;
             let s = $s;
-            py.detach(|| scan::scan_range(s, &iv, block_len, domain))
+            detach(py, || scan::scan_range(s, &iv, block_len, domain))
         }};
     }
     let result = match held.values()? {
@@ -647,7 +710,7 @@ fn variable_edges<'py>(
         ($k:ty) => {{
             let s = contiguous::<$k>(sample)?;
             let s = s.as_slice()?;
-            let edges = py.detach(|| binning::variable_edges::<$k>(s, nbins, digits));
+            let edges = detach(py, || binning::variable_edges::<$k>(s, nbins, digits));
             Ok(edges.into_pyarray(py).into_any())
         }};
     }
@@ -668,6 +731,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(evaluate, m)?)?;
     m.add_function(wrap_pyfunction!(scan_compare, m)?)?;
     m.add_function(wrap_pyfunction!(scan_range, m)?)?;
+    m.add_function(wrap_pyfunction!(set_jobs, m)?)?;
+    m.add_function(wrap_pyfunction!(jobs, m)?)?;
     m.add("CorruptBlockError", m.py().get_type::<CorruptBlockError>())?;
     Ok(())
 }

@@ -29,6 +29,17 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 
+def _count(text: str) -> int:
+    """An argparse type: a whole number, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="quarry",
@@ -42,6 +53,16 @@ def _parser() -> argparse.ArgumentParser:
             "--index",
             metavar="PATH",
             help="index file location (default: FILE.qidx beside the data)",
+        )
+
+    def jobs_option(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument(
+            "--jobs",
+            "-j",
+            type=_count,
+            default=0,
+            metavar="N",
+            help="threads to use (default 0: one per core)",
         )
 
     def path_option(sp: argparse.ArgumentParser) -> None:
@@ -85,6 +106,7 @@ def _parser() -> argparse.ArgumentParser:
         help="with many files, rebuild indexes that are up to date too",
     )
     index_option(ix)
+    jobs_option(ix)
 
     q = sub.add_parser("query", help="evaluate a query")
     q.add_argument(
@@ -124,6 +146,7 @@ def _parser() -> argparse.ArgumentParser:
         'line {"query": ..., "count": ...} each, the index opened once',
     )
     index_option(q)
+    jobs_option(q)
     path_option(q)
 
     hist = sub.add_parser("hist", help="histogram of 1-3 variables, optionally of a selection")
@@ -146,6 +169,7 @@ def _parser() -> argparse.ArgumentParser:
     hist.add_argument("--png", metavar="FILE", help="draw the histogram to a PNG file")
     hist.add_argument("--svg", metavar="FILE", help="draw the histogram to an SVG file")
     index_option(hist)
+    jobs_option(hist)
     path_option(hist)
 
     plot = sub.add_parser("plot", help="all rows as a grey density, a selection in colour")
@@ -157,6 +181,7 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--svg", metavar="FILE", help="SVG to write")
     plot.add_argument("--bins", type=int, default=200, help="density bins per axis (default 200)")
     index_option(plot)
+    jobs_option(plot)
     path_option(plot)
 
     tr = sub.add_parser(
@@ -171,6 +196,7 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--json", action="store_true", help="print everything as one JSON object")
     tr.add_argument("--out", metavar="F.h5", help="write one group per step to an HDF5 file")
     index_option(tr)
+    jobs_option(tr)
     path_option(tr)
 
     info = sub.add_parser("info", help="variables, shapes, dtypes, and what is indexed")
@@ -537,7 +563,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from quarry.cli.demo import run_demo
 
             return run_demo(args.dir, args.rows)
-        return commands[args.command](args)
+        from quarry.parallel import threads
+
+        with threads(getattr(args, "jobs", None)):
+            return commands[args.command](args)
     except QuerySyntaxError as exc:
         if args.debug:
             raise

@@ -9,6 +9,7 @@ import numpy as np
 from quarry import _core
 from quarry.errors import ShapeMismatchError
 from quarry.expr.plan import PlanNode
+from quarry.parallel.threads import on_own_threads
 from quarry.query.execute import Executor
 from quarry.query.histogram import Histogram, compute
 
@@ -59,6 +60,12 @@ class Selection:
         return self._executor.table.shape
 
     @property
+    def jobs(self) -> int | None:
+        """Threads the selection's work runs on: its dataset's ``jobs``."""
+        return self.dataset.jobs
+
+    @property
+    @on_own_threads
     def rows(self) -> _core.RowSet:
         if self._rows is None:
             assert self.plan is not None, "a loaded selection comes with its rows"
@@ -72,6 +79,7 @@ class Selection:
 
         save(self, path)
 
+    @on_own_threads
     def count(self) -> int:
         """Number of rows where the query is true."""
         if self._count is None:
@@ -90,6 +98,7 @@ class Selection:
         ids = self.ids()
         return np.stack(np.unravel_index(ids, self.shape), axis=1).astype(np.int64)
 
+    @on_own_threads
     def values(self, name: str) -> npt.NDArray[np.generic]:
         """Values of variable ``name`` at the hits (any variable of the table's shape)."""
         var = self._table_variable(name)
@@ -98,6 +107,7 @@ class Selection:
             return np.empty(0, dtype=var.dtype)
         return self._executor.values_at(var, ids)
 
+    @on_own_threads
     def histogram(
         self,
         names: str | list[str],

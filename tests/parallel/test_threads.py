@@ -1,0 +1,112 @@
+"""Any number of threads gives the serial answer, bit for bit."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import quarry
+from generators import DTYPES, NAMES, column, conditions, write
+from oracle import oracle_ids
+from quarry.cli.main import main
+from quarry.parallel import jobs, threads
+
+
+@st.composite
+def scenarios(draw):
+    size = draw(st.sampled_from([0, 1, 99, 1000, 4097]))
+    names = NAMES[: draw(st.integers(1, 3))]
+    data = {n: column(draw, draw(st.sampled_from(DTYPES)), size) for n in names}
+    block_len = draw(st.sampled_from([1, 7, 64, 1000]))
+    queries = [draw(conditions(data)) for _ in range(draw(st.integers(1, 4)))]
+    return data, block_len, queries
+
+
+@given(scenarios())
+def test_every_thread_count_matches_the_oracle_and_builds_the_same_index(scenario):
+    data, block_len, queries = scenario
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "data.h5")
+        write(path, data, "chunked")
+        built = []
+        for n in (1, 2, 3):
+            index = os.path.join(tmp, f"{n}.qidx")
+            with quarry.open(path, index=index, jobs=n) as ds:
+                ds.build_index(block_len=block_len, bins=16)
+                for q in queries:
+                    expect = oracle_ids(q, data)
+                    assert ds.query(q).count() == len(expect), (n, q)
+                    np.testing.assert_array_equal(ds.query(q).ids(), expect, err_msg=f"{n}: {q}")
+            with open(index, "rb") as f:
+                built.append(f.read())
+        assert built[0] == built[1] == built[2]
+
+
+def test_histograms_and_aggregates_do_not_depend_on_threads(tmp_path):
+    rng = np.random.default_rng(5)
+    path = str(tmp_path / "h.h5")
+    energy = rng.gamma(2.0, 0.5, 50_000)
+    write(path, {"energy": energy, "x": rng.normal(0, 1, 50_000)}, "contiguous")
+    answers = []
+    for n in (1, 3):
+        with quarry.open(path, jobs=n) as ds:
+            ds.build_index(block_len=4096)
+            sel = ds.query("energy > mean(energy) && x*x > 0.5")
+            hist = sel.histogram("energy", bins=50)
+            answers.append((sel.ids(), hist.counts, hist.edges[0], sel.aggregates[0].value))
+    np.testing.assert_array_equal(answers[0][0], answers[1][0])
+    np.testing.assert_array_equal(answers[0][1], answers[1][1])
+    np.testing.assert_array_equal(answers[0][2], answers[1][2])
+    assert answers[0][3] == answers[1][3]
+
+
+def test_the_choice_belongs_to_the_calling_thread():
+    before = jobs()
+    seen: dict[str, int] = {}
+    ready = threading.Barrier(2)
+
+    def worker(name: str, n: int) -> None:
+        with threads(n):
+            ready.wait()  # both threads have chosen before either looks
+            seen[name] = jobs()
+
+    ts = [threading.Thread(target=worker, args=(k, n)) for k, n in (("a", 1), ("b", 3))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert seen == {"a": 1, "b": 3}
+    assert jobs() == before  # this thread's choice is untouched
+
+
+def test_a_dataset_without_jobs_follows_the_caller(tmp_path):
+    path = str(tmp_path / "d.h5")
+    write(path, {"a": np.arange(10.0)}, "contiguous")
+    with quarry.open(path) as ds, threads(2):
+        assert ds.jobs is None
+        assert ds.query("a > 4").count() == 5
+        assert jobs() == 2
+
+
+def test_negative_jobs_are_refused():
+    with pytest.raises(ValueError, match="positive"), threads(-1):
+        pass
+
+
+def test_cli_jobs(tmp_path, capsys):
+    path = str(tmp_path / "c.h5")
+    write(path, {"a": np.arange(1000.0)}, "contiguous")
+    assert main(["index", "-j", "1", "--quiet", path]) == 0
+    capsys.readouterr()
+    for j in ("1", "2"):
+        assert main(["query", "--jobs", j, "--json", path, "a >= 990"]) == 0
+        assert '"count": 10' in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["query", "--jobs", "-1", path, "a > 1"])
+    assert "expected 0 or more, got -1" in capsys.readouterr().err
