@@ -58,6 +58,14 @@ class RowSet:
 class Column:
     """All blocks of one indexed variable."""
 
+    @staticmethod
+    def open(
+        files: list[IndexFile],
+        kind: str,
+        spans: list[tuple[int, int, int]],
+        n_rows: int,
+        block_len: int,
+    ) -> Column: ...
     @property
     def n_rows(self) -> int: ...
     @property
@@ -90,9 +98,6 @@ class IndexFile:
     def __new__(cls, path: str | os.PathLike[str]) -> IndexFile: ...
     def __len__(self) -> int: ...
     def read(self, offset: int, length: int) -> bytes: ...
-    def column(
-        self, kind: str, spans: list[tuple[int, int]], n_rows: int, block_len: int
-    ) -> Column: ...
 
 def build_blocks(
     values: npt.NDArray[np.generic], edges: npt.NDArray[np.generic], block_len: int

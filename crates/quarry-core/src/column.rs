@@ -12,14 +12,18 @@ use crate::key::{Key, Widen};
 use crate::rowset::{block_count, RowSet};
 
 /// The parsed headers of a variable's blocks and where each block's bytes lie
-/// in the caller's buffer (typically a memory-mapped index file).
+/// in the caller's buffers (typically memory-mapped index files: one, or
+/// one per shard when ranks wrote their blocks to their own files).
 #[derive(Clone, Debug)]
 pub struct ColumnIndex<K> {
     n_rows: u64,
     block_len: u64,
-    spans: Vec<Range<usize>>,
+    spans: Vec<(usize, Range<usize>)>,
     headers: Vec<BlockHeader<K>>,
 }
+
+/// Where one block lies: (buffer number, byte offset, byte length).
+pub type BlockSpan = (u32, u64, u64);
 
 /// Which entries of one block an interval takes whole, and which straddle it.
 struct BlockPlan {
@@ -28,8 +32,8 @@ struct BlockPlan {
 }
 
 impl<K: Key> ColumnIndex<K> {
-    /// Parse every block header found at `spans` (byte ranges) of `data`.
-    pub fn open(data: &[u8], spans: &[(u64, u64)], n_rows: u64, block_len: u64) -> Result<Self> {
+    /// Parse every block header found at `spans` of the buffers `data`.
+    pub fn open(data: &[&[u8]], spans: &[BlockSpan], n_rows: u64, block_len: u64) -> Result<Self> {
         let expected = RowSet::empty(n_rows, block_len)?; // validates block_len
         if spans.len() != block_count(n_rows, block_len) {
             return corrupt(format!(
@@ -37,24 +41,32 @@ impl<K: Key> ColumnIndex<K> {
                 spans.len()
             ));
         }
-        let spans: Vec<Range<usize>> = spans
+        let spans: Vec<(usize, Range<usize>)> = spans
             .iter()
-            .map(|&(offset, len)| {
+            .map(|&(shard, offset, len)| {
+                let shard = shard as usize;
+                let buffer = data.get(shard).ok_or_else(|| {
+                    CoreError::Corrupt(format!(
+                        "block in index file {shard} of {} files",
+                        data.len()
+                    ))
+                })?;
                 let end = offset
                     .checked_add(len)
-                    .filter(|&end| end <= data.len() as u64);
-                end.map(|end| offset as usize..end as usize).ok_or_else(|| {
-                    CoreError::Corrupt(format!(
-                        "block at byte {offset} runs past the end of the index"
-                    ))
-                })
+                    .filter(|&end| end <= buffer.len() as u64);
+                end.map(|end| (shard, offset as usize..end as usize))
+                    .ok_or_else(|| {
+                        CoreError::Corrupt(format!(
+                            "block at byte {offset} runs past the end of index file {shard}"
+                        ))
+                    })
             })
             .collect::<Result<_>>()?;
         let headers = spans
             .par_iter()
             .enumerate()
-            .map(|(b, span)| {
-                let header = BlockHeader::<K>::parse(&data[span.clone()])
+            .map(|(b, (shard, range))| {
+                let header = BlockHeader::<K>::parse(&data[*shard][range.clone()])
                     .map_err(|e| CoreError::Corrupt(format!("block {b}: {e}")))?;
                 let rows = (n_rows - b as u64 * block_len).min(block_len);
                 if u64::from(header.n_rows) != rows {
@@ -77,6 +89,12 @@ impl<K: Key> ColumnIndex<K> {
 
     pub fn n_rows(&self) -> u64 {
         self.n_rows
+    }
+
+    /// The bytes of block `b`.
+    fn bytes<'a>(&self, data: &[&'a [u8]], b: usize) -> &'a [u8] {
+        let (shard, range) = &self.spans[b];
+        &data[*shard][range.clone()]
     }
 
     pub fn block_len(&self) -> u64 {
@@ -117,10 +135,10 @@ impl<K: Key> ColumnIndex<K> {
     fn union(
         &self,
         b: usize,
-        data: &[u8],
+        data: &[&[u8]],
         entries: impl Iterator<Item = usize>,
     ) -> Result<RoaringBitmap> {
-        let bytes = &data[self.spans[b].clone()];
+        let bytes = self.bytes(data, b);
         let bitmaps = entries
             .map(|i| self.headers[b].bitmap(bytes, i))
             .collect::<Result<Vec<_>>>()?;
@@ -128,7 +146,7 @@ impl<K: Key> ColumnIndex<K> {
     }
 
     /// Rows of block `b` that surely satisfy the plan.
-    fn sure(&self, b: usize, data: &[u8], plan: &BlockPlan) -> Result<RoaringBitmap> {
+    fn sure(&self, b: usize, data: &[&[u8]], plan: &BlockPlan) -> Result<RoaringBitmap> {
         let header = &self.headers[b];
         let n_entries = header.entries.len();
         if plan.inside.len() * 2 <= n_entries {
@@ -139,7 +157,7 @@ impl<K: Key> ColumnIndex<K> {
         all.insert_range(0..header.n_rows);
         let outside = (0..plan.inside.start).chain(plan.inside.end..n_entries);
         let removed = self.union(b, data, outside)?;
-        let missing = header.missing(&data[self.spans[b].clone()])?;
+        let missing = header.missing(self.bytes(data, b))?;
         Ok(all - removed - missing)
     }
 
@@ -160,7 +178,7 @@ impl<K: Key> ColumnIndex<K> {
 
     /// Count of rows that surely satisfy `iv`, and the candidate rows the
     /// caller must check against the values. No sure bitmap is decoded.
-    pub fn count(&self, data: &[u8], iv: &Interval<K>) -> Result<(u64, RowSet)> {
+    pub fn count(&self, data: &[&[u8]], iv: &Interval<K>) -> Result<(u64, RowSet)> {
         let per_block = (0..self.headers.len())
             .into_par_iter()
             .map(|b| {
@@ -184,7 +202,7 @@ impl<K: Key> ColumnIndex<K> {
     /// `domain` when given (blocks with no domain rows decode nothing).
     pub fn leaf(
         &self,
-        data: &[u8],
+        data: &[&[u8]],
         iv: &Interval<K>,
         domain: Option<&RowSet>,
     ) -> Result<(RowSet, RowSet)> {
@@ -223,7 +241,7 @@ impl<K: Key> ColumnIndex<K> {
     /// caller counts from their values. Missing values are never counted.
     pub fn histogram(
         &self,
-        data: &[u8],
+        data: &[&[u8]],
         edges: &[f64],
         domain: Option<&RowSet>,
     ) -> Result<(Vec<u64>, RowSet)> {
@@ -252,7 +270,7 @@ impl<K: Key> ColumnIndex<K> {
             .into_par_iter()
             .map(|b| {
                 let header = &self.headers[b];
-                let bytes = &data[self.spans[b].clone()];
+                let bytes = self.bytes(data, b);
                 let dom = domain.map(|d| &d.blocks()[b]);
                 let mut counts = vec![0u64; n_bins];
                 let mut straddling = Vec::new();
@@ -296,10 +314,10 @@ impl<K: Key> ColumnIndex<K> {
     }
 
     /// Rows whose value is missing (NaN).
-    pub fn missing(&self, data: &[u8]) -> Result<RowSet> {
+    pub fn missing(&self, data: &[&[u8]]) -> Result<RowSet> {
         let blocks = (0..self.headers.len())
             .into_par_iter()
-            .map(|b| self.headers[b].missing(&data[self.spans[b].clone()]))
+            .map(|b| self.headers[b].missing(self.bytes(data, b)))
             .collect::<Result<Vec<_>>>()?;
         RowSet::from_blocks(self.n_rows, self.block_len, blocks)
     }
@@ -363,14 +381,21 @@ mod tests {
     use super::*;
     use crate::binning::equal_weight_edges;
 
-    fn layout(blocks: &[BuiltBlock]) -> (Vec<u8>, Vec<(u64, u64)>) {
-        let mut data = vec![0xEE; 7]; // blocks need not start at 0
+    /// Blocks dealt over three buffers (as ranks write shards), each
+    /// starting after some unrelated bytes.
+    fn layout(blocks: &[BuiltBlock]) -> (Vec<Vec<u8>>, Vec<BlockSpan>) {
+        let mut shards = vec![vec![0xEE; 7], vec![0xDD; 3], Vec::new()];
         let mut spans = Vec::new();
-        for b in blocks {
-            spans.push((data.len() as u64, b.bytes.len() as u64));
-            data.extend_from_slice(&b.bytes);
+        for (i, b) in blocks.iter().enumerate() {
+            let shard = &mut shards[i % 3];
+            spans.push(((i % 3) as u32, shard.len() as u64, b.bytes.len() as u64));
+            shard.extend_from_slice(&b.bytes);
         }
-        (data, spans)
+        (shards, spans)
+    }
+
+    fn views(shards: &[Vec<u8>]) -> Vec<&[u8]> {
+        shards.iter().map(Vec::as_slice).collect()
     }
 
     #[test]
@@ -406,7 +431,8 @@ mod tests {
             .collect();
         let edges = equal_weight_edges(&values, 16);
         let blocks = build_blocks(&values, &edges, 1000).unwrap();
-        let (data, spans) = layout(&blocks);
+        let (shards, spans) = layout(&blocks);
+        let data = views(&shards);
         let col = ColumnIndex::<f64>::open(&data, &spans, values.len() as u64, 1000).unwrap();
         for iv in [
             Interval {
@@ -475,7 +501,8 @@ mod tests {
             .collect();
         let edges = crate::binning::variable_edges(&values, 16, 2);
         let blocks = build_blocks(&values, &edges, 700).unwrap();
-        let (data, spans) = layout(&blocks);
+        let (shards, spans) = layout(&blocks);
+        let data = views(&shards);
         let col = ColumnIndex::<f64>::open(&data, &spans, values.len() as u64, 700).unwrap();
         let domain = RowSet::from_sorted_ids(
             values.len() as u64,
@@ -524,11 +551,17 @@ mod tests {
     fn open_rejects_inconsistent_layouts() {
         let values: Vec<i64> = (0..100).collect();
         let blocks = build_blocks(&values, &[50], 30).unwrap();
-        let (data, spans) = layout(&blocks);
+        let (shards, spans) = layout(&blocks);
+        let data = views(&shards);
         assert!(ColumnIndex::<i64>::open(&data, &spans, 100, 30).is_ok());
         assert!(ColumnIndex::<i64>::open(&data, &spans, 100, 25).is_err());
         assert!(ColumnIndex::<i64>::open(&data, &spans[..3], 100, 30).is_err());
         assert!(ColumnIndex::<u64>::open(&data, &spans, 100, 30).is_err());
-        assert!(ColumnIndex::<i64>::open(&data[..data.len() - 1], &spans, 100, 30).is_err());
+        let mut cut = data.clone();
+        cut[0] = &cut[0][..cut[0].len() - 1];
+        assert!(ColumnIndex::<i64>::open(&cut, &spans, 100, 30).is_err());
+        let mut elsewhere = spans.clone();
+        elsewhere[1].0 = 3; // a fourth file that is not there
+        assert!(ColumnIndex::<i64>::open(&data, &elsewhere, 100, 30).is_err());
     }
 }

@@ -4,19 +4,21 @@ use std::collections::BTreeSet;
 
 use proptest::prelude::*;
 use quarry_core::binning::{bin_of, equal_weight_edges, variable_edges, BinLookup};
-use quarry_core::column::{build_blocks, BuiltBlock, ColumnIndex};
+use quarry_core::column::{build_blocks, BlockSpan, BuiltBlock, ColumnIndex};
 use quarry_core::eval::Interval;
 use quarry_core::key::Key;
 use quarry_core::rowset::RowSet;
 
-fn layout(blocks: &[BuiltBlock]) -> (Vec<u8>, Vec<(u64, u64)>) {
-    let mut data = Vec::new();
+/// Blocks dealt over two buffers, as two ranks would write their shards.
+fn layout(blocks: &[BuiltBlock]) -> (Vec<Vec<u8>>, Vec<BlockSpan>) {
+    let mut shards = vec![Vec::new(), Vec::new()];
     let mut spans = Vec::new();
-    for b in blocks {
-        spans.push((data.len() as u64, b.bytes.len() as u64));
-        data.extend_from_slice(&b.bytes);
+    for (i, b) in blocks.iter().enumerate() {
+        let shard = &mut shards[i % 2];
+        spans.push(((i % 2) as u32, shard.len() as u64, b.bytes.len() as u64));
+        shard.extend_from_slice(&b.bytes);
     }
-    (data, spans)
+    (shards, spans)
 }
 
 /// Sure rows plus the candidates that pass the check, as the caller computes them.
@@ -27,7 +29,8 @@ fn answer<K: Key + quarry_core::key::Widen<K>>(
     iv: &Interval<K>,
 ) -> Vec<u64> {
     let blocks = build_blocks(values, edges, block_len).unwrap();
-    let (data, spans) = layout(&blocks);
+    let (shards, spans) = layout(&blocks);
+    let data: Vec<&[u8]> = shards.iter().map(Vec::as_slice).collect();
     let col = ColumnIndex::<K>::open(&data, &spans, values.len() as u64, block_len as u64).unwrap();
     let (sure, cand) = col.leaf(&data, iv, None).unwrap();
     let (count, cand2) = col.count(&data, iv).unwrap();

@@ -252,32 +252,6 @@ impl IndexFile {
         })?;
         Ok(PyBytes::new(py, &self.map[offset..end]))
     }
-
-    /// Open the column whose blocks lie at `spans` (offset, length).
-    fn column(
-        &self,
-        py: Python<'_>,
-        kind: &str,
-        spans: Vec<(u64, u64)>,
-        n_rows: u64,
-        block_len: u64,
-    ) -> PyResult<Column> {
-        let data: &[u8] = &self.map;
-        let inner = py
-            .detach(|| -> Result<Inner, CoreError> {
-                Ok(match kind {
-                    "f64" => Inner::F64(ColumnIndex::open(data, &spans, n_rows, block_len)?),
-                    "i64" => Inner::I64(ColumnIndex::open(data, &spans, n_rows, block_len)?),
-                    "u64" => Inner::U64(ColumnIndex::open(data, &spans, n_rows, block_len)?),
-                    other => return Err(CoreError::Invalid(format!("unknown key kind {other:?}"))),
-                })
-            })
-            .map_err(to_py)?;
-        Ok(Column {
-            map: Arc::clone(&self.map),
-            inner,
-        })
-    }
 }
 
 enum Inner {
@@ -289,11 +263,18 @@ enum Inner {
 /// (count of valid values, sum, M2, min, max) of one block.
 type BlockStats = (u64, f64, f64, Py<PyAny>, Py<PyAny>);
 
-/// One indexed variable: all its blocks.
+/// One indexed variable: all its blocks, in one index file or spread over
+/// several (the shards ranks wrote).
 #[pyclass(frozen, module = "quarry._core")]
 struct Column {
-    map: Arc<Mmap>,
+    maps: Vec<Arc<Mmap>>,
     inner: Inner,
+}
+
+impl Column {
+    fn buffers(&self) -> Vec<&[u8]> {
+        self.maps.iter().map(|m| &m[..]).collect()
+    }
 }
 
 /// Python numbers to keys; an integer bound outside the domain is an error
@@ -353,6 +334,32 @@ macro_rules! with_column {
 
 #[pymethods]
 impl Column {
+    /// Open the column whose blocks lie at `spans`: (file number in `files`,
+    /// byte offset, byte length), one per block.
+    #[staticmethod]
+    fn open(
+        py: Python<'_>,
+        files: Vec<Bound<'_, IndexFile>>,
+        kind: &str,
+        spans: Vec<(u32, u64, u64)>,
+        n_rows: u64,
+        block_len: u64,
+    ) -> PyResult<Self> {
+        let maps: Vec<Arc<Mmap>> = files.iter().map(|f| Arc::clone(&f.get().map)).collect();
+        let data: Vec<&[u8]> = maps.iter().map(|m| &m[..]).collect();
+        let inner = detach(py, || -> Result<Inner, CoreError> {
+            Ok(match kind {
+                "f64" => Inner::F64(ColumnIndex::open(&data, &spans, n_rows, block_len)?),
+                "i64" => Inner::I64(ColumnIndex::open(&data, &spans, n_rows, block_len)?),
+                "u64" => Inner::U64(ColumnIndex::open(&data, &spans, n_rows, block_len)?),
+                other => return Err(CoreError::Invalid(format!("unknown key kind {other:?}"))),
+            })
+        })
+        .map_err(to_py)?;
+        drop(data);
+        Ok(Self { maps, inner })
+    }
+
     #[getter]
     fn n_rows(&self) -> u64 {
         with_column!(self, c, K => c.n_rows())
@@ -372,7 +379,7 @@ impl Column {
         hi: &Bound<'py, PyAny>,
         hi_incl: bool,
     ) -> PyResult<(u64, RowSet)> {
-        let data: &[u8] = &self.map;
+        let data = &self.buffers()[..];
         with_column!(self, c, K => {
             let iv = interval::<K>(lo, lo_incl, hi, hi_incl)?;
             detach(py, || c.count(data, &iv)).map(|(n, cand)| (n, RowSet(cand))).map_err(to_py)
@@ -390,7 +397,7 @@ impl Column {
         hi_incl: bool,
         domain: Option<&RowSet>,
     ) -> PyResult<(RowSet, RowSet)> {
-        let data: &[u8] = &self.map;
+        let data = &self.buffers()[..];
         let domain = domain.map(|d| &d.0);
         with_column!(self, c, K => {
             let iv = interval::<K>(lo, lo_incl, hi, hi_incl)?;
@@ -421,7 +428,7 @@ impl Column {
         edges: PyReadonlyArray1<'_, f64>,
         domain: Option<&RowSet>,
     ) -> PyResult<(Vec<u64>, RowSet)> {
-        let data: &[u8] = &self.map;
+        let data = &self.buffers()[..];
         let edges = edges.as_slice()?;
         let domain = domain.map(|d| &d.0);
         with_column!(self, c, K => detach(py, || c.histogram(data, edges, domain)).map(|(n, cand)| (n, RowSet(cand))).map_err(to_py))
@@ -429,7 +436,7 @@ impl Column {
 
     /// Rows whose value is missing.
     fn missing(&self, py: Python<'_>) -> PyResult<RowSet> {
-        let data: &[u8] = &self.map;
+        let data = &self.buffers()[..];
         with_column!(self, c, K => detach(py, || c.missing(data)).map(RowSet).map_err(to_py))
     }
 

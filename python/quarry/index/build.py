@@ -1,7 +1,10 @@
 """Building an index: sample for bin edges, then stream blocks through the core.
 
 Reading the next span of the file overlaps with indexing the current one
-(the core releases the GIL and indexes a span's blocks on all cores).
+(the core releases the GIL and indexes a span's blocks on all cores). The
+same pieces build an index in one process (:func:`build_index`) and in many
+MPI ranks (:mod:`quarry.parallel.build`): each writer indexes a run of
+blocks into its own file, and one manifest is assembled from the parts.
 """
 
 from __future__ import annotations
@@ -9,14 +12,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import quarry
 from quarry import _core
-from quarry.errors import SourceError, UnsupportedVariableError
+from quarry.errors import CorruptIndexError, SourceError, UnsupportedVariableError
 from quarry.expr.plan import KEY_DTYPES, key_kind
 from quarry.formats.base import Driver, VariableInfo, fingerprint
 from quarry.index import layout
@@ -38,6 +41,23 @@ def _sample(driver: Driver, var: VariableInfo) -> npt.NDArray[np.generic]:
         return driver.read(var.path, 0, var.size)
     starts = np.linspace(0, var.size - SAMPLE_SPAN_LEN, SAMPLE_SPANS).astype(np.int64)
     return np.concatenate([driver.read(var.path, int(s), int(s) + SAMPLE_SPAN_LEN) for s in starts])
+
+
+def edges_of(driver: Driver, var: VariableInfo, opts: BuildOptions) -> npt.NDArray[np.generic]:
+    """The bin edges of ``var``: a pure function of the file, so every rank
+    that indexes some of its blocks computes the same ones."""
+    sample = _sample(driver, var).astype(KEY_DTYPES[key_kind(var.dtype)])
+    return _core.variable_edges(sample, opts.bins, opts.precision)
+
+
+def block_count(var: VariableInfo, opts: BuildOptions) -> int:
+    return -(-var.size // opts.block_len)
+
+
+def check_indexable(variables: list[VariableInfo]) -> None:
+    for var in variables:
+        if var.problem is not None:
+            raise UnsupportedVariableError(f"cannot index {var.path}: {var.problem}")
 
 
 def build_index(
@@ -67,88 +87,124 @@ def build_index(
     >>> drv.close()
     """
     opts = options or BuildOptions()
-    for var in variables:
-        if var.problem is not None:
-            raise UnsupportedVariableError(f"cannot index {var.path}: {var.problem}")
+    check_indexable(variables)
     before = fingerprint(driver.path)
-    entries: dict[str, Any] = {}
-    with (
-        layout.writing(index_path) as writer,
-        ThreadPoolExecutor(1) as reader,
-        ThreadPoolExecutor(1) as write_thread,
-    ):
-        stages = _Stages(reader, write_thread, writer)
-        writes: dict[str, list[Future[list[tuple[int, int]]]]] = {}
-        for var in variables:
-            entries[var.path], writes[var.path] = _build_variable(
-                driver, var, opts, stages, progress
-            )
-        # Block spans are known once their writes are done; waiting only here
-        # lets one variable's writes overlap the next variable's indexing.
-        for path, pending in writes.items():
-            entries[path]["blocks"] = [list(span) for w in pending for span in w.result()]
-        after = fingerprint(driver.path)
-        if after != before:
-            raise SourceError(f"{driver.path} changed while it was being indexed; run again")
-        manifest = {
-            "format": "quarry-index",
-            "version": layout.VERSION,
-            "created_by": f"quarry {quarry.__version__}",
-            "source": {"name": os.path.basename(driver.path), **before},
-            "block_len": opts.block_len,
-            "derived": derived or [],
-            "variables": entries,
-        }
+    with layout.writing(index_path) as writer:
+        runs = {v.path: (0, block_count(v, opts)) for v in variables}
+        parts = index_blocks(driver, variables, runs, opts, writer, progress)
+        check_unchanged(driver.path, before)
+        manifest = assemble(driver.path, before, variables, opts, parts, [], derived or [])
         writer.commit(manifest)
     return manifest
 
 
-@dataclass(frozen=True)
-class _Stages:
-    """The build's pipeline: the reader thread reads span k+1 and the writer
-    thread writes span k-1 while the core indexes span k (file I/O and the
-    core both release the GIL). One writer thread keeps blocks in order."""
-
-    reader: ThreadPoolExecutor
-    write_thread: ThreadPoolExecutor
-    writer: layout.IndexWriter
+def check_unchanged(path: str, before: dict[str, Any]) -> None:
+    if fingerprint(path) != before:
+        raise SourceError(f"{path} changed while it was being indexed; run again")
 
 
-def _build_variable(
+@dataclass
+class VariablePart:
+    """A run of consecutive blocks of one variable, as one writer indexed them."""
+
+    first_block: int
+    edges: list[Any]
+    spans: list[list[int]] = field(default_factory=list)  # [file, offset, length] per block
+    source_crc32: list[int] = field(default_factory=list)
+
+
+def index_blocks(
     driver: Driver,
-    var: VariableInfo,
+    variables: list[VariableInfo],
+    runs: dict[str, tuple[int, int]],
     opts: BuildOptions,
-    stages: _Stages,
-    progress: Callable[[int], object] | None,
-) -> tuple[dict[str, Any], list[Future[list[tuple[int, int]]]]]:
-    """Index one variable; returns its manifest entry and its pending writes."""
-    kind = key_kind(var.dtype)
-    key_dtype = KEY_DTYPES[kind]
-    sample = _sample(driver, var).astype(key_dtype)
-    edges = _core.variable_edges(sample, opts.bins, opts.precision)
-    step = max(opts.block_len, READ_SPAN // opts.block_len * opts.block_len)
-    writes: list[Future[list[tuple[int, int]]]] = []
-    checksums: list[int] = []
-    reads = [(start, min(start + step, var.size)) for start in range(0, var.size, step)]
-    pending = stages.reader.submit(driver.read, var.path, *reads[0]) if reads else None
-    for k in range(len(reads)):
-        assert pending is not None
-        values = pending.result()
-        if k + 1 < len(reads):
-            pending = stages.reader.submit(driver.read, var.path, *reads[k + 1])
-        built = _core.build_blocks(np.ascontiguousarray(values), edges, opts.block_len)
-        checksums.extend(crc for _, crc in built)
-        writes.append(stages.write_thread.submit(stages.writer.add_all, [b for b, _ in built]))
-        if progress is not None:
-            progress(len(values))
-    entry = {
-        "dtype": var.dtype.str,
-        "shape": list(var.shape),
-        "key": kind,
-        "bins": opts.bins,
-        "precision": opts.precision,
-        "edges": edges.tolist(),
-        "blocks": [],  # filled in when the writes are done
-        "source_crc32": checksums,
+    writer: layout.BlockWriter,
+    progress: Callable[[int], object] | None = None,
+) -> dict[str, VariablePart]:
+    """Index blocks ``[first, stop)`` of each variable in ``runs`` into
+    ``writer``. A reader thread reads span k+1 and a writer thread writes
+    span k-1 while the core indexes span k (file I/O and the core both
+    release the GIL); the one writer thread keeps blocks in order."""
+    parts: dict[str, VariablePart] = {}
+    writes: dict[str, list[Future[list[tuple[int, int, int]]]]] = {}
+    with ThreadPoolExecutor(1) as reader, ThreadPoolExecutor(1) as write_thread:
+        for var in variables:
+            if var.path not in runs:
+                continue
+            first, stop = runs[var.path]
+            edges = edges_of(driver, var, opts)
+            parts[var.path] = part = VariablePart(first, edges.tolist())
+            writes[var.path] = pending_writes = []
+            step = max(opts.block_len, READ_SPAN // opts.block_len * opts.block_len)
+            end = min(stop * opts.block_len, var.size)
+            reads = [(s, min(s + step, end)) for s in range(first * opts.block_len, end, step)]
+            pending = reader.submit(driver.read, var.path, *reads[0]) if reads else None
+            for k in range(len(reads)):
+                assert pending is not None
+                values = pending.result()
+                if k + 1 < len(reads):
+                    pending = reader.submit(driver.read, var.path, *reads[k + 1])
+                built = _core.build_blocks(np.ascontiguousarray(values), edges, opts.block_len)
+                part.source_crc32.extend(crc for _, crc in built)
+                pending_writes.append(write_thread.submit(writer.add_all, [b for b, _ in built]))
+                if progress is not None:
+                    progress(len(values))
+        # Spans are known once the writes are done; waiting only here lets
+        # one variable's writes overlap the next variable's indexing.
+        for path, pending_writes in writes.items():
+            parts[path].spans = [list(s) for w in pending_writes for s in w.result()]
+    return parts
+
+
+def assemble(
+    source: str,
+    fingerprint: dict[str, Any],
+    variables: list[VariableInfo],
+    opts: BuildOptions,
+    parts: dict[str, VariablePart] | list[dict[str, VariablePart]],
+    shards: list[dict[str, Any]],
+    derived: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The manifest of an index whose blocks the ``parts`` hold (from one
+    writer, or a list from many). Every block of every variable must be in
+    exactly one part, all parts of a variable having the same edges."""
+    per_writer = parts if isinstance(parts, list) else [parts]
+    entries: dict[str, Any] = {}
+    for var in variables:
+        runs = sorted((p[var.path] for p in per_writer if var.path in p), key=_first)
+        expected = block_count(var, opts)
+        spans = [s for p in runs for s in p.spans]
+        starts = [p.first_block for p in runs]
+        if len(spans) != expected or starts != list(
+            np.cumsum([0] + [len(p.spans) for p in runs[:-1]])
+        ):
+            raise CorruptIndexError(
+                f"the parts of {var.path} hold {len(spans)} blocks of {expected}, or overlap; "
+                "the build is incomplete"
+            )
+        if any(p.edges != runs[0].edges for p in runs):
+            raise CorruptIndexError(f"writers disagree on the bin edges of {var.path}")
+        entries[var.path] = {
+            "dtype": var.dtype.str,
+            "shape": list(var.shape),
+            "key": key_kind(var.dtype),
+            "bins": opts.bins,
+            "precision": opts.precision,
+            "edges": runs[0].edges if runs else [],
+            "blocks": spans,
+            "source_crc32": [c for p in runs for c in p.source_crc32],
+        }
+    return {
+        "format": "quarry-index",
+        "version": layout.VERSION,
+        "created_by": f"quarry {quarry.__version__}",
+        "source": {"name": os.path.basename(source), **fingerprint},
+        "block_len": opts.block_len,
+        "derived": derived,
+        "shards": shards,
+        "variables": entries,
     }
-    return entry, writes
+
+
+def _first(part: VariablePart) -> int:
+    return part.first_block

@@ -177,7 +177,7 @@ def previous_derivations(index_path: str) -> list[Derivation]:
     from quarry.index import layout
 
     try:
-        _, manifest = layout.read(index_path)
+        _, manifest = layout.read_manifest(index_path)
     except (OSError, QuarryError):
         return []
     return [Derivation(d["name"], d["expr"]) for d in manifest.get("derived", [])]

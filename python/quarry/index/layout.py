@@ -10,6 +10,15 @@
 The file is written under a temporary name in the same directory, flushed,
 fsynced and renamed over the old one: a crash leaves the old index or the new
 one, never a torn file.
+
+An index built by many MPI ranks keeps its blocks in *shards*, one file per
+rank written by that rank alone (``run.h5.qidx.<build>-<rank>.qshard``: a
+16-byte ``"QUARRYSH" u32 version u32 rank`` header, then blocks), and the
+index file holds only the manifest. The manifest's ``"shards"`` lists them
+(name relative to the index, size); a block's span is ``[file, offset,
+length]``, file 0 being the index file itself and file k the k-th shard.
+Shards carry the build's name, so a new build never touches the files the
+published index uses; they are removed once the new manifest replaces it.
 """
 
 from __future__ import annotations
@@ -26,70 +35,137 @@ from quarry import _core
 from quarry.errors import CorruptIndexError
 
 MAGIC = b"QUARRYIX"
+SHARD_MAGIC = b"QUARRYSH"
 END_MAGIC = b"QIDXEND\0"
-VERSION = 2
+VERSION = 3
+SHARD_SUFFIX = ".qshard"
 _HEADER = struct.Struct("<8sII")
 _TRAILER = struct.Struct("<QQII8s")
 
 
-class IndexWriter:
-    """Stream blocks into a new index file; :meth:`commit` publishes it atomically."""
+class BlockWriter:
+    """Appends blocks to a file that only this writer touches, named ``path``
+    (or a temporary name beside ``publish_as``, for :class:`IndexWriter`)."""
 
-    def __init__(self, path: str) -> None:
-        import tempfile  # only writing needs it; queries should not pay the import
+    #: The number blocks written here have in a manifest's ``[file, ...]`` spans.
+    file_number = 0
 
+    def __init__(self, path: str, header: bytes) -> None:
         self.path = path
-        directory = os.path.dirname(os.path.abspath(path))
-        fd, self._tmp = tempfile.mkstemp(
-            prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory
-        )
-        # mkstemp makes the file private (0600); an index is shared like any
-        # file the user creates, so give it the umask's usual permissions.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)
-        self._file: BinaryIO = os.fdopen(fd, "wb")
-        self._file.write(_HEADER.pack(MAGIC, VERSION, 0))
-        self._offset = _HEADER.size
+        self._file: BinaryIO = _create(path)
+        self._file.write(header)
+        self._offset = len(header)
 
-    def add_all(self, blobs: list[bytes]) -> list[tuple[int, int]]:
-        """Append blocks in order; returns each one's (offset, length).
+    def add_all(self, blobs: list[bytes]) -> list[tuple[int, int, int]]:
+        """Append blocks in order; returns each one's ``[file, offset, length]``.
 
         The data is flushed to disk as it goes (on the builder's writer
-        thread, overlapping the indexing), so the fsync before the final
-        rename has little left to do.
+        thread, overlapping the indexing), so the fsync at the end has
+        little left to do.
         """
         spans = []
         for blob in blobs:
-            spans.append((self._offset, len(blob)))
+            spans.append((self.file_number, self._offset, len(blob)))
             self._file.write(blob)
             self._offset += len(blob)
         self._file.flush()
         os.fdatasync(self._file.fileno())
         return spans
 
-    def commit(self, manifest: dict[str, Any]) -> None:
-        body = json.dumps(manifest, separators=(",", ":")).encode()
-        self._file.write(body)
-        self._file.write(
-            _TRAILER.pack(self._offset, len(body), zlib.crc32(body), VERSION, END_MAGIC)
-        )
+    def close(self) -> None:
         self._file.flush()
         os.fsync(self._file.fileno())
         self._file.close()
-        os.replace(self._tmp, self.path)
-        with contextlib.suppress(OSError):  # not every filesystem lets a directory be fsynced
-            dir_fd = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
 
     def abort(self) -> None:
         with contextlib.suppress(OSError):
             self._file.close()
         with contextlib.suppress(OSError):
-            os.unlink(self._tmp)
+            os.unlink(self.path)
+
+
+class ShardWriter(BlockWriter):
+    """One rank's blocks of an index built in parallel (see the module notes)."""
+
+    def __init__(self, index_path: str, build: str, rank: int, file_number: int) -> None:
+        self.file_number = file_number
+        super().__init__(
+            shard_path(index_path, build, rank), _HEADER.pack(SHARD_MAGIC, VERSION, rank)
+        )
+
+    @property
+    def size(self) -> int:
+        return self._offset
+
+
+def shard_path(index_path: str, build: str, rank: int) -> str:
+    """Where rank ``rank`` of build ``build`` keeps its blocks of ``index_path``.
+
+    Examples
+    --------
+    >>> shard_path("/data/run.h5.qidx", "3f9a2c", 7)
+    '/data/run.h5.qidx.3f9a2c-0007.qshard'
+    """
+    return f"{index_path}.{build}-{rank:04d}{SHARD_SUFFIX}"
+
+
+class IndexWriter(BlockWriter):
+    """Stream blocks into a new index file; :meth:`commit` publishes it atomically."""
+
+    def __init__(self, path: str) -> None:
+        import tempfile  # only writing needs it; queries should not pay the import
+
+        self.publish_as = path
+        directory = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(
+            prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory
+        )
+        os.close(fd)
+        super().__init__(tmp, _HEADER.pack(MAGIC, VERSION, 0))
+
+    def commit(self, manifest: dict[str, Any]) -> None:
+        """Write the manifest and put the file in place of any old index,
+        whose shards (if it had any) are removed afterwards."""
+        body = json.dumps(manifest, separators=(",", ":")).encode()
+        self._file.write(body)
+        self._file.write(
+            _TRAILER.pack(self._offset, len(body), zlib.crc32(body), VERSION, END_MAGIC)
+        )
+        self.close()
+        old_shards = set(_shards_of(self.publish_as)) - {
+            s["name"] for s in manifest.get("shards", [])
+        }
+        os.replace(self.path, self.publish_as)
+        directory = os.path.dirname(os.path.abspath(self.publish_as))
+        with contextlib.suppress(OSError):  # not every filesystem lets a directory be fsynced
+            dir_fd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        for name in old_shards:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(directory, name))
+
+
+def _create(path: str) -> BinaryIO:
+    """Open ``path`` for writing with the umask's usual permissions (mkstemp
+    makes files private; an index is shared like any file the user creates)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)
+    return os.fdopen(fd, "wb")
+
+
+def _shards_of(index_path: str) -> list[str]:
+    """Shard names the index now at ``index_path`` uses (none if it is
+    missing or unreadable: nothing to clean up then)."""
+    try:
+        _, manifest = read_manifest(index_path)
+    except (OSError, CorruptIndexError):
+        return []
+    return [str(s["name"]) for s in manifest.get("shards", [])]
 
 
 @contextlib.contextmanager
@@ -103,7 +179,32 @@ def writing(path: str) -> Iterator[IndexWriter]:
         raise
 
 
-def read(path: str) -> tuple[_core.IndexFile, dict[str, Any]]:
+def read(path: str) -> tuple[list[_core.IndexFile], dict[str, Any]]:
+    """Map an index file and its shards (the files block spans number) and
+    return them with the verified manifest."""
+    index, manifest = read_manifest(path)
+    files = [index]
+    directory = os.path.dirname(os.path.abspath(path))
+    for shard in manifest.get("shards", []):
+        shard_file = os.path.join(directory, str(shard["name"]))
+        try:
+            mapped = _core.IndexFile(shard_file)
+        except OSError as exc:
+            raise CorruptIndexError(
+                f"index {path} is incomplete: its shard {shard_file} cannot be read "
+                f"({exc.strerror}); rebuild it with 'quarry index'"
+            ) from None
+        if len(mapped) != shard["size"] or mapped.read(0, 8) != SHARD_MAGIC:
+            raise CorruptIndexError(
+                f"index {path} is damaged: its shard {shard_file} is {len(mapped)} bytes "
+                f"where {shard['size']} were written, or is not a shard; "
+                "rebuild it with 'quarry index'"
+            )
+        files.append(mapped)
+    return files, manifest
+
+
+def read_manifest(path: str) -> tuple[_core.IndexFile, dict[str, Any]]:
     """Map an index file and return it with its verified manifest."""
     index = _core.IndexFile(path)
     size = len(index)

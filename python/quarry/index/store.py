@@ -21,7 +21,7 @@ class IndexStore:
     def __init__(self, index_path: str, source_path: str) -> None:
         self.path = index_path
         self.source_path = source_path
-        self._file, self.manifest = layout.read(index_path)
+        self._files, self.manifest = layout.read(index_path)
         self._columns: dict[str, _core.Column] = {}
         self._check_fresh()
 
@@ -63,9 +63,9 @@ class IndexStore:
             n_rows = 1
             for s in entry["shape"]:
                 n_rows *= int(s)
-            spans = [(int(o), int(n)) for o, n in entry["blocks"]]
+            spans = [(int(f), int(o), int(n)) for f, o, n in entry["blocks"]]
             try:
-                col = self._file.column(entry["key"], spans, n_rows, self.block_len)
+                col = _core.Column.open(self._files, entry["key"], spans, n_rows, self.block_len)
             except _core.CorruptBlockError as exc:
                 raise self.damaged(path, exc) from None
             self._columns[path] = col
