@@ -176,6 +176,7 @@ class Dataset:
         block_len: int | None = None,
         progress: Callable[[int], object] | None = None,
         derive: list[str] | None = None,
+        comm: Any = None,
     ) -> dict[str, Any]:
         """Index ``variables`` (default: every supported one); replaces any old index.
 
@@ -183,7 +184,10 @@ class Dataset:
         in every group holding their inputs and queryable by name; without it a
         rebuild keeps those the old index defined. Returns the index manifest.
         See :class:`quarry.index.BuildOptions` for the options; ``progress`` is
-        called with the rows indexed as the build goes.
+        called with the rows indexed as the build goes. With an MPI
+        communicator ``comm`` (mpi4py) of several ranks, all of them call this
+        together and share the blocks out, each writing its own shard (see
+        :mod:`quarry.parallel.build`).
 
         Examples
         --------
@@ -204,22 +208,20 @@ class Dataset:
             precision=defaults.precision if precision is None else precision,
             block_len=block_len or defaults.block_len,
         )
-        from quarry.index.build import build_index
-
         self._store = None
         self.driver = self._file_driver
         # the block length, derived variables and statistics may change
         self._plans.clear()
         self._names.clear()
         self._aggregate_stats.clear()
-        return build_index(
-            driver,
-            chosen,
-            self.index_path,
-            options,
-            progress,
-            [d.to_dict() for d in derivations],
-        )
+        derived = [d.to_dict() for d in derivations]
+        if comm is not None and comm.size > 1:
+            from quarry.parallel.build import build_shared
+
+            return build_shared(comm, driver, chosen, self.index_path, options, progress, derived)
+        from quarry.index.build import build_index
+
+        return build_index(driver, chosen, self.index_path, options, progress, derived)
 
     # -- queries ---------------------------------------------------------
     @on_own_threads

@@ -172,3 +172,8 @@ class BatchQueryError(QuarryError):
 class SeriesError(QuarryError, ValueError):
     """Files that cannot be opened as one series as asked: per-file indexes
     that would collide in one index directory, an index path that is a file."""
+
+
+class ParallelError(QuarryError):
+    """An MPI run went wrong: a rank failed (named, with its cause), or MPI
+    was asked for without mpi4py installed."""

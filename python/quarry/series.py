@@ -39,6 +39,7 @@ from quarry.errors import (
     SourceError,
     UnknownPathError,
 )
+from quarry.index.layout import index_size
 
 if TYPE_CHECKING:
     import numpy as np
@@ -516,6 +517,8 @@ def build_indexes(
     force: bool = False,
     progress: Callable[[str, int], Callable[[int], object] | None] | None = None,
     derive: list[str] | None = None,
+    comm: Any = None,
+    ranks_per_file: int | None = None,
 ) -> Iterator[IndexReport]:
     """Build each file's own index, one file at a time, skipping files whose
     index is up to date: built from the file as it is now, covering the
@@ -524,6 +527,12 @@ def build_indexes(
 
     ``progress(file, rows)`` may return a callback that is given rows as they
     are indexed. Yields one :class:`IndexReport` per file, in order.
+
+    With an MPI communicator ``comm`` (collective: every rank calls this), the
+    ranks form groups of ``ranks_per_file`` (default: ranks shared evenly
+    over the files); files go to groups in turn, and a group's ranks build
+    each of its files' index together (:mod:`quarry.parallel.build`). Each
+    rank then yields the reports of its group's files only.
 
     Examples
     --------
@@ -538,7 +547,12 @@ def build_indexes(
     ['built', 'built']
     ['up to date', 'up to date']
     """
-    for file in series.files:
+    group, n_groups, group_comm = 0, 1, None
+    if comm is not None and comm.size > 1:
+        per_file = min(ranks_per_file or max(1, comm.size // len(series.files)), comm.size)
+        group, n_groups = comm.rank // per_file, -(-comm.size // per_file)
+        group_comm = comm.Split(group, comm.rank)
+    for file in series.files[group::n_groups]:
         ds = series.dataset(file)
         start = time.perf_counter()
         chosen = ds.index_variables(variables, derive)
@@ -552,6 +566,7 @@ def build_indexes(
                 block_len=block_len,
                 progress=callback,
                 derive=derive,
+                comm=group_comm,
             )
         else:
             status = "up to date"
@@ -560,7 +575,7 @@ def build_indexes(
             ds.index_path,
             status,
             [v.path for v in chosen],
-            os.path.getsize(ds.index_path),
+            index_size(ds.index_path),
             round(time.perf_counter() - start, 3),
         )
 

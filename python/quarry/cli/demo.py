@@ -9,6 +9,7 @@ import time
 def run_demo(directory: str, rows: int) -> int:
 
     import quarry
+    from quarry.index.layout import index_size
     from quarry.sample import write_particles
 
     os.makedirs(directory, exist_ok=True)
@@ -20,7 +21,7 @@ def run_demo(directory: str, rows: int) -> int:
         start = time.perf_counter()
         manifest = ds.build_index()
         build = time.perf_counter() - start
-        size = os.path.getsize(ds.index_path)
+        size = index_size(ds.index_path)
         raw = sum(v.size * v.dtype.itemsize for v in ds.variables())
         print(
             f"2. indexed {len(manifest['variables'])} variables in {build:.2f} s "

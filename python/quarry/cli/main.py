@@ -105,6 +105,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with many files, rebuild indexes that are up to date too",
     )
+    ix.add_argument(
+        "--ranks-per-file",
+        type=_count,
+        metavar="G",
+        help="under mpiexec: ranks that build each file's index together "
+        "(default: the ranks shared evenly over the files)",
+    )
     index_option(ix)
     jobs_option(ix)
 
@@ -144,6 +151,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="queries, one per line (# comments; - for stdin), instead of QUERY: one JSON "
         'line {"query": ..., "count": ...} each, the index opened once',
+    )
+    q.add_argument(
+        "--out-per-rank",
+        action="store_true",
+        help="under mpiexec: each rank writes its own hits to --out with .rankNNNN before "
+        "the extension, instead of gathering them to rank 0",
     )
     index_option(q)
     jobs_option(q)
@@ -239,7 +252,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
     import quarry
     from quarry.cli.series import cmd_index_many, many
 
-    if many(args.files):
+    if many(args.files) or args.comm is not None:
         return cmd_index_many(args, _progress_bar)
     args.file = args.files[0]
     start = time.perf_counter()
@@ -257,9 +270,10 @@ def _cmd_index(args: argparse.Namespace) -> int:
             )
         index_path = ds.index_path
     elapsed = time.perf_counter() - start
-    import os
 
-    size = os.path.getsize(index_path)
+    from quarry.index.layout import index_size
+
+    size = index_size(index_path)
     variables = list(manifest["variables"])
     if args.json:
         print(
@@ -307,6 +321,12 @@ def _cmd_query(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     with quarry.open(args.file, index=args.index) as ds:
         sel = ds.query(args.query, args.path)
+        if args.comm is not None or args.out_per_rank:
+            from quarry.cli.parallel import shared_answers
+
+            answered = shared_answers(args, sel)
+            if answered is None:  # the command is done (or this rank is not rank 0)
+                return 0
         result: dict[str, Any] = {"query": args.query, "file": args.file}
         if sel.aggregates:
             result["aggregates"] = [a.to_dict() for a in sel.aggregates]
@@ -559,6 +579,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "track": _cmd_track,
     }
     try:
+        from quarry.parallel.mpi import launched_ranks, world
+
+        args.comm = None
+        if launched_ranks() > 1:
+            if args.command not in ("index", "query"):
+                raise QuarryError(
+                    f"quarry {args.command} runs in one process; start it without mpiexec "
+                    "(index and query share work over ranks)"
+                )
+            args.comm = world()
         if args.command == "demo":
             from quarry.cli.demo import run_demo
 

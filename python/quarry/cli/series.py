@@ -84,6 +84,11 @@ def cmd_query_many(args: Any) -> int:
     start = time.perf_counter()
     with quarry.open_series(args.files, index=args.index, path=args.path) as series:
         sel = series.query(args.query)
+        if args.comm is not None or args.out_per_rank:
+            from quarry.cli.parallel import shared_answers
+
+            if shared_answers(args, sel) is None:
+                return 0  # the command is done (or this rank is not rank 0)
         per_step = sel.per_step()
         if extract:
             sel.extract(args.out, [n.strip() for n in args.values.split(",") if n.strip()])
@@ -117,37 +122,55 @@ def cmd_index_many(args: Any, progress_bar: Any) -> int:
     import contextlib
 
     import quarry
+    from quarry.errors import QuarryError
     from quarry.series import build_indexes
 
     names = [n.strip() for n in args.vars.split(",") if n.strip()] if args.vars else None
     start = time.perf_counter()
-    reports = []
+    reports: list[Any] = []
+    comm = args.comm
+    # Under MPI, rank 0 speaks for all: its progress bars, and every rank's
+    # reports gathered at the end (a rank prints nothing while others work).
+    speaks = comm is None or comm.rank == 0
+    failure: str | None = None
     with contextlib.ExitStack() as bars, quarry.open_series(args.files, index=args.index) as series:
 
         def progress(file: str, rows: int) -> Any:
-            return bars.enter_context(progress_bar(rows, f"indexing {file}", args.quiet))
+            quiet = args.quiet or not speaks
+            return bars.enter_context(progress_bar(rows, f"indexing {file}", quiet))
 
-        for report in build_indexes(
-            series,
-            names,
-            bins=args.bins,
-            precision=args.precision,
-            block_len=args.block_len,
-            force=args.force,
-            progress=progress,
-            derive=args.derive,
-        ):
-            bars.close()  # this file's progress bar
-            reports.append(report)
-            if not args.json:
-                if report.status == "built":
-                    print(
-                        f"indexed {len(report.variables)} variable(s) of {report.file} in "
-                        f"{report.seconds:.2f} s -> {report.index} "
-                        f"({report.bytes / 2**20:.1f} MiB)"
-                    )
-                else:
-                    print(f"skipped {report.file}: its index {report.index} is up to date")
+        try:
+            for report in build_indexes(
+                series,
+                names,
+                bins=args.bins,
+                precision=args.precision,
+                block_len=args.block_len,
+                force=args.force,
+                progress=progress,
+                derive=args.derive,
+                comm=comm,
+                ranks_per_file=args.ranks_per_file,
+            ):
+                bars.close()  # this file's progress bar
+                reports.append(report)
+                if comm is None and not args.json:
+                    _print_report(report)
+        except QuarryError as exc:
+            if comm is None:
+                raise
+            failure = str(exc)
+    if comm is not None:
+        reports, failures = _gather_reports(comm, reports, failure, series.files)
+        if not speaks:
+            return 1 if failures else 0
+        if not args.json:
+            for report in reports:
+                _print_report(report)
+        for why in failures:
+            print(f"quarry: error: {why}", file=sys.stderr)
+        if failures:
+            return 1
     built = sum(r.status == "built" for r in reports)
     elapsed = time.perf_counter() - start
     if args.json:
@@ -164,6 +187,29 @@ def cmd_index_many(args: Any, progress_bar: Any) -> int:
     else:
         print(f"{len(reports)} file(s): {built} indexed, {len(reports) - built} up to date")
     return 0
+
+
+def _print_report(report: Any) -> None:
+    if report.status == "built":
+        print(
+            f"indexed {len(report.variables)} variable(s) of {report.file} in "
+            f"{report.seconds:.2f} s -> {report.index} ({report.bytes / 2**20:.1f} MiB)"
+        )
+    else:
+        print(f"skipped {report.file}: its index {report.index} is up to date")
+
+
+def _gather_reports(
+    comm: Any, reports: list[Any], failure: str | None, files: list[str]
+) -> tuple[list[Any], list[str]]:
+    """Rank 0: every file's report once, in the series' order, and the
+    distinct failures (every rank of a failed group reports the same one)."""
+    gathered = comm.gather((reports, failure), root=0)
+    if comm.rank != 0:
+        return [], [failure] if failure else []
+    by_file = {r.file: r for rank_reports, _ in gathered for r in rank_reports}
+    failures = list(dict.fromkeys(f for _, f in gathered if f is not None))
+    return [by_file[f] for f in files if f in by_file], failures
 
 
 def cmd_batch(args: Any, rows: list[str]) -> int:

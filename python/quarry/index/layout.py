@@ -98,6 +98,12 @@ class ShardWriter(BlockWriter):
         return self._offset
 
 
+def index_size(index_path: str) -> int:
+    """Bytes the index at ``index_path`` takes on disk, shards included."""
+    _, manifest = read_manifest(index_path)
+    return os.path.getsize(index_path) + sum(int(s["size"]) for s in manifest.get("shards", []))
+
+
 def shard_path(index_path: str, build: str, rank: int) -> str:
     """Where rank ``rank`` of build ``build`` keeps its blocks of ``index_path``.
 

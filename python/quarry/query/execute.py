@@ -101,10 +101,18 @@ def table_of(variables: list[VariableInfo], block_len: int) -> Table:
 class Executor:
     """Evaluates plans against one file and (optionally) its index."""
 
-    def __init__(self, driver: Driver, store: IndexStore | None, table: Table) -> None:
+    def __init__(
+        self,
+        driver: Driver,
+        store: IndexStore | None,
+        table: Table,
+        part: _core.RowSet | None = None,
+    ) -> None:
         self.driver = driver
         self.store = store
         self.table = table
+        self.part = part
+        """The rows this executor answers for (a rank's run of blocks); None: all."""
         self._missing: dict[str, _core.RowSet] = {}
         self._columns: dict[str, npt.NDArray[np.generic]] = {}
 
@@ -177,12 +185,12 @@ class Executor:
     # -- entry points ----------------------------------------------------
     def rows(self, plan: PlanNode) -> _core.RowSet:
         """Rows where the plan is true."""
-        return self.eval(plan, None, want_unknown=False)[0]
+        return self.eval(plan, self.part, want_unknown=False)[0]
 
     def count(self, plan: PlanNode) -> int:
         """Number of rows where the plan is true; a single indexed range is
         counted from per-bin counts plus its checked candidates."""
-        if isinstance(plan, RangeLeaf) and not plan.interval.empty:
+        if isinstance(plan, RangeLeaf) and not plan.interval.empty and self.part is None:
             col = self._column(plan.var)
             if col is not None:
                 iv = plan.interval

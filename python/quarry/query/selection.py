@@ -10,7 +10,7 @@ from quarry import _core
 from quarry.errors import ShapeMismatchError
 from quarry.expr.plan import PlanNode
 from quarry.parallel.threads import on_own_threads
-from quarry.query.execute import Executor
+from quarry.query.execute import Executor, Table
 from quarry.query.histogram import Histogram, compute
 
 if TYPE_CHECKING:
@@ -46,6 +46,7 @@ class Selection:
         self._executor = executor
         self._rows: _core.RowSet | None = None
         self._count: int | None = None
+        self._values: dict[str, npt.NDArray[np.generic]] = {}
         self.aggregates: list[AggregateValue] = []
         """The aggregates the query used (``mean(x)``...), their values, and
         whether the index or a pass over the data gave each."""
@@ -58,6 +59,27 @@ class Selection:
     def shape(self) -> tuple[int, ...]:
         """Shape of the logical table the query ran over."""
         return self._executor.table.shape
+
+    @property
+    def table(self) -> Table:
+        """The logical table the query ran over (shape, block length)."""
+        return self._executor.table
+
+    def set_answer(
+        self,
+        *,
+        count: int | None = None,
+        rows: _core.RowSet | None = None,
+        values: dict[str, npt.NDArray[np.generic]] | None = None,
+    ) -> None:
+        """Take an answer found elsewhere (by MPI ranks, each on its share):
+        the count, or the rows and the values of some variables at them."""
+        if rows is not None:
+            self._rows = rows
+            count = len(rows)
+        self._count = count
+        for name, column in (values or {}).items():
+            self._values[self._table_variable(name).key] = column
 
     @property
     def jobs(self) -> int | None:
@@ -102,10 +124,53 @@ class Selection:
     def values(self, name: str) -> npt.NDArray[np.generic]:
         """Values of variable ``name`` at the hits (any variable of the table's shape)."""
         var = self._table_variable(name)
-        ids = self.ids()
-        if len(ids) == 0:
-            return np.empty(0, dtype=var.dtype)
-        return self._executor.values_at(var, ids)
+        cached = self._values.get(var.key)
+        if cached is None:
+            ids = self.ids()
+            if len(ids) == 0:
+                cached = np.empty(0, dtype=var.dtype)
+            else:
+                cached = self._executor.values_at(var, ids)
+            self._values[var.key] = cached
+        return cached
+
+    def blocks(self, first: int, stop: int) -> Selection:
+        """The same query answered only on blocks ``[first, stop)`` of the
+        table (rows ``first * block_len`` up to ``stop * block_len``): a
+        rank's share of the work. Its hits are the whole answer's hits there.
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "b.h5")
+        >>> with h5py.File(path, "w") as f:
+        ...     _ = f.create_dataset("x", data=np.arange(10.0))
+        >>> with quarry.open(path) as ds:
+        ...     _ = ds.build_index(block_len=4)
+        ...     ds.query("x > 2").blocks(1, 2).ids().tolist()
+        [4, 5, 6, 7]
+        """
+        table = self.table
+        n_blocks = -(-table.n_rows // table.block_len)
+        keep = [first <= b < stop for b in range(n_blocks)]
+        part = _core.RowSet.full_blocks(table.n_rows, table.block_len, keep)
+        executor = self._executor
+        if executor.part is not None:
+            part = part & executor.part
+        selection = Selection(
+            self.dataset,
+            self.query,
+            self.plan,
+            Executor(executor.driver, executor.store, table, part),
+        )
+        selection.aggregates = self.aggregates
+        selection.variables = self.variables
+        selection.path = self.path
+        if self.plan is None:  # a loaded selection: its rows are known
+            selection._rows = self.rows & part
+        elif part.is_empty():  # nothing to evaluate
+            selection._rows = part
+        return selection
 
     @on_own_threads
     def histogram(

@@ -1,0 +1,207 @@
+"""Builds with N ranks and queries with M ranks give the serial answers.
+
+Each test launches ``mpiexec -n N`` (oversubscribed on a 2-core machine) on
+tests/parallel/mpi_cases.py or the CLI. They skip where mpi4py or mpiexec
+is missing (``pip install 'quarry[mpi]'`` brings both).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import mpi_cases
+import numpy as np
+import pytest
+
+import quarry
+from oracle import oracle_ids
+from quarry.index import layout
+
+BIN = os.path.dirname(sys.executable)
+MPIEXEC = shutil.which("mpiexec", path=BIN) or shutil.which("mpiexec")
+pytest.importorskip("mpi4py")
+pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (pip install 'quarry[mpi]')")
+HERE = os.path.dirname(__file__)
+
+
+def mpirun(n: int, *argv: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [MPIEXEC, "-n", str(n), *argv], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == expect, done.stdout + done.stderr
+    return done
+
+
+def cases(n: int, *argv: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
+    return mpirun(n, sys.executable, os.path.join(HERE, "mpi_cases.py"), *argv, expect=expect)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """The data, the serial index, and indexes built with 2 and 3 ranks."""
+    directory = str(tmp_path_factory.mktemp("mpi"))
+    members = mpi_cases.make(directory)
+    mpi_cases.build(directory)  # serial: idx-1-g*
+    cases(2, "build", directory)
+    cases(3, "build", directory)
+    return directory, members
+
+
+INDEXES = ["idx-1-gauto", "idx-2-gauto", "idx-2-g2", "idx-3-gauto", "idx-3-g3"]
+
+
+def test_sharded_indexes_hold_the_serial_blocks(data):
+    directory, _ = data
+    serial = _blocks(os.path.join(directory, "idx-1-gauto", "run_0.h5.qidx"))
+    for name in INDEXES[1:]:
+        path = os.path.join(directory, name, "run_0.h5.qidx")
+        assert _blocks(path) == serial, name
+    # all ranks on one file: its blocks lie in one shard per rank
+    _, manifest = layout.read(os.path.join(directory, "idx-3-g3", "run_0.h5.qidx"))
+    assert len(manifest["shards"]) == 3
+    # files shared over groups of one rank: each rank writes a whole index file
+    _, manifest = layout.read(os.path.join(directory, "idx-2-gauto", "run_1.h5.qidx"))
+    assert manifest["shards"] == []
+
+
+def _blocks(index_path: str) -> dict[str, list[bytes]]:
+    files, manifest = layout.read(index_path)
+    return {
+        var: [files[f].read(o, n) for f, o, n in entry["blocks"]]
+        for var, entry in manifest["variables"].items()
+    }
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3])
+def test_any_index_queried_with_any_ranks_matches_numpy(data, ranks, tmp_path):
+    directory, members = data
+    with open(os.path.join(directory, "queries.json")) as f:
+        queries = json.load(f)
+    for name in INDEXES:
+        index = os.path.join(directory, name)
+        out = str(tmp_path / f"{name}.npz")
+        if ranks == 1:
+            mpi_cases.query(directory, index, out)
+        else:
+            cases(ranks, "query", directory, index, out)
+        found = np.load(out)
+        for q, text in enumerate(queries):
+            for m, columns in enumerate(members.values()):
+                expect = oracle_ids(_folded(text, columns["d"]), columns)
+                where = f"{name}, {ranks} rank(s), member {m}: {text}"
+                assert int(found[f"{q}/{m}/count"]) == len(expect), where
+                np.testing.assert_array_equal(found[f"{q}/{m}/ids"], expect, err_msg=where)
+                for var in mpi_cases.VALUES:
+                    np.testing.assert_array_equal(
+                        found[f"{q}/{m}/{var}"], columns[var][expect], err_msg=where
+                    )
+
+
+def _folded(text: str, d: np.ndarray) -> str:
+    """The query with its aggregate as NumPy computes it (the oracle has no
+    aggregates; a row within an ulp of the threshold is vanishingly rare)."""
+    return text.replace("mean(d) + std(d)", repr(float(d.mean() + d.std())))
+
+
+def test_cli_under_mpiexec_prints_the_serial_answer(data, tmp_path):
+    directory, _ = data
+    files = [os.path.join(directory, f) for f in mpi_cases.FILES]
+    index = str(tmp_path / "cli-idx")
+    quarry_bin = os.path.join(BIN, "quarry")
+    built = mpirun(3, quarry_bin, "index", *files, "--index", index, "--json")
+    report = json.loads(built.stdout)  # rank 0 alone prints
+    assert report["built"] == 2
+    query = "a > 0.5 && d < mean(d)"
+    serial = subprocess.run(
+        [quarry_bin, "query", *files, query, "--index", index, "--per-step"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    shared = mpirun(2, quarry_bin, "query", *files, query, "--index", index, "--per-step")
+    assert json.loads(shared.stdout) == json.loads(serial.stdout)
+    # values of one file gathered to rank 0, and written per rank
+    one = files[0]
+    args = [one, "b > 100", "--index", index, "--path", "Step#1", "--values", "a,b", "--json"]
+    serial = subprocess.run([quarry_bin, "query", *args], capture_output=True, text=True)
+    shared = mpirun(3, quarry_bin, "query", *args)
+    expect, got = json.loads(serial.stdout), json.loads(shared.stdout)
+    assert got["values"] == expect["values"] and got["count"] == expect["count"] > 0
+    out = str(tmp_path / "hits.npy")
+    per_rank = mpirun(
+        2,
+        quarry_bin,
+        "query",
+        one,
+        "b > 100",
+        "--index",
+        index,
+        "--path",
+        "Step#1",
+        "--ids",
+        "--out",
+        out,
+        "--out-per-rank",
+        "--json",
+    )
+    written = json.loads(per_rank.stdout)["out"]
+    assert len(written) == 2
+    with quarry.open(one, index=os.path.join(index, "run_0.h5.qidx")) as ds:
+        serial_ids = ds.query("b > 100", "Step#1").ids()
+    np.testing.assert_array_equal(np.concatenate([np.load(f) for f in written]), serial_ids)
+
+
+def test_a_failing_rank_publishes_nothing_and_is_named(data, tmp_path):
+    directory, _ = data
+    index = str(tmp_path / "run_0.h5.qidx")
+    with quarry.open(os.path.join(directory, "run_0.h5"), index=index) as ds:
+        ds.build_index(block_len=mpi_cases.BLOCK_LEN)
+    with open(index, "rb") as f:
+        before = f.read()
+    done = cases(3, "fail", directory, index, expect=3)
+    message = done.stdout
+    assert "rank 1: No space left on device (injected)" in message, message
+    assert message.count("failed on 1 rank(s)") == 3  # every rank raises the same error
+    with open(index, "rb") as f:
+        assert f.read() == before  # the old index is untouched
+    assert glob.glob(str(tmp_path / "*.qshard")) == []
+    assert [p for p in os.listdir(tmp_path) if p.endswith(".tmp")] == []
+    with quarry.open(os.path.join(directory, "run_0.h5"), index=index) as ds:
+        assert ds.query("b > 0", "Step#0").count() > 0
+
+
+def test_commands_that_run_in_one_process_say_so(data):
+    directory, _ = data
+    done = mpirun(
+        2, os.path.join(BIN, "quarry"), "info", os.path.join(directory, "run_0.h5"), expect=1
+    )
+    assert "quarry info runs in one process; start it without mpiexec" in done.stderr
+
+
+def test_out_per_rank_needs_mpiexec(data, capsys):
+    from quarry.cli.main import main
+
+    directory, _ = data
+    path = os.path.join(directory, "run_0.h5")
+    assert (
+        main(
+            [
+                "query",
+                path,
+                "b > 0",
+                "--path",
+                "Step#0",
+                "--ids",
+                "--out",
+                "x.npy",
+                "--out-per-rank",
+            ]
+        )
+        == 1
+    )
+    assert "--out-per-rank is for runs under mpiexec" in capsys.readouterr().err
