@@ -71,7 +71,12 @@ class Column:
     @property
     def block_len(self) -> int: ...
     def count(
-        self, lo: float | int, lo_incl: bool, hi: float | int, hi_incl: bool
+        self,
+        lo: float | int,
+        lo_incl: bool,
+        hi: float | int,
+        hi_incl: bool,
+        blocks: tuple[int, int] | None = None,
     ) -> tuple[int, RowSet]: ...
     def leaf(
         self,

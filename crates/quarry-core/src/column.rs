@@ -179,9 +179,23 @@ impl<K: Key> ColumnIndex<K> {
     /// Count of rows that surely satisfy `iv`, and the candidate rows the
     /// caller must check against the values. No sure bitmap is decoded.
     pub fn count(&self, data: &[&[u8]], iv: &Interval<K>) -> Result<(u64, RowSet)> {
+        self.count_blocks(data, iv, 0..self.headers.len())
+    }
+
+    /// [`Self::count`] on the blocks `blocks` only (a rank's share); rows of
+    /// other blocks are neither counted nor candidates.
+    pub fn count_blocks(
+        &self,
+        data: &[&[u8]],
+        iv: &Interval<K>,
+        blocks: Range<usize>,
+    ) -> Result<(u64, RowSet)> {
         let per_block = (0..self.headers.len())
             .into_par_iter()
             .map(|b| {
+                if !blocks.contains(&b) {
+                    return Ok((0, RoaringBitmap::new()));
+                }
                 let plan = Self::plan(&self.headers[b], iv);
                 let sure: u64 = self.headers[b].entries[plan.inside.clone()]
                     .iter()
@@ -434,7 +448,7 @@ mod tests {
         let (shards, spans) = layout(&blocks);
         let data = views(&shards);
         let col = ColumnIndex::<f64>::open(&data, &spans, values.len() as u64, 1000).unwrap();
-        for iv in [
+        for (i, iv) in [
             Interval {
                 lo: 10.0,
                 lo_incl: false,
@@ -459,7 +473,10 @@ mod tests {
                 hi: 5.0,
                 hi_incl: true,
             },
-        ] {
+        ]
+        .into_iter()
+        .enumerate()
+        {
             let expect = oracle(&values, &iv);
             let (sure, cand) = col.leaf(&data, &iv, None).unwrap();
             let checked: Vec<u64> = cand
@@ -474,6 +491,14 @@ mod tests {
             let (count, cand2) = col.count(&data, &iv).unwrap();
             assert_eq!(cand2, cand);
             assert_eq!(count, sure.len());
+            // Two ranks' shares add up to the whole; candidates stay in their share.
+            let n_blocks = cand.blocks().len();
+            let cut = (i * 3) % (n_blocks + 1);
+            let (low, low_cand) = col.count_blocks(&data, &iv, 0..cut).unwrap();
+            let (high, high_cand) = col.count_blocks(&data, &iv, cut..n_blocks).unwrap();
+            assert_eq!(low + high, count);
+            assert_eq!(low_cand.or(&high_cand).unwrap(), cand);
+            assert!(low_cand.block_counts()[cut..].iter().all(|&n| n == 0));
             let bounds = col.block_bounds(&iv);
             let missing = col.missing(&data).unwrap().block_counts();
             let counts = sure

@@ -370,7 +370,9 @@ impl Column {
         with_column!(self, c, K => c.block_len())
     }
 
-    /// Count of rows surely inside, and the candidate rows to check.
+    /// Count of rows surely inside, and the candidate rows to check; only
+    /// in blocks `[first, stop)` when `blocks` is given.
+    #[pyo3(signature = (lo, lo_incl, hi, hi_incl, blocks=None))]
     fn count<'py>(
         &self,
         py: Python<'py>,
@@ -378,11 +380,13 @@ impl Column {
         lo_incl: bool,
         hi: &Bound<'py, PyAny>,
         hi_incl: bool,
+        blocks: Option<(usize, usize)>,
     ) -> PyResult<(u64, RowSet)> {
         let data = &self.buffers()[..];
         with_column!(self, c, K => {
             let iv = interval::<K>(lo, lo_incl, hi, hi_incl)?;
-            detach(py, || c.count(data, &iv)).map(|(n, cand)| (n, RowSet(cand))).map_err(to_py)
+            let blocks = blocks.map_or(0..usize::MAX, |(first, stop)| first..stop);
+            detach(py, || c.count_blocks(data, &iv, blocks)).map(|(n, cand)| (n, RowSet(cand))).map_err(to_py)
         })
     }
 

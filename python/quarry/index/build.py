@@ -108,7 +108,7 @@ class VariablePart:
     """A run of consecutive blocks of one variable, as one writer indexed them."""
 
     first_block: int
-    edges: list[Any]
+    edges: list[Any] | None  # None: sent by the part holding the variable's first block
     spans: list[list[int]] = field(default_factory=list)  # [file, offset, length] per block
     source_crc32: list[int] = field(default_factory=list)
 
@@ -182,7 +182,7 @@ def assemble(
                 f"the parts of {var.path} hold {len(spans)} blocks of {expected}, or overlap; "
                 "the build is incomplete"
             )
-        if any(p.edges != runs[0].edges for p in runs):
+        if any(p.edges is not None and p.edges != runs[0].edges for p in runs):
             raise CorruptIndexError(f"writers disagree on the bin edges of {var.path}")
         entries[var.path] = {
             "dtype": var.dtype.str,

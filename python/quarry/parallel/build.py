@@ -62,6 +62,11 @@ def build_shared(
         writer = layout.ShardWriter(index_path, build, comm.rank, comm.rank + 1)
         parts = index_blocks(driver, variables, runs, opts, writer, progress)
         writer.close()
+        for part in parts.values():
+            # Every rank computed the same edges; one copy is enough to send
+            # (1,000 ranks each sending a variable's edges would be megabytes).
+            if part.first_block != 0:
+                part.edges = None
         check_unchanged(driver.path, before)
     except Exception as exc:  # reported by rank below, never left to hang the others
         failure = _describe(exc)

@@ -106,13 +106,20 @@ class Executor:
         driver: Driver,
         store: IndexStore | None,
         table: Table,
-        part: _core.RowSet | None = None,
+        blocks: tuple[int, int] | None = None,
     ) -> None:
         self.driver = driver
         self.store = store
         self.table = table
-        self.part = part
-        """The rows this executor answers for (a rank's run of blocks); None: all."""
+        self.blocks = blocks
+        """The blocks ``[first, stop)`` this executor answers for (a rank's
+        share); None: all."""
+        self.part: _core.RowSet | None = None
+        """The rows of those blocks, the domain every evaluation starts from."""
+        if blocks is not None:
+            n_blocks = -(-table.n_rows // table.block_len)
+            keep = [blocks[0] <= b < blocks[1] for b in range(n_blocks)]
+            self.part = _core.RowSet.full_blocks(table.n_rows, table.block_len, keep)
         self._missing: dict[str, _core.RowSet] = {}
         self._columns: dict[str, npt.NDArray[np.generic]] = {}
 
@@ -190,12 +197,12 @@ class Executor:
     def count(self, plan: PlanNode) -> int:
         """Number of rows where the plan is true; a single indexed range is
         counted from per-bin counts plus its checked candidates."""
-        if isinstance(plan, RangeLeaf) and not plan.interval.empty and self.part is None:
+        if isinstance(plan, RangeLeaf) and not plan.interval.empty:
             col = self._column(plan.var)
             if col is not None:
                 iv = plan.interval
                 with self._reading(plan.var):
-                    sure, cand = col.count(iv.lo, iv.lo_incl, iv.hi, iv.hi_incl)
+                    sure, cand = col.count(iv.lo, iv.lo_incl, iv.hi, iv.hi_incl, self.blocks)
                 return int(sure) + len(self._passing(plan, cand))
         return len(self.rows(plan))
 

@@ -150,26 +150,20 @@ class Selection:
         ...     ds.query("x > 2").blocks(1, 2).ids().tolist()
         [4, 5, 6, 7]
         """
-        table = self.table
-        n_blocks = -(-table.n_rows // table.block_len)
-        keep = [first <= b < stop for b in range(n_blocks)]
-        part = _core.RowSet.full_blocks(table.n_rows, table.block_len, keep)
         executor = self._executor
-        if executor.part is not None:
-            part = part & executor.part
-        selection = Selection(
-            self.dataset,
-            self.query,
-            self.plan,
-            Executor(executor.driver, executor.store, table, part),
-        )
+        if executor.blocks is not None:
+            first, stop = max(first, executor.blocks[0]), min(stop, executor.blocks[1])
+        stop = max(first, stop)
+        part = Executor(executor.driver, executor.store, self.table, (first, stop))
+        assert part.part is not None
+        selection = Selection(self.dataset, self.query, self.plan, part)
         selection.aggregates = self.aggregates
         selection.variables = self.variables
         selection.path = self.path
         if self.plan is None:  # a loaded selection: its rows are known
-            selection._rows = self.rows & part
-        elif part.is_empty():  # nothing to evaluate
-            selection._rows = part
+            selection._rows = self.rows & part.part
+        elif part.part.is_empty():  # nothing to evaluate
+            selection._rows = part.part
         return selection
 
     @on_own_threads
