@@ -41,10 +41,11 @@ fmt:  ## format Rust and Python
 	$(VENV)/bin/ruff format $(PY_PATHS)
 	$(VENV)/bin/ruff check --fix $(PY_PATHS)
 
-bench: install  ## run the benchmarks; rewrite benches/REPORT.md and REPORT-series.md (uses ../shared/bench or generates data)
+bench: install  ## run the benchmarks; rewrite benches/REPORT*.md (uses ../shared/bench or generates data)
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) benches/run.py
 	$(PY) benches/series.py
+	$(PY) benches/parallel.py
 
 clean:
 	rm -rf target $(VENV) python/quarry/*.so quarry-demo
