@@ -356,6 +356,7 @@ class Dataset:
         table = Table(tuple(int(s) for s in header["shape"]), rows.block_len, dims)
         selection = Selection(self, str(header["query"]), None, Executor(self.driver, store, table))
         selection._rows = rows
+        selection.path = header.get("path")
         return selection
 
     # -- description -----------------------------------------------------

@@ -98,3 +98,34 @@ def test_loaded_selection_after_the_index_is_rebuilt_with_other_blocks(data, tmp
         counts, _ = again.histogram("x", bins=[0, 0.5, 1])
         picked = cols["x"][cols["e"] > 2]
         assert counts.tolist() == np.histogram(picked, bins=[0, 0.5, 1])[0].tolist()
+
+
+def test_cli_load_fetches_values_in_the_saved_context(tmp_path, capsys):
+    from quarry.cli.main import main
+
+    path = str(tmp_path / "steps.h5")
+    rng = np.random.default_rng(3)
+    steps = {s: (rng.exponential(1.0, 777), rng.normal(0, 1, 777)) for s in range(2)}
+    with h5py.File(path, "w") as f:
+        for s, (e, x) in steps.items():
+            f[f"Step#{s}/e"], f[f"Step#{s}/x"] = e, x
+    saved = str(tmp_path / "hot.qsel")
+    assert main(["query", path, "e > 2", "--path", "Step#1", "--save", saved]) == 0
+    capsys.readouterr()
+    assert main(["query", path, "--load", saved, "--values", "x,e", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    e, x = steps[1]
+    hits = np.flatnonzero(e > 2)
+    assert got["query"] == "e > 2" and got["count"] == len(hits)
+    np.testing.assert_array_equal(got["values"]["x"], x[hits])
+    np.testing.assert_array_equal(got["values"]["e"], e[hits])
+    out = str(tmp_path / "hot.h5")
+    assert main(["query", path, "--load", saved, "--values", "x", "--out", out]) == 0
+    with h5py.File(out) as f:
+        np.testing.assert_array_equal(f["x"][()], x[hits])
+    assert main(["query", path, path, "--load", saved, "--ids"]) == 2
+    assert "--load takes one file" in capsys.readouterr().err
+    with h5py.File(path, "r+") as f:
+        f["Step#0/e"][0] = 5.0
+    assert main(["query", path, "--load", saved, "--ids"]) == 1
+    assert "has changed since the selection" in capsys.readouterr().err

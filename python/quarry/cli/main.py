@@ -141,6 +141,12 @@ def _parser() -> argparse.ArgumentParser:
         help="also keep the selection (.qsel) to fetch more variables later",
     )
     q.add_argument(
+        "--load",
+        metavar="FILE",
+        help="the hits of a selection saved with --save, instead of running a QUERY: "
+        "fetch --values, --ids or --coords of a file without querying it again",
+    )
+    q.add_argument(
         "--per-step",
         action="store_true",
         help='counts per file and step group as JSON: {"count": N, "per_step": [...]}',
@@ -320,7 +326,11 @@ def _cmd_query(args: argparse.Namespace) -> int:
         return cmd_query_many(args)
     start = time.perf_counter()
     with quarry.open(args.file, index=args.index) as ds:
-        sel = ds.query(args.query, args.path)
+        if args.load:
+            sel = ds.load_selection(args.load)
+            args.query = sel.query
+        else:
+            sel = ds.query(args.query, args.path)
         if args.comm is not None or args.out_per_rank:
             from quarry.cli.parallel import shared_answers
 

@@ -50,11 +50,13 @@ def split_query_inputs(args: Any) -> bool:
     """
     inputs = list(args.inputs)
     batch = getattr(args, "batch", None)
-    if batch or len(inputs) < 2:
+    if batch or getattr(args, "load", None) or len(inputs) < 2:
         args.files, args.query = inputs, None
     else:
         args.files, args.query = inputs[:-1], inputs[-1]
     args.file = args.files[0] if args.files else None
+    if getattr(args, "load", None) and len(args.files) == 1 and not many(args.files):
+        return False  # a saved selection of one file: the single-file path
     return (
         args.query is None
         or bool(batch)
@@ -70,6 +72,8 @@ def cmd_query_many(args: Any) -> int:
     import quarry
 
     rows = [f"--{o}" for o in _ROW_OPTIONS if getattr(args, o, None)]
+    if getattr(args, "load", None):
+        return _usage(f"--load takes one file, the one the selection was saved from: {args.load}")
     if args.batch:
         return cmd_batch(args, rows)
     if args.query is None:

@@ -1,7 +1,8 @@
 """Saved selections: the rows of a query kept on disk, to fetch more
 variables later without running the query again.
 
-A ``.qsel`` file holds a JSON header (the query, the table's shape,
+A ``.qsel`` file holds a JSON header (the query and the context its bare
+names resolved in, the table's shape,
 dimensions and block length, the source's fingerprint, the Quarry version)
 and the rows as one checksummed Roaring bitmap per block. Loading refuses a
 source that changed since, as an index does.
@@ -33,6 +34,7 @@ def save(selection: Selection, path: str) -> None:
     table = selection._executor.table
     header = {
         "query": selection.query,
+        "path": selection.path,
         "source": {
             "path": os.path.abspath(selection.dataset.path),
             **fingerprint(selection.dataset.path),
