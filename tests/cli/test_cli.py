@@ -329,3 +329,43 @@ def test_progress_bar_only_on_a_terminal(tmp_path):
         silent = b""
     os.close(leader)
     assert b"indexing" not in silent
+
+
+def _shown_on_terminal(*args: str) -> tuple[bytes, bytes]:
+    """(stdout, what reached the terminal on stderr) of one quarry command."""
+    leader, follower = _terminal()
+    proc = subprocess.run(
+        [*QUARRY, *args], stderr=follower, stdout=subprocess.PIPE, timeout=120, check=True
+    )
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    return proc.stdout, shown
+
+
+def test_query_progress_bar_only_on_a_terminal(tmp_path):
+    path = str(tmp_path / "q.h5")
+    v = np.arange(3_000_000, dtype="f4")
+    with h5py.File(path, "w") as f:
+        f["v"], f["w"] = v, v[::-1]
+    run("index", path, "--block-size", "65536", "--vars", "v")
+    query = "v > 1000 && w*w > 4e12"
+    expect = int(np.count_nonzero((v > 1000) & (v[::-1].astype(np.float64) ** 2 > 4e12)))
+    assert run("query", path, query).stderr == ""  # a pipe: no bar
+    out, shown = _shown_on_terminal("query", path, query)
+    assert int(out) == expect and b"querying" in shown and b"rows" in shown
+    out, shown = _shown_on_terminal("query", path, query, "--ids", "--json")
+    assert (
+        json.loads(out)["ids"]
+        == np.flatnonzero((v > 1000) & (v[::-1].astype(np.float64) ** 2 > 4e12)).tolist()
+    )
+    out, shown = _shown_on_terminal("query", path, query, "--quiet")
+    assert int(out) == expect and b"querying" not in shown

@@ -21,11 +21,10 @@ commands that need them, so a count starts fast.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -140,6 +139,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="also keep the selection (.qsel) to fetch more variables later",
     )
+    q.add_argument("--quiet", action="store_true", help="no progress bar")
     q.add_argument(
         "--load",
         metavar="FILE",
@@ -256,16 +256,17 @@ def _parser() -> argparse.ArgumentParser:
 
 def _cmd_index(args: argparse.Namespace) -> int:
     import quarry
+    from quarry.cli.progress import progress_bar
     from quarry.cli.series import cmd_index_many, many
 
     if many(args.files) or args.comm is not None:
-        return cmd_index_many(args, _progress_bar)
+        return cmd_index_many(args)
     args.file = args.files[0]
     start = time.perf_counter()
     with quarry.open(args.file, index=args.index) as ds:
         names = [n.strip() for n in args.vars.split(",") if n.strip()] if args.vars else None
         chosen = ds.index_variables(names, args.derive)
-        with _progress_bar(sum(v.size for v in chosen), "indexing", args.quiet) as bar:
+        with progress_bar(sum(v.size for v in chosen), "indexing", args.quiet) as bar:
             manifest = ds.build_index(
                 names,
                 bins=args.bins,
@@ -300,26 +301,9 @@ def _cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
-@contextlib.contextmanager
-def _progress_bar(total: int, what: str, quiet: bool) -> Iterator[Callable[[int], object] | None]:
-    """A progress bar on a terminal (tqdm), nothing when stderr is not a
-    terminal or with --quiet."""
-    if quiet or not sys.stderr.isatty():
-        yield None
-        return
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        yield None
-        return
-    with tqdm(
-        total=total, desc=what, unit="rows", unit_scale=True, file=sys.stderr, leave=False
-    ) as bar:
-        yield bar.update
-
-
 def _cmd_query(args: argparse.Namespace) -> int:
     import quarry
+    from quarry.cli.progress import answer_with_progress
     from quarry.cli.series import cmd_query_many, split_query_inputs
 
     if split_query_inputs(args):
@@ -337,6 +321,8 @@ def _cmd_query(args: argparse.Namespace) -> int:
             answered = shared_answers(args, sel)
             if answered is None:  # the command is done (or this rank is not rank 0)
                 return 0
+        else:
+            answer_with_progress(args, [sel])
         result: dict[str, Any] = {"query": args.query, "file": args.file}
         if sel.aggregates:
             result["aggregates"] = [a.to_dict() for a in sel.aggregates]

@@ -93,6 +93,10 @@ def cmd_query_many(args: Any) -> int:
 
             if shared_answers(args, sel) is None:
                 return 0  # the command is done (or this rank is not rank 0)
+        else:
+            from quarry.cli.progress import answer_with_progress
+
+            answer_with_progress(args, sel.selections)
         per_step = sel.per_step()
         if extract:
             sel.extract(args.out, [n.strip() for n in args.values.split(",") if n.strip()])
@@ -120,12 +124,13 @@ def cmd_query_many(args: Any) -> int:
     return 0
 
 
-def cmd_index_many(args: Any, progress_bar: Any) -> int:
+def cmd_index_many(args: Any) -> int:
     """``quarry index`` over several files: one index per file, skipping those
     whose index is up to date."""
     import contextlib
 
     import quarry
+    from quarry.cli.progress import progress_bar
     from quarry.errors import QuarryError
     from quarry.series import build_indexes
 

@@ -123,6 +123,12 @@ class Executor:
         self._missing: dict[str, _core.RowSet] = {}
         self._columns: dict[str, npt.NDArray[np.generic]] = {}
 
+    def share_caches(self, other: Executor) -> None:
+        """Use ``other``'s whole-column caches (missing rows, scanned values):
+        executors answering parts of one table read each column once."""
+        self._missing = other._missing
+        self._columns = other._columns
+
     # -- helpers ---------------------------------------------------------
     def _empty(self) -> _core.RowSet:
         return _core.RowSet.empty(self.table.n_rows, self.table.block_len)
