@@ -27,6 +27,7 @@ from quarry.formats.base import Driver, VariableInfo
 from quarry.formats.subarray import view_of
 from quarry.index import BuildOptions, IndexStore, default_index_path
 from quarry.index.derived import Derivation, DerivedDriver, expand, previous_derivations
+from quarry.index.layout import decode_edges
 from quarry.index.options import DEFAULT_BLOCK_LEN
 from quarry.index.stats import column_stats
 from quarry.parallel.threads import on_own_threads
@@ -385,7 +386,7 @@ class Dataset:
                 "indexed": v.path in indexed,
             }
             if v.path in indexed:
-                entry["bins"] = len(indexed[v.path]["edges"]) + 1
+                entry["bins"] = len(decode_edges(indexed[v.path])) + 1
                 entry["stats"] = column_stats(self.index.column(v.path)).to_dict()
             if v.decoding:
                 entry["decoding"] = v.decoding

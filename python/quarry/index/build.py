@@ -108,7 +108,7 @@ class VariablePart:
     """A run of consecutive blocks of one variable, as one writer indexed them."""
 
     first_block: int
-    edges: list[Any] | None  # None: sent by the part holding the variable's first block
+    edges: str | None  # encoded; None: sent by the part holding the variable's first block
     spans: list[list[int]] = field(default_factory=list)  # [file, offset, length] per block
     source_crc32: list[int] = field(default_factory=list)
 
@@ -133,7 +133,8 @@ def index_blocks(
                 continue
             first, stop = runs[var.path]
             edges = edges_of(driver, var, opts)
-            parts[var.path] = part = VariablePart(first, edges.tolist())
+            encoded = layout.encode_edges(edges, key_kind(var.dtype))
+            parts[var.path] = part = VariablePart(first, encoded)
             writes[var.path] = pending_writes = []
             step = max(opts.block_len, READ_SPAN // opts.block_len * opts.block_len)
             end = min(stop * opts.block_len, var.size)
@@ -190,7 +191,9 @@ def assemble(
             "key": key_kind(var.dtype),
             "bins": opts.bins,
             "precision": opts.precision,
-            "edges": runs[0].edges if runs else [],
+            "edges": runs[0].edges
+            if runs
+            else layout.encode_edges(np.empty(0), key_kind(var.dtype)),
             "blocks": spans,
             "source_crc32": [c for p in runs for c in p.source_crc32],
         }

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from quarry.errors import TrackingError
+from quarry.index.layout import decode_edges
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -189,7 +190,7 @@ def find_rows(ds: Dataset, info: VariableInfo, ids: npt.NDArray[np.int64]) -> np
     wanted = np.unique(ids)
     candidates: npt.NDArray[np.int64] | None = None
     if store is not None and info.path in store.variables and len(wanted):
-        bins = len(store.variables[info.path]["edges"]) + 1
+        bins = len(decode_edges(store.variables[info.path])) + 1
         if len(wanted) <= INDEX_LOOKUP_SHARE * bins:
             column = store.column(info.path)
             rows = None
