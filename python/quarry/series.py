@@ -426,16 +426,15 @@ class SeriesSelection:
         return [_at(m, partial(sel.values, name)) for m, sel in self]
 
     def extract(self, path: str, names: Sequence[str]) -> None:
-        """Write the hits to an HDF5 file with one group per member (``/Step#3``,
+        """Write the hits to ``path`` with one group per member (``/Step#3``,
         or ``/run_2.h5/Step#3`` over several files), each holding ``id``, the
         per-axis indices and the values of ``names``; the query and every
-        source's size, time and checksum are root attributes."""
+        source's size, time and checksum are root attributes. HDF5 (``.h5``)
+        and NetCDF-4 (``.nc``) hold groups; Parquet (``.parquet``) holds one
+        table with ``group``, ``file`` and ``step`` columns (see
+        :func:`quarry.outputs.writers.write_groups`)."""
         from quarry.outputs.writers import sources_provenance, write_groups
 
-        if not path.lower().endswith((".h5", ".hdf5")):
-            raise SeriesError(
-                f"{path}: a time series is extracted to HDF5 (.h5), one group per step"
-            )
         files = list(dict.fromkeys(m.file for m in self.members))
         groups = {}
         for m, sel in self:

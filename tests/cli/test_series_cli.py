@@ -178,3 +178,32 @@ def test_extract_one_group_per_step(runs, tmp_path):
         "query", d, "energy > 1", "--values", "x", "--out", str(tmp_path / "a.csv"), code=1
     ).stderr
     assert "one group per step" in err
+
+
+def test_extract_steps_to_netcdf_groups_and_a_parquet_table(runs, tmp_path):
+    import netCDF4
+    import pyarrow.parquet
+
+    d, truth = runs
+    pattern = os.path.join(d, "run_*.h5")
+    nc, pq = str(tmp_path / "hot.nc"), str(tmp_path / "hot.parquet")
+    for out in (nc, pq):
+        run("query", pattern, "energy > 2", "--values", "energy,x", "--out", out)
+    table = pyarrow.parquet.read_table(pq)
+    meta = json.loads(table.schema.metadata[b"quarry"])
+    assert meta["query"] == "energy > 2" and "source2_crc32" in meta
+    with netCDF4.Dataset(nc) as ds:
+        assert ds.getncattr("query") == "energy > 2"
+        for path, step in ordered(truth):
+            e = truth[(path, step)]
+            g = ds[os.path.basename(path)][f"Step#{step}"]
+            np.testing.assert_array_equal(g["id"][:], np.flatnonzero(e > 2))
+            np.testing.assert_array_equal(g["energy"][:], e[e > 2])
+            assert g.getncattr("step") == step and g.getncattr("file") == path
+            rows = table.filter(
+                (table["file"].to_numpy(zero_copy_only=False) == path)
+                & (table["step"].to_numpy() == step)
+            )
+            np.testing.assert_array_equal(rows["id"].to_numpy(), np.flatnonzero(e > 2))
+            np.testing.assert_array_equal(rows["energy"].to_numpy(), e[e > 2])
+    assert table.num_rows == sum(int((e > 2).sum()) for e in truth.values())

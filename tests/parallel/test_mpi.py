@@ -175,6 +175,28 @@ def test_a_failing_rank_publishes_nothing_and_is_named(data, tmp_path):
         assert ds.query("b > 0", "Step#0").count() > 0
 
 
+def test_an_error_under_mpiexec_ends_every_rank(data):
+    directory, _ = data
+    done = subprocess.run(
+        [
+            MPIEXEC,
+            "-n",
+            "2",
+            os.path.join(BIN, "quarry"),
+            "query",
+            os.path.join(directory, "run_0.h5"),
+            "energyy > 1",
+            "--path",
+            "Step#0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert "energyy" in done.stderr and "stopping every rank" in done.stderr
+
+
 def test_commands_that_run_in_one_process_say_so(data):
     directory, _ = data
     done = mpirun(

@@ -213,7 +213,11 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--id-var", default="id", help="integer variable of particle ids (default id)")
     tr.add_argument("--values", metavar="A,B", help="variables to read at every step")
     tr.add_argument("--json", action="store_true", help="print everything as one JSON object")
-    tr.add_argument("--out", metavar="F.h5", help="write one group per step to an HDF5 file")
+    tr.add_argument(
+        "--out",
+        metavar="F.h5",
+        help="write one group per step to .h5 or .nc (.parquet: one table with a step column)",
+    )
     index_option(tr)
     jobs_option(tr)
     path_option(tr)
@@ -602,10 +606,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"quarry: error: {exc}", file=sys.stderr)
+        _abort_other_ranks(args, exc)
         return 1
     except KeyboardInterrupt:
         print("quarry: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        _abort_other_ranks(args, exc)
+        raise
+
+
+def _abort_other_ranks(args: argparse.Namespace, exc: BaseException) -> None:
+    """Under MPI, an error that reached here may have struck this rank alone
+    (a read of its blocks failed) while the others wait for it in a gather:
+    end them all rather than hang. Errors every rank raises together (a build
+    that failed somewhere is reported by all) return normally."""
+    from quarry.errors import ParallelError
+
+    comm = getattr(args, "comm", None)
+    if comm is None or isinstance(exc, ParallelError):
+        return
+    print(f"quarry: rank {comm.rank} failed; stopping every rank", file=sys.stderr, flush=True)
+    comm.Abort(1)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Writing query results to files: ``.npy``, ``.csv`` and ``.h5``, chosen by extension."""
+"""Writing query results to files: ``.npy``, ``.csv``, ``.h5``, ``.nc`` and
+``.parquet``, chosen by extension."""
 
 from __future__ import annotations
 
@@ -141,10 +142,13 @@ def write_groups(
     groups: dict[str, tuple[dict[str, npt.NDArray[np.generic]], dict[str, Any]]],
     attrs: dict[str, Any],
 ) -> None:
-    """An HDF5 file with one group per step: ``groups`` maps a group name to
-    its columns and its attributes; ``attrs`` (the query, the sources) go on
-    the root. Written to a temporary name and renamed, so a reader never sees
-    half a file.
+    """A file with one group per step: ``groups`` maps a group name
+    (``Step#3``, or ``run_2.h5/Step#3`` over several files) to its columns
+    and its attributes; ``attrs`` (the query, the sources) go on the root.
+    ``.h5`` and ``.nc`` (NetCDF-4) hold real groups; ``.parquet`` has none,
+    so its one table gains ``group``, ``file`` and ``step`` columns, with
+    ``attrs`` in the file metadata. Written to a temporary name and renamed,
+    so a reader never sees half a file.
 
     Examples
     --------
@@ -155,24 +159,73 @@ def write_groups(
     ...     f["Step#0/id"][()].tolist(), f.attrs["query"], int(f["Step#0"].attrs["step"])
     ([0, 1, 2], 'x > 1', 0)
     """
-    import h5py
-
-    tmp = f"{path}.{os.getpid()}.tmp"
+    ext = _extension(path)
+    if ext not in (".h5", ".nc", ".parquet"):
+        raise OutputError(f"{path}: steps are written to .h5, .nc or .parquet, one group per step")
+    attrs = {k: v for k, v in attrs.items() if v is not None}
+    tmp = os.path.join(
+        os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.{os.getpid()}.tmp"
+    )
     try:
-        with h5py.File(tmp, "w") as f:
-            for key, value in attrs.items():
-                if value is not None:
-                    f.attrs[key] = value
-            for name, (columns, group_attrs) in groups.items():
-                g = f.create_group(name)
-                for key, value in group_attrs.items():
-                    g.attrs[key] = value
-                for column, values in columns.items():
-                    g.create_dataset(column.strip("/"), data=values)
+        {".h5": _groups_h5, ".nc": _groups_nc, ".parquet": _groups_parquet}[ext](tmp, groups, attrs)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+Groups = dict[str, tuple[dict[str, "npt.NDArray[np.generic]"], dict[str, Any]]]
+
+
+def _groups_h5(path: str, groups: Groups, attrs: dict[str, Any]) -> None:
+    import h5py
+
+    with h5py.File(path, "w") as f:
+        f.attrs.update(attrs)
+        for name, (columns, group_attrs) in groups.items():
+            g = f.create_group(name)
+            g.attrs.update(group_attrs)
+            for column, values in columns.items():
+                g.create_dataset(column.strip("/"), data=values)
+
+
+def _groups_nc(path: str, groups: Groups, attrs: dict[str, Any]) -> None:
+    import netCDF4
+
+    with netCDF4.Dataset(path, "w", format="NETCDF4") as ds:
+        ds.setncatts(attrs)
+        for name, (columns, group_attrs) in groups.items():
+            g = ds.createGroup(name)  # a path: run_2.h5/Step#3 nests
+            g.setncatts(group_attrs)
+            g.createDimension("hit", len(next(iter(columns.values()))))
+            for column, values in columns.items():
+                var = g.createVariable(_netcdf_name(column), values.dtype.str[1:], ("hit",))
+                var[:] = values
+                if column != _netcdf_name(column):
+                    var.setncattr("quarry_name", column)
+
+
+def _groups_parquet(path: str, groups: Groups, attrs: dict[str, Any]) -> None:
+    import json
+
+    import pyarrow
+    import pyarrow.parquet
+
+    tables = []
+    for name, (columns, group_attrs) in groups.items():
+        n = len(next(iter(columns.values())))
+        table = pyarrow.table(dict(columns))
+        table = table.append_column("group", pyarrow.array([name] * n, pyarrow.string()))
+        table = table.append_column(
+            "file", pyarrow.array([str(group_attrs.get("file", ""))] * n, pyarrow.string())
+        )
+        table = table.append_column(
+            "step", pyarrow.array([int(group_attrs.get("step", -1))] * n, pyarrow.int64())
+        )
+        tables.append(table)
+    whole = pyarrow.concat_tables(tables, promote_options="default")
+    meta = {b"quarry": json.dumps(attrs).encode()}
+    pyarrow.parquet.write_table(whole.replace_schema_metadata(meta), path)
 
 
 def sources_provenance(sources: list[str], query: str) -> dict[str, Any]:

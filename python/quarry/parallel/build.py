@@ -43,8 +43,9 @@ def build_shared(
 ) -> dict[str, Any]:
     """Index ``variables`` of an open file with every rank of ``comm``
     (collective: all ranks call it with the same arguments); returns the
-    manifest on every rank, or raises :class:`ParallelError` on every rank,
-    naming the ranks that failed and why."""
+    manifest (on ranks other than 0 without its per-block lists, which would
+    make the broadcast as large as the manifest), or raises
+    :class:`ParallelError` on every rank, naming the ranks that failed and why."""
     check_indexable(variables)
     build = comm.bcast(secrets.token_hex(4) if comm.rank == 0 else None, root=0)
     counts = [block_count(v, opts) for v in variables]
@@ -72,13 +73,12 @@ def build_shared(
         failure = _describe(exc)
     shard_size = writer.size if writer is not None else 0
     gathered = comm.gather((world_rank(), failure, parts, shard_size, before), root=0)
+    manifest: dict[str, Any] = {}
     outcome: tuple[str, Any] = ("ok", None)
     if comm.rank == 0:
         try:
-            outcome = (
-                "ok",
-                _publish(driver, variables, index_path, opts, build, gathered, derived),
-            )
+            manifest = _publish(driver, variables, index_path, opts, build, gathered, derived)
+            outcome = ("ok", _without_blocks(manifest))
         except Exception as exc:
             outcome = ("error", _describe(exc))
     outcome = comm.bcast(outcome, root=0)
@@ -86,8 +86,16 @@ def build_shared(
         if writer is not None:
             writer.abort()
         raise ParallelError(f"indexing {driver.path}: {outcome[1]}")
-    manifest: dict[str, Any] = outcome[1]
-    return manifest
+    return manifest if comm.rank == 0 else dict(outcome[1])
+
+
+def _without_blocks(manifest: dict[str, Any]) -> dict[str, Any]:
+    per_block = ("blocks", "source_crc32")
+    variables = {
+        path: {k: v for k, v in entry.items() if k not in per_block}
+        for path, entry in manifest["variables"].items()
+    }
+    return {**manifest, "variables": variables}
 
 
 def _publish(
