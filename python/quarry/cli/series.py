@@ -82,7 +82,8 @@ def cmd_query_many(args: Any) -> int:
     if rows and not extract:
         return _usage(
             f"{', '.join(rows)} {'takes' if len(rows) == 1 else 'take'} one file; over many "
-            "files or steps use --per-step, --values A,B --out F.h5|.nc|.parquet (one group per step), "
+            "files or steps use --per-step, --values A,B --out F.h5|.nc|.parquet "
+            "(one group per step), "
             "or quarry.open_series(...) from Python"
         )
     start = time.perf_counter()
