@@ -292,42 +292,14 @@ def _terminal() -> tuple[int, int]:
 
 
 def test_progress_bar_only_on_a_terminal(tmp_path):
-
     path = str(tmp_path / "p.h5")
     with h5py.File(path, "w") as f:
         f["v"] = np.arange(3_000_000, dtype="f4")
     quiet = run("index", path).stderr
     assert quiet == ""  # not a terminal: no bar
-    leader, follower = _terminal()
-    proc = subprocess.run(
-        [*QUARRY, "index", path], stderr=follower, stdout=subprocess.PIPE, timeout=120
-    )
-    os.close(follower)
-    shown = b""
-    while True:
-        try:
-            chunk = os.read(leader, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.close(leader)
-    assert proc.returncode == 0 and b"indexing" in shown and b"rows" in shown
-    leader, follower = _terminal()
-    subprocess.run(
-        [*QUARRY, "index", path, "--quiet"],
-        stderr=follower,
-        stdout=subprocess.PIPE,
-        timeout=120,
-        check=True,
-    )
-    os.close(follower)
-    try:
-        silent = os.read(leader, 4096)
-    except OSError:
-        silent = b""
-    os.close(leader)
+    _, shown = _shown_on_terminal("index", path)
+    assert b"indexing" in shown and b"rows" in shown
+    _, silent = _shown_on_terminal("index", path, "--quiet")
     assert b"indexing" not in silent
 
 
