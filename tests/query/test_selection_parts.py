@@ -49,3 +49,31 @@ def test_runs_of_blocks_give_the_whole_answer(tmp_path, jobs):
             part = ds.query(q).blocks(10, 60).blocks(50, 80)
             in_part = expect[(expect >= 50 * 97) & (expect < 60 * 97)]
             np.testing.assert_array_equal(part.ids(), in_part, err_msg=q)
+
+
+def test_shares_with_coordinates_and_subarrays(tmp_path):
+    netcdf4 = pytest.importorskip("netCDF4")
+    rng = np.random.default_rng(4)
+    tas = rng.normal(288, 5, (37, 29))
+    lat = np.linspace(-70, 70, 29)
+    path = str(tmp_path / "c.nc")
+    with netcdf4.Dataset(path, "w") as ds:
+        ds.createDimension("time", 37)
+        ds.createDimension("lat", 29)
+        ds.createVariable("lat", "f8", ("lat",))[:] = lat
+        ds.createVariable("tas", "f8", ("time", "lat"))[:] = tas
+    expect = np.flatnonzero(((lat[None, :] > 20) & (tas > 290)).reshape(-1))
+    with quarry.open(path) as ds:
+        ds.build_index(["tas"], block_len=100)
+        whole = ds.query("lat > 20 && tas > 290")
+        steps: list[int] = []
+        whole.evaluate(rows=True, progress=steps.append)
+        np.testing.assert_array_equal(whole.ids(), expect)
+        part = ds.query("lat > 20 && tas*1.0 > 290").blocks(3, 7)
+        np.testing.assert_array_equal(part.ids(), expect[(expect >= 300) & (expect < 700)])
+        sub = ds.query("tas[10:30, 5:25] > 290").blocks(1, 3)
+        view = tas[10:30, 5:25].reshape(-1)
+        hits = np.flatnonzero(view > 290)
+        np.testing.assert_array_equal(sub.ids(), hits[(hits >= 100) & (hits < 300)])
+        scanned = ds.query("tas[10:30, 5:25] * 1.0 > 290").blocks(1, 3)
+        np.testing.assert_array_equal(scanned.ids(), hits[(hits >= 100) & (hits < 300)])

@@ -302,6 +302,41 @@ impl RowSet {
     pub fn minus(&self, other: &Self) -> Result<Self> {
         self.zip_with(other, |a, b| a - b)
     }
+
+    /// The rows of blocks `[first, stop)` as a set over those blocks alone
+    /// (row `first * block_len` becomes row 0): a rank's share of a table,
+    /// evaluated on just its rows. Blocks move whole; no bitmap is touched.
+    pub fn slice_blocks(&self, first: usize, stop: usize) -> Result<Self> {
+        let stop = stop.min(self.blocks.len());
+        if first > stop {
+            return Err(CoreError::Invalid(format!(
+                "blocks {first}..{stop} of {}",
+                self.blocks.len()
+            )));
+        }
+        let start_row = first as u64 * self.block_len;
+        let end_row = (stop as u64 * self.block_len).min(self.n_rows);
+        Self::from_blocks(
+            end_row.saturating_sub(start_row),
+            self.block_len,
+            self.blocks[first..stop].to_vec(),
+        )
+    }
+
+    /// The inverse of [`Self::slice_blocks`]: these rows placed at block
+    /// `first` of a table of `n_rows` rows, every other block empty.
+    pub fn place_blocks(&self, first: usize, n_rows: u64) -> Result<Self> {
+        let mut blocks = vec![RoaringBitmap::new(); block_count(n_rows, self.block_len)];
+        let stop = first + self.blocks.len();
+        if stop > blocks.len() || (first as u64 * self.block_len + self.n_rows) > n_rows {
+            return Err(CoreError::Invalid(format!(
+                "{} rows at block {first} do not fit a table of {n_rows} rows",
+                self.n_rows
+            )));
+        }
+        blocks[first..stop].clone_from_slice(&self.blocks);
+        Self::from_blocks(n_rows, self.block_len, blocks)
+    }
 }
 
 #[cfg(test)]
@@ -354,6 +389,20 @@ mod tests {
             }
         }
         assert!(RowSet::from_bytes(&bytes[..bytes.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn slices_of_blocks_place_back_where_they_were() {
+        let ids = [0, 5, 6, 13, 20, 21, 22];
+        let set = RowSet::from_sorted_ids(23, 6, &ids).unwrap();
+        let part = set.slice_blocks(1, 4).unwrap();
+        assert_eq!(part.n_rows(), 17);
+        assert_eq!(part.to_ids(), vec![0, 7, 14, 15, 16]);
+        let back = part.place_blocks(1, 23).unwrap();
+        assert_eq!(back.to_ids(), vec![6, 13, 20, 21, 22]);
+        assert_eq!(set.slice_blocks(2, 2).unwrap().len(), 0);
+        assert!(set.slice_blocks(3, 2).is_err());
+        assert!(part.place_blocks(2, 23).is_err());
     }
 
     #[test]

@@ -197,6 +197,16 @@ impl RowSet {
         self.0.block_counts()
     }
 
+    /// The rows of blocks `[first, stop)`, renumbered from 0.
+    fn slice_blocks(&self, first: usize, stop: usize) -> PyResult<Self> {
+        self.0.slice_blocks(first, stop).map(Self).map_err(to_py)
+    }
+
+    /// These rows placed at block `first` of a table of `n_rows` rows.
+    fn place_blocks(&self, first: usize, n_rows: u64) -> PyResult<Self> {
+        self.0.place_blocks(first, n_rows).map(Self).map_err(to_py)
+    }
+
     /// Ascending global row ids as int64, written straight into the array.
     fn to_ids<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<i64>>> {
         let n = self.0.len() as usize;

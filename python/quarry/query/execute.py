@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -121,7 +121,8 @@ class Executor:
             keep = [blocks[0] <= b < blocks[1] for b in range(n_blocks)]
             self.part = _core.RowSet.full_blocks(table.n_rows, table.block_len, keep)
         self._missing: dict[str, _core.RowSet] = {}
-        self._columns: dict[str, npt.NDArray[np.generic]] = {}
+        # Scanned values by (variable, blocks): whole columns, or a share's rows.
+        self._columns: dict[tuple[str, tuple[int, int] | None], npt.NDArray[np.generic]] = {}
 
     def share_caches(self, other: Executor) -> None:
         """Use ``other``'s whole-column caches (missing rows, scanned values):
@@ -152,9 +153,45 @@ class Executor:
         return self.store.column(var.path)
 
     def _values(self, var: VariableInfo) -> npt.NDArray[np.generic]:
-        """The whole column, for scans. For memory-mapped storage this is a view:
-        the core then touches only the pages of the rows it evaluates."""
-        values = self._columns.get(var.key)
+        """The column for scans: the whole of it, or only the rows of the
+        blocks this executor answers for (an MPI rank reads its share alone)."""
+        if self.blocks is None:
+            return self._whole(var)
+        values = self._columns.get((var.key, self.blocks))
+        if values is None:
+            start, stop = self._part_rows()
+            if self.table.axis_of(var) is None and var.subarray is None:
+                values = self.driver.read(var.path, start, stop)
+            else:  # coordinates and subarrays are laid out over the table first
+                values = self._whole(var)[start:stop]
+            self._columns[(var.key, self.blocks)] = values
+        return values
+
+    def _part_rows(self) -> tuple[int, int]:
+        assert self.blocks is not None
+        first, stop = self.blocks
+        block_len = self.table.block_len
+        return first * block_len, min(stop * block_len, self.table.n_rows)
+
+    def _scanned(
+        self, scan: Callable[[int, _core.RowSet | None], Pair], domain: _core.RowSet | None
+    ) -> Pair:
+        """``scan(n_rows, domain)`` over the table, or over this executor's
+        share of it (rows renumbered from its first block, the answer placed
+        back)."""
+        if self.blocks is None:
+            return scan(self.table.n_rows, domain)
+        first, stop = self.blocks
+        within = domain if domain is not None else self.part
+        assert within is not None  # set with the blocks
+        share = within.slice_blocks(first, stop)
+        t, u = scan(share.n_rows, share)
+        return t.place_blocks(first, self.table.n_rows), u.place_blocks(first, self.table.n_rows)
+
+    def _whole(self, var: VariableInfo) -> npt.NDArray[np.generic]:
+        """The whole column. For memory-mapped storage this is a view: the
+        core then touches only the pages of the rows it evaluates."""
+        values = self._columns.get((var.key, None))
         if values is None:
             values = read_view(self.driver, var)
             axis = self.table.axis_of(var)
@@ -163,7 +200,7 @@ class Executor:
                 along[axis] = self.table.shape[axis]
                 coord = values.reshape(along)
                 values = np.ascontiguousarray(np.broadcast_to(coord, self.table.shape)).reshape(-1)
-            self._columns[var.key] = values
+            self._columns[(var.key, None)] = values
         return values
 
     def values_at(self, var: VariableInfo, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
@@ -307,13 +344,17 @@ class Executor:
         col = self._column(leaf.var)
         if col is None:
             probe = iv if not iv.empty else everything(iv.kind)
-            t, u = _core.scan_range(
-                self._values(leaf.var),
-                probe.lo,
-                probe.lo_incl,
-                probe.hi,
-                probe.hi_incl,
-                self.table.block_len,
+            values = self._values(leaf.var)
+            t, u = self._scanned(
+                lambda _, dom: _core.scan_range(
+                    values,
+                    probe.lo,
+                    probe.lo_incl,
+                    probe.hi,
+                    probe.hi_incl,
+                    self.table.block_len,
+                    dom,
+                ),
                 domain,
             )
             return (t if not iv.empty else self._empty()), u
@@ -367,13 +408,16 @@ class Executor:
     def _scan(self, leaf: ScanLeaf, domain: _core.RowSet | None) -> Pair:
         columns = [self._values(v) for v in leaf.variables]
         slot = {v.key: i for i, v in enumerate(leaf.variables)}
-        return _core.scan_compare(
-            columns,
-            postfix(leaf.left, slot),
-            leaf.op,
-            postfix(leaf.right, slot),
-            self.table.n_rows,
-            self.table.block_len,
+        return self._scanned(
+            lambda n_rows, dom: _core.scan_compare(
+                columns,
+                postfix(leaf.left, slot),
+                leaf.op,
+                postfix(leaf.right, slot),
+                n_rows,
+                self.table.block_len,
+                dom,
+            ),
             domain,
         )
 
