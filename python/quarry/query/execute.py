@@ -185,7 +185,10 @@ class Executor:
         within = domain if domain is not None else self.part
         assert within is not None  # set with the blocks
         share = within.slice_blocks(first, stop)
-        t, u = scan(share.n_rows, share)
+        # Every row of the share: no domain, so the core scans densely
+        # rather than row by row through a bitmap.
+        everything = len(share) == share.n_rows
+        t, u = scan(share.n_rows, None if everything else share)
         return t.place_blocks(first, self.table.n_rows), u.place_blocks(first, self.table.n_rows)
 
     def _whole(self, var: VariableInfo) -> npt.NDArray[np.generic]:
