@@ -40,6 +40,7 @@ QUERIES = {
     "count box": ("count", "0.2 < energy < 2.0 && 140 < x < 190 && 65 < y < 115 && 56 < z < 76"),
     "ids energy > 0.3": ("ids", "energy > 0.3"),
     "values x,y,z of 1.5 < energy < 1.6": ("values", "1.5 < energy < 1.6"),
+    "count ux*ux + uy*uy > 1.0 (scan)": ("count", "ux*ux + uy*uy > 1.0"),
 }
 CONFIGS = [(1, 1), (1, 2), (2, 1)]  # (ranks, threads per rank)
 
@@ -394,10 +395,11 @@ def model(costs: dict[str, float], results: dict[str, Any]) -> list[str]:
         f"{250 * t_block:.0f} s of per-rank work before I/O limits; with more ranks "
         "than blocks the extra ranks idle, so smaller blocks or more files "
         "(--ranks-per-file) are the knob.",
-        "- Queries scale the same way: blocks are shared out, counts are one reduce "
-        "of a few integers, hits travel as compressed bitmaps. Scanned (unindexed) "
-        "variables are still read whole by every rank: that would not scale and is "
-        "the first thing to fix before 1,000 ranks.",
+        "- Queries scale the same way: blocks are shared out (each rank reads and "
+        "scans only its own rows), counts are one reduce of a few integers, hits "
+        "travel as compressed bitmaps. What grows with P is the gather of hits to "
+        "rank 0: ids and values of a large selection are better written per rank "
+        "(--out-per-rank) at scale.",
         "",
     ]
 
