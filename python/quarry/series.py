@@ -427,20 +427,21 @@ class SeriesSelection:
 
     def extract(self, path: str, names: Sequence[str]) -> None:
         """Write the hits to ``path`` with one group per member (``/Step#3``,
-        or ``/run_2.h5/Step#3`` over several files), each holding ``id``, the
-        per-axis indices and the values of ``names``; the query and every
+        or ``/run_2.h5/Step#3`` over several files), each holding
+        ``quarry_row``, the per-axis indices and the values of ``names``
+        (named as :mod:`quarry.outputs.columns` says); the query and every
         source's size, time and checksum are root attributes. HDF5 (``.h5``)
         and NetCDF-4 (``.nc``) hold groups; Parquet (``.parquet``) holds one
-        table with ``group``, ``file`` and ``step`` columns (see
-        :func:`quarry.outputs.writers.write_groups`)."""
+        table with ``quarry_group``, ``quarry_file`` and ``quarry_step``
+        columns (see :func:`quarry.outputs.writers.write_groups`)."""
         from quarry.outputs.writers import sources_provenance, write_groups
 
         files = list(dict.fromkeys(m.file for m in self.members))
         groups = {}
         for m, sel in self:
-            columns = _at(m, partial(sel.columns, list(names)))
+            table = _at(m, partial(sel.output_table, list(names)))
             step = -1 if m.step is None else m.step
-            groups[m.label(len(files) > 1)] = (columns, {"file": m.file, "step": step})
+            groups[m.label(len(files) > 1)] = (table, {"file": m.file, "step": step})
         write_groups(path, groups, sources_provenance(files, self.query))
 
     def __iter__(self) -> Iterator[tuple[Member, Selection]]:

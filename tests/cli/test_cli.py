@@ -85,17 +85,17 @@ def test_values_by_extension(run_h5, tmp_path, ext):
     hits = np.flatnonzero((c["energy"] > 1.2) & (c["energy"] < 1.3))
     if ext == ".npy":
         table = np.load(out)
-        got = {k: table[k] for k in ("id", "x", "energy")}
+        got = {k: table[k] for k in ("quarry_row", "x", "energy")}
     elif ext == ".csv":
         with open(out, newline="") as f:
             rows = list(csv.DictReader(f))
-        assert list(rows[0]) == ["id", "x", "y", "/Step#0/z", "energy"]
-        got = {k: np.array([float(r[k]) for r in rows]) for k in ("id", "x", "energy")}
+        assert list(rows[0]) == ["quarry_row", "x", "y", "z", "energy"]
+        got = {k: np.array([float(r[k]) for r in rows]) for k in ("quarry_row", "x", "energy")}
     else:
         with h5py.File(out) as f:
-            got = {k: f[k][()] for k in ("id", "x", "energy")}
+            got = {k: f[k][()] for k in ("quarry_row", "x", "energy")}
             assert f.attrs["query"] == "1.2 < energy < 1.3"
-    np.testing.assert_array_equal(got["id"], hits)
+    np.testing.assert_array_equal(got["quarry_row"], hits)
     np.testing.assert_array_equal(got["x"].astype("f4"), c["x"][hits])
     np.testing.assert_array_equal(got["energy"].astype("f4"), c["energy"][hits])
 

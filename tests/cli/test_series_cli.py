@@ -171,7 +171,7 @@ def test_extract_one_group_per_step(runs, tmp_path):
         for path, step in ordered(truth):
             g = f[f"{os.path.basename(path)}/Step#{step}"]
             e = truth[(path, step)]
-            np.testing.assert_array_equal(g["id"][()], np.flatnonzero(e > 2))
+            np.testing.assert_array_equal(g["quarry_row"][()], np.flatnonzero(e > 2))
             np.testing.assert_array_equal(g["energy"][()], e[e > 2])
             assert g.attrs["step"] == step and g.attrs["file"] == path
     err = run(
@@ -197,13 +197,13 @@ def test_extract_steps_to_netcdf_groups_and_a_parquet_table(runs, tmp_path):
         for path, step in ordered(truth):
             e = truth[(path, step)]
             g = ds[os.path.basename(path)][f"Step#{step}"]
-            np.testing.assert_array_equal(g["id"][:], np.flatnonzero(e > 2))
+            np.testing.assert_array_equal(g["quarry_row"][:], np.flatnonzero(e > 2))
             np.testing.assert_array_equal(g["energy"][:], e[e > 2])
             assert g.getncattr("step") == step and g.getncattr("file") == path
             rows = table.filter(
-                (table["file"].to_numpy(zero_copy_only=False) == path)
-                & (table["step"].to_numpy() == step)
+                (table["quarry_file"].to_numpy(zero_copy_only=False) == path)
+                & (table["quarry_step"].to_numpy() == step)
             )
-            np.testing.assert_array_equal(rows["id"].to_numpy(), np.flatnonzero(e > 2))
+            np.testing.assert_array_equal(rows["quarry_row"].to_numpy(), np.flatnonzero(e > 2))
             np.testing.assert_array_equal(rows["energy"].to_numpy(), e[e > 2])
     assert table.num_rows == sum(int((e > 2).sum()) for e in truth.values())

@@ -34,24 +34,23 @@ def test_extract_reopens_and_records_provenance(run_h5, tmp_path, ext):
     with quarry.open(run_h5) as ds:
         ds.build_index()
         ds.query("energy > 1.0").extract(out, ["energy", "/Step#0/x"])
+    names = ("quarry_row", "quarry_index_0", "quarry_index_1", "energy", "x")
     if ext == ".h5":
         with h5py.File(out) as f:
-            got = {k: f[k][()] for k in ("id", "dim_0", "energy", "Step#0/x")}
+            got = {k: f[k][()] for k in names}
             meta = dict(f.attrs)
-        got["x"] = got.pop("Step#0/x")
     elif ext == ".nc":
         with netcdf4.Dataset(out) as ds:
-            got = {k: ds[k][:].data for k in ("id", "dim_0", "energy", "Step#0_x")}
+            got = {k: ds[k][:].data for k in names}
             meta = {k: ds.getncattr(k) for k in ds.ncattrs()}
-            assert ds["Step#0_x"].quarry_name == "/Step#0/x"
-        got["x"] = got.pop("Step#0_x")
     else:
         table = pq.read_table(out)
-        got = {k: table[k].to_numpy() for k in ("id", "dim_0", "energy", "/Step#0/x")}
-        got["x"] = got.pop("/Step#0/x")
+        assert table.column_names == list(names)
+        got = {k: table[k].to_numpy() for k in names}
         meta = json.loads(table.schema.metadata[b"quarry"])
-    np.testing.assert_array_equal(got["id"], np.flatnonzero(mask))
-    np.testing.assert_array_equal(got["dim_0"], np.nonzero(mask)[0])
+    np.testing.assert_array_equal(got["quarry_row"], np.flatnonzero(mask))
+    np.testing.assert_array_equal(got["quarry_index_0"], np.nonzero(mask)[0])
+    np.testing.assert_array_equal(got["quarry_index_1"], np.nonzero(mask)[1])
     np.testing.assert_array_equal(got["energy"], energy[mask])
     np.testing.assert_array_equal(got["x"], x[mask])
     with open(run_h5, "rb") as f:
@@ -59,12 +58,13 @@ def test_extract_reopens_and_records_provenance(run_h5, tmp_path, ext):
     assert meta["query"] == "energy > 1.0" and meta["quarry_version"]
 
 
-def test_a_variable_named_like_an_index_column_keeps_its_path(tmp_path):
+def test_a_variable_named_id_keeps_its_name_and_values(tmp_path):
     path = str(tmp_path / "ids.h5")
     with h5py.File(path, "w") as f:
         f["x"] = np.arange(10.0)
         f["id"] = np.arange(10) * 1000 + 7
     with quarry.open(path) as ds:
         cols = ds.query("x > 6").columns(["id", "x"])
-    assert cols["id"].tolist() == [7, 8, 9]
-    assert cols["/id"].tolist() == [7007, 8007, 9007]
+    assert list(cols) == ["quarry_row", "quarry_index_0", "id", "x"]
+    assert cols["quarry_row"].tolist() == [7, 8, 9]
+    assert cols["id"].tolist() == [7007, 8007, 9007]

@@ -31,11 +31,13 @@ def test_selection_to_pandas_arrow_xarray(mesh):
         df = sel.to_pandas(["t", "q"])
         np.testing.assert_array_equal(df.index.to_numpy(), ids)
         np.testing.assert_array_equal(df["t"].to_numpy(), data["t"][mask])
-        np.testing.assert_array_equal(df["dim_0"].to_numpy(), rows)
+        assert df.index.name == "quarry_row"
+        np.testing.assert_array_equal(df["quarry_index_0"].to_numpy(), rows)
         table = sel.to_arrow(["q"])
-        assert table.column_names == ["id", "dim_0", "dim_1", "q"]
+        assert table.column_names == ["quarry_row", "quarry_index_0", "quarry_index_1", "q"]
         np.testing.assert_array_equal(table["q"].to_numpy(), data["q"][mask])
         xr = sel.to_xarray(["t"])
         np.testing.assert_array_equal(xr["t"].values, data["t"][mask])
-        np.testing.assert_array_equal(xr["dim_1"].values, cols)
+        np.testing.assert_array_equal(xr["quarry_index_1"].values, cols)
+        assert xr["t"].dims == ("quarry_hit",)
         assert xr.attrs["query"] == "t > 0.3"

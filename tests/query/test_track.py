@@ -97,7 +97,10 @@ def test_track_cli_json_and_h5(tmp_path):
         assert f.attrs["query"] == "energy > 3" and f.attrs["at_step"] == 2
         assert sorted(f) == [f"Step#{s}" for s in range(STEPS)]
         np.testing.assert_array_equal(f["Step#2/energy"][()], e2[e2 > 3])
-        assert f["Step#0/found"][()].all()  # nobody has left at step 0
+        assert f["Step#0/quarry_found"][()].all()  # nobody has left at step 0
+        np.testing.assert_array_equal(f["Step#2/id"][()], ids2[e2 > 3])
+        rows = f["Step#2/quarry_row"][()]
+        np.testing.assert_array_equal(ids2[rows], ids2[e2 > 3])
     text = subprocess.run([*cli, "--at-step", "0"], capture_output=True, text=True, check=True)
     assert text.stdout.splitlines()[1] == "file,step,found,missing"
     bad = subprocess.run([*cli, "--at-step", "7"], capture_output=True, text=True)

@@ -355,10 +355,10 @@ def _emit_rows(
         elif args.json:
             columns = {n: sel.values(n) for n in names}
             result["values"] = {n: v.tolist() for n, v in columns.items()}
-        else:
-            columns = {n: sel.values(n) for n in names}
-            print(",".join(["id", *names]))
-            for row in zip(ids.tolist(), *(c.tolist() for c in columns.values()), strict=True):
+        else:  # CSV, named as in every output (quarry.outputs.columns)
+            columns = sel.columns(names, indices=False)
+            print(",".join(columns))
+            for row in zip(*(c.tolist() for c in columns.values()), strict=True):
                 print(",".join(repr(x) if isinstance(x, float) else str(x) for x in row))
             return 0
     else:

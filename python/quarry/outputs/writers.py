@@ -1,14 +1,24 @@
 """Writing query results to files: ``.npy``, ``.csv``, ``.h5``, ``.nc`` and
-``.parquet``, chosen by extension."""
+``.parquet``, chosen by extension.
+
+Every file is written to a temporary name in its own directory and renamed
+into place, so a reader never sees half a file and a failed write leaves
+nothing behind (:func:`atomic`). Columns are named as
+:mod:`quarry.outputs.columns` describes, the same in every format.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from quarry.errors import QuarryError
+from quarry.outputs.columns import FILE, GROUP, STEP, OutputTable, arrow_table, own_name
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -29,6 +39,53 @@ def _extension(path: str) -> str:
     return ext
 
 
+@contextlib.contextmanager
+def atomic(path: str) -> Iterator[str]:
+    """A temporary name beside ``path`` to write to; renamed to ``path`` when
+    the block ends, removed if it fails. Errors a scientist can act on (an
+    unwritable directory, a name the format cannot hold) become
+    :class:`OutputError` naming ``path``.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> with atomic(os.path.join(d, "a.txt")) as tmp, open(tmp, "w") as f:
+    ...     _ = f.write("done")
+    >>> os.listdir(d)
+    ['a.txt']
+    >>> with atomic(os.path.join(d, "b.txt")) as tmp, open(tmp, "w") as f:  # doctest: +ELLIPSIS
+    ...     _ = f.write("half")
+    ...     raise ValueError("a name the format cannot hold")
+    Traceback (most recent call last):
+    ...
+    quarry.outputs.writers.OutputError: cannot write .../b.txt: a name the format cannot hold
+    >>> os.listdir(d)
+    ['a.txt']
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise OutputError(f"cannot write {path}: there is no directory {directory}")
+    if not os.access(directory, os.W_OK):
+        raise OutputError(
+            f"cannot write {path}: the directory {directory} is not writable; "
+            "write the output somewhere else"
+        )
+    tmp = os.path.join(
+        directory, f".{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    )
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except (OSError, RuntimeError, ValueError) as exc:
+        if isinstance(exc, QuarryError):
+            raise
+        raise OutputError(f"cannot write {path}: {exc}") from exc
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
 def write_positions(path: str, positions: npt.NDArray[np.int64]) -> None:
     """Write hit ids (1-D) or coordinates (``(count, ndim)``) as an int64 ``.npy`` file.
 
@@ -42,7 +99,8 @@ def write_positions(path: str, positions: npt.NDArray[np.int64]) -> None:
     """
     if _extension(path) != ".npy":
         raise OutputError(f"ids and coordinates are written as .npy; got {path}")
-    np.save(path, np.asarray(positions, dtype=np.int64))
+    with atomic(path) as tmp, open(tmp, "wb") as f:
+        np.save(f, np.asarray(positions, dtype=np.int64))
 
 
 def provenance(source: str, query: str) -> dict[str, Any]:
@@ -78,103 +136,156 @@ def provenance(source: str, query: str) -> dict[str, Any]:
 
 
 def write_values(
-    path: str, columns: dict[str, npt.NDArray[np.generic]], provenance: dict[str, Any]
+    path: str,
+    table: OutputTable | Mapping[str, npt.NDArray[np.generic]],
+    provenance: dict[str, Any],
 ) -> None:
-    """Write selected records: ``columns`` maps names to equal-length arrays
-    (``id``, per-axis indices, variable values).
+    """Write selected records: ``table`` (an :class:`OutputTable`, or plain
+    named equal-length arrays) as one column per name.
 
     ``.npy``: a structured array; ``.csv``: a header line and one row per
-    record; ``.h5``, ``.nc``, ``.parquet``: one column per name along a
-    ``hit`` dimension, with ``provenance`` as attributes (file metadata for
+    record; ``.h5``, ``.nc``, ``.parquet``: one column per name along the
+    table's dimension, each with its variable's attributes (field metadata
+    in Parquet), ``provenance`` as the file's attributes (file metadata for
     Parquet), readable by h5py, netCDF4/xarray and pyarrow as normal files.
+    A name with a path (``Step#0/x``) is a dataset in a group in HDF5 and
+    NetCDF-4.
+
+    Examples
+    --------
+    >>> import h5py, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "sel.h5")
+    >>> write_values(path, {"e": np.array([1.5, 2.5])}, {"query": "e > 1"})
+    >>> with h5py.File(path) as f:
+    ...     f["e"][()].tolist(), f.attrs["query"]
+    ([1.5, 2.5], 'e > 1')
     """
     ext = _extension(path)
-    if ext == ".h5":
-        import h5py
-
-        with h5py.File(path, "w") as f:
-            for name, values in columns.items():
-                f.create_dataset(name.strip("/"), data=values)
-            for key, value in provenance.items():
-                f.attrs[key] = value
-        return
-    if ext == ".nc":
-        import netCDF4
-
-        with netCDF4.Dataset(path, "w") as ds:
-            ds.createDimension("hit", len(next(iter(columns.values()))))
-            for name, values in columns.items():
-                # The bare type code: an explicit '<' makes netCDF4 warn about byte order.
-                var = ds.createVariable(_netcdf_name(name), values.dtype.str[1:], ("hit",))
-                var[:] = values
-                if name != _netcdf_name(name):
-                    var.setncattr("quarry_name", name)
-            ds.setncatts({k: v for k, v in provenance.items() if v is not None})
-        return
-    if ext == ".parquet":
-        import json
-
-        import pyarrow
-        import pyarrow.parquet
-
-        table = pyarrow.table(dict(columns))
-        meta = {b"quarry": json.dumps(provenance).encode()}
-        pyarrow.parquet.write_table(table.replace_schema_metadata(meta), path)
-        return
-    fields = [(n, v.dtype) for n, v in columns.items()]
-    table = np.empty(len(next(iter(columns.values()))), dtype=fields)
-    for name, values in columns.items():
-        table[name] = values
-    if ext == ".npy":
-        np.save(path, table)
-        return
-    formats = ["%d" if v.dtype.kind in "iu" else "%.17g" for v in columns.values()]
-    np.savetxt(path, table, delimiter=",", header=",".join(columns), comments="", fmt=formats)
+    if not isinstance(table, OutputTable):
+        table = OutputTable(dict(table))
+    writer = {".h5": _h5, ".nc": _nc, ".parquet": _parquet, ".npy": _npy, ".csv": _csv}[ext]
+    with atomic(path) as tmp:
+        writer(tmp, table, provenance)
 
 
-def _netcdf_name(name: str) -> str:
-    """NetCDF names cannot contain '/': a path becomes its components joined by '_'."""
-    return name.strip("/").replace("/", "_")
+def _h5(path: str, table: OutputTable, attrs: dict[str, Any]) -> None:
+    import h5py
+
+    with h5py.File(path, "w") as f:
+        _h5_columns(f, table)
+        f.attrs.update({k: v for k, v in attrs.items() if v is not None})
+
+
+def _h5_columns(group: Any, table: OutputTable) -> None:
+    for name, values in table.columns.items():
+        dataset = group.create_dataset(name, data=values)
+        for key, value in table.attrs.get(name, {}).items():
+            if key in ("_FillValue", "missing_value"):
+                value = np.asarray(value, dtype=values.dtype)
+            dataset.attrs[key] = value
+
+
+def _nc(path: str, table: OutputTable, attrs: dict[str, Any]) -> None:
+    import netCDF4
+
+    with netCDF4.Dataset(path, "w", format="NETCDF4") as ds:
+        _nc_columns(ds, table)
+        ds.setncatts({k: v for k, v in attrs.items() if v is not None})
+
+
+def _nc_columns(group: Any, table: OutputTable) -> None:
+    """The columns as variables of ``group`` along the table's dimension; a
+    name with a path nests in groups (NetCDF-4 groups see their parents'
+    dimensions)."""
+    group.createDimension(table.dim, len(table))
+    for name, values in table.columns.items():
+        *parents, leaf = name.split("/")
+        where = group
+        for parent in parents:
+            where = where.groups.get(parent) or where.createGroup(parent)
+        attrs = dict(table.attrs.get(name, {}))
+        fill = attrs.pop("_FillValue", None)
+        stored = values.astype("u1") if values.dtype.kind == "b" else values
+        # The bare type code: an explicit '<' makes netCDF4 warn about byte order.
+        var = where.createVariable(
+            leaf,
+            stored.dtype.str[1:],
+            (table.dim,),
+            fill_value=False if fill is None else np.asarray(fill, dtype=stored.dtype),
+        )
+        if "missing_value" in attrs:
+            attrs["missing_value"] = np.asarray(attrs["missing_value"], dtype=stored.dtype)
+        if table.own and not parents and name not in table.own:
+            # CF: Quarry's columns are this variable's coordinates (xarray reads them so)
+            attrs["coordinates"] = " ".join(table.own)
+        var.setncatts(attrs)
+        var.set_auto_maskandscale(False)  # write the values as they are
+        var[:] = stored
+
+
+def _parquet(path: str, table: OutputTable, attrs: dict[str, Any]) -> None:
+    import json
+
+    import pyarrow.parquet
+
+    meta = {b"quarry": json.dumps(attrs).encode()}
+    pyarrow.parquet.write_table(arrow_table(table, meta), path)
+
+
+def _records(table: OutputTable) -> npt.NDArray[Any]:
+    records = np.empty(len(table), dtype=[(n, v.dtype) for n, v in table.columns.items()])
+    for name, values in table.columns.items():
+        records[name] = values
+    return records
+
+
+def _npy(path: str, table: OutputTable, attrs: dict[str, Any]) -> None:
+    with open(path, "wb") as f:
+        np.save(f, _records(table))
+
+
+def _csv(path: str, table: OutputTable, attrs: dict[str, Any]) -> None:
+    import csv
+
+    formats = ["%d" if v.dtype.kind in "iub" else "%.17g" for v in table.columns.values()]
+    with open(path, "w", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerow(table.columns)
+        if len(table):
+            np.savetxt(f, _records(table), delimiter=",", fmt=formats)
 
 
 def write_groups(
     path: str,
-    groups: dict[str, tuple[dict[str, npt.NDArray[np.generic]], dict[str, Any]]],
+    groups: dict[str, tuple[OutputTable, dict[str, Any]]],
     attrs: dict[str, Any],
 ) -> None:
     """A file with one group per step: ``groups`` maps a group name
-    (``Step#3``, or ``run_2.h5/Step#3`` over several files) to its columns
+    (``Step#3``, or ``run_2.h5/Step#3`` over several files) to its table
     and its attributes; ``attrs`` (the query, the sources) go on the root.
     ``.h5`` and ``.nc`` (NetCDF-4) hold real groups; ``.parquet`` has none,
-    so its one table gains ``group``, ``file`` and ``step`` columns, with
-    ``attrs`` in the file metadata. Written to a temporary name and renamed,
-    so a reader never sees half a file.
+    so its one table gains ``quarry_group``, ``quarry_file`` and
+    ``quarry_step`` columns, with ``attrs`` in the file metadata.
 
     Examples
     --------
     >>> import h5py, tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "steps.h5")
-    >>> write_groups(path, {"Step#0": ({"id": np.arange(3)}, {"step": 0})}, {"query": "x > 1"})
+    >>> table = OutputTable({"quarry_row": np.arange(3)})
+    >>> write_groups(path, {"Step#0": (table, {"step": 0})}, {"query": "x > 1"})
     >>> with h5py.File(path) as f:
-    ...     f["Step#0/id"][()].tolist(), f.attrs["query"], int(f["Step#0"].attrs["step"])
+    ...     f["Step#0/quarry_row"][()].tolist(), f.attrs["query"], int(f["Step#0"].attrs["step"])
     ([0, 1, 2], 'x > 1', 0)
     """
     ext = _extension(path)
     if ext not in (".h5", ".nc", ".parquet"):
         raise OutputError(f"{path}: steps are written to .h5, .nc or .parquet, one group per step")
     attrs = {k: v for k, v in attrs.items() if v is not None}
-    tmp = os.path.join(
-        os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.{os.getpid()}.tmp"
-    )
-    try:
-        {".h5": _groups_h5, ".nc": _groups_nc, ".parquet": _groups_parquet}[ext](tmp, groups, attrs)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    writer = {".h5": _groups_h5, ".nc": _groups_nc, ".parquet": _groups_parquet}[ext]
+    with atomic(path) as tmp:
+        writer(tmp, groups, attrs)
 
 
-Groups = dict[str, tuple[dict[str, "npt.NDArray[np.generic]"], dict[str, Any]]]
+Groups = dict[str, tuple[OutputTable, dict[str, Any]]]
 
 
 def _groups_h5(path: str, groups: Groups, attrs: dict[str, Any]) -> None:
@@ -182,11 +293,10 @@ def _groups_h5(path: str, groups: Groups, attrs: dict[str, Any]) -> None:
 
     with h5py.File(path, "w") as f:
         f.attrs.update(attrs)
-        for name, (columns, group_attrs) in groups.items():
+        for name, (table, group_attrs) in groups.items():
             g = f.create_group(name)
             g.attrs.update(group_attrs)
-            for column, values in columns.items():
-                g.create_dataset(column.strip("/"), data=values)
+            _h5_columns(g, table)
 
 
 def _groups_nc(path: str, groups: Groups, attrs: dict[str, Any]) -> None:
@@ -194,38 +304,44 @@ def _groups_nc(path: str, groups: Groups, attrs: dict[str, Any]) -> None:
 
     with netCDF4.Dataset(path, "w", format="NETCDF4") as ds:
         ds.setncatts(attrs)
-        for name, (columns, group_attrs) in groups.items():
+        for name, (table, group_attrs) in groups.items():
             g = ds.createGroup(name)  # a path: run_2.h5/Step#3 nests
             g.setncatts(group_attrs)
-            g.createDimension("hit", len(next(iter(columns.values()))))
-            for column, values in columns.items():
-                var = g.createVariable(_netcdf_name(column), values.dtype.str[1:], ("hit",))
-                var[:] = values
-                if column != _netcdf_name(column):
-                    var.setncattr("quarry_name", column)
+            _nc_columns(g, table)
 
 
 def _groups_parquet(path: str, groups: Groups, attrs: dict[str, Any]) -> None:
+    """One table of every group's rows, with the group, file and step of
+    each; a column's attributes are those of the first group holding it."""
     import json
 
     import pyarrow
     import pyarrow.parquet
 
+    names = [name for table, _ in groups.values() for name in table.columns]
+    group_col, file_col, step_col = (own_name(base, names) for base in (GROUP, FILE, STEP))
     tables = []
-    for name, (columns, group_attrs) in groups.items():
-        n = len(next(iter(columns.values())))
-        table = pyarrow.table(dict(columns))
-        table = table.append_column("group", pyarrow.array([name] * n, pyarrow.string()))
-        table = table.append_column(
-            "file", pyarrow.array([str(group_attrs.get("file", ""))] * n, pyarrow.string())
+    for name, (table, group_attrs) in groups.items():
+        n = len(table)
+        part = arrow_table(table)
+        part = part.append_column(group_col, pyarrow.array([name] * n, pyarrow.string()))
+        part = part.append_column(
+            file_col, pyarrow.array([str(group_attrs.get("file", ""))] * n, pyarrow.string())
         )
-        table = table.append_column(
-            "step", pyarrow.array([int(group_attrs.get("step", -1))] * n, pyarrow.int64())
+        part = part.append_column(
+            step_col, pyarrow.array([int(group_attrs.get("step", -1))] * n, pyarrow.int64())
         )
-        tables.append(table)
+        tables.append(part)
     whole = pyarrow.concat_tables(tables, promote_options="default")
-    meta = {b"quarry": json.dumps(attrs).encode()}
-    pyarrow.parquet.write_table(whole.replace_schema_metadata(meta), path)
+    fields: dict[str, Any] = {}
+    for part in tables:
+        for f in part.schema:
+            fields.setdefault(f.name, f.metadata)
+    schema = pyarrow.schema(
+        [f.with_metadata(fields[f.name]) for f in whole.schema],
+        metadata={b"quarry": json.dumps(attrs).encode()},
+    )
+    pyarrow.parquet.write_table(whole.cast(schema), path)
 
 
 def sources_provenance(sources: list[str], query: str) -> dict[str, Any]:

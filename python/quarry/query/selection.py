@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from quarry.dataset import Dataset
     from quarry.formats.base import VariableInfo
+    from quarry.outputs.columns import OutputTable
     from quarry.query.aggregate import AggregateValue
 
 
@@ -252,54 +253,90 @@ class Selection:
             + (f"; name one of {', '.join(v.key for v in parts)}" if parts else "")
         )
 
-    def columns(self, names: list[str], indices: bool = True) -> dict[str, npt.NDArray[np.generic]]:
-        """``id``, one index column per axis (``dim_0``... or the dimension
-        names; left out with ``indices=False``), and each named variable's
-        values at the hits."""
+    def output_table(self, names: list[str], indices: bool = True) -> OutputTable:
+        """The hits as columns (see :mod:`quarry.outputs.columns` for the
+        names): ``quarry_row``, one ``quarry_index_<dim>`` per axis (left out
+        with ``indices=False``), then each named variable's values at the
+        hits with its attributes; a variable named twice appears once.
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "ids.h5")
+        >>> with h5py.File(path, "w") as f:
+        ...     f["e"], f["id"] = np.arange(5.0), np.arange(5) * 100
+        ...     f["e"].attrs["units"] = "GeV"
+        >>> with quarry.open(path) as ds:
+        ...     table = ds.query("e > 2").output_table(["e", "id"], indices=False)
+        >>> {k: v.tolist() for k, v in table.columns.items()}
+        {'quarry_row': [3, 4], 'e': [3.0, 4.0], 'id': [300, 400]}
+        >>> table.attrs["e"]["units"]
+        'GeV'
+        """
+        from quarry.outputs.columns import INDEX, ROW, build_table
+
         ids = self.ids()
-        out: dict[str, npt.NDArray[np.generic]] = {"id": ids}
+        own: list[tuple[str, npt.NDArray[np.generic]]] = [(ROW, ids)]
         if indices:
-            dims = self._executor.table.dims or tuple(f"dim_{i}" for i in range(len(self.shape)))
+            dims = self._executor.table.dims or tuple(str(i) for i in range(len(self.shape)))
             for dim, along in zip(dims, np.unravel_index(ids, self.shape), strict=True):
-                out[dim] = along.astype(np.int64)
+                own.append((INDEX + dim, along.astype(np.int64)))
+        chosen: dict[str, tuple[str, VariableInfo, npt.NDArray[np.generic]]] = {}
         for name in names:
-            # A variable called like an index column (an ``id`` variable, a
-            # coordinate named as its dimension) goes under its full path.
-            key = self.dataset.variable(name, self.path).path if name in out else name
-            out[key] = self.values(name)
-        return out
+            var = self._table_variable(name)
+            # A part of a variable named with its subscripts is its own column.
+            key = var.key if "[" in name else var.path
+            if key not in chosen:
+                chosen[key] = (key, var, self.values(name))
+        return build_table(own, list(chosen.values()))
+
+    def columns(self, names: list[str], indices: bool = True) -> dict[str, npt.NDArray[np.generic]]:
+        """The columns of :meth:`output_table`, by name."""
+        return self.output_table(names, indices).columns
 
     def extract(self, path: str, names: list[str]) -> None:
-        """Write the hits (``id``, per-axis indices, values of ``names``) to
-        ``path``: ``.h5``, ``.nc`` or ``.parquet`` with the query, the source
-        and its checksum, and the Quarry version recorded; ``.npy`` and ``.csv``
-        keep their flat, stable form (``id`` then the values)."""
+        """Write the hits (``quarry_row``, per-axis indices, values of
+        ``names`` with their attributes) to ``path``: ``.h5``, ``.nc`` or
+        ``.parquet`` with the query, the source and its checksum, and the
+        Quarry version recorded; ``.npy`` and ``.csv`` keep their flat form
+        (``quarry_row`` then the values)."""
         from quarry.outputs.writers import provenance, write_values
 
         flat = path.lower().endswith((".npy", ".csv"))
-        columns = self.columns(names, indices=not flat)
-        write_values(path, columns, provenance(self.dataset.path, self.query))
+        table = self.output_table(names, indices=not flat)
+        write_values(path, table, provenance(self.dataset.path, self.query))
 
     def to_pandas(self, names: list[str]) -> Any:
-        """The hits as a ``pandas.DataFrame`` indexed by ``id``."""
+        """The hits as a ``pandas.DataFrame`` indexed by ``quarry_row``."""
         pandas = _optional("pandas", "pandas")
-        return pandas.DataFrame(self.columns(names)).set_index("id")
+        table = self.output_table(names)
+        return pandas.DataFrame(table.columns).set_index(table.row)
 
     def to_arrow(self, names: list[str]) -> Any:
-        """The hits as a ``pyarrow.Table`` (``id``, coordinates, values)."""
-        pyarrow = _optional("pyarrow", "pyarrow")
-        return pyarrow.table(self.columns(names))
+        """The hits as a ``pyarrow.Table`` (``quarry_row``, per-axis indices,
+        values), each variable's attributes as its field's metadata."""
+        _optional("pyarrow", "pyarrow")
+        from quarry.outputs.columns import arrow_table
+
+        return arrow_table(self.output_table(names))
 
     def to_xarray(self, names: list[str]) -> Any:
-        """The hits as an ``xarray.Dataset`` along a ``hit`` dimension, with
-        ``id`` and the N-d indices as coordinates."""
+        """The hits as an ``xarray.Dataset`` along a ``quarry_hit``
+        dimension, with ``quarry_row`` and the per-axis indices as
+        coordinates and each variable's attributes (its fill value in
+        ``encoding``, as xarray keeps it)."""
         xarray = _optional("xarray", "xarray")
-        cols = self.columns(names)
-        coords = {k: ("hit", v) for k, v in cols.items() if k not in names}
+        table = self.output_table(names)
+        coords = {k: (table.dim, table.columns[k]) for k in table.own}
+        data = {}
+        for name, values in table.columns.items():
+            if name in table.own:
+                continue
+            attrs = dict(table.attrs.get(name, {}))
+            encoding = {k: attrs.pop(k) for k in ("_FillValue", "missing_value") if k in attrs}
+            data[name] = xarray.Variable(table.dim, values, attrs, encoding)
         return xarray.Dataset(
-            {n: ("hit", cols[n]) for n in names},
-            coords=coords,
-            attrs={"query": self.query, "source": self.dataset.path},
+            data, coords=coords, attrs={"query": self.query, "source": self.dataset.path}
         )
 
     def __len__(self) -> int:

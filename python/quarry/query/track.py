@@ -40,8 +40,12 @@ class TrackedStep:
     member: Member
     rows: npt.NDArray[np.int64]
     """Row of each tracked particle at this step, -1 where it is missing."""
+    id_variable: VariableInfo
+    """The id variable at this step."""
     values: dict[str, npt.NDArray[np.generic]] = field(default_factory=dict)
     """Values at those rows; entries of missing particles are 0 (integers) or NaN."""
+    variables: dict[str, VariableInfo] = field(default_factory=dict)
+    """The variable each name of ``values`` resolved to at this step."""
 
     @property
     def found(self) -> npt.NDArray[np.bool_]:
@@ -72,22 +76,30 @@ class Tracks:
     steps: list[TrackedStep]
 
     def write(self, path: str, sources: list[str]) -> None:
-        """An HDF5 file with one group per step (``/Step#5``; under the file's
-        name over several files) holding ``id``, ``found`` and the values, the
+        """A file (``.h5``, ``.nc``; ``.parquet``: one table) with one group
+        per step (``/Step#5``; under the file's name over several files)
+        holding the id variable's values (under its name), ``quarry_found``,
+        ``quarry_row`` (the particle's row at that step, -1 where missing)
+        and the values, named as :mod:`quarry.outputs.columns` says; the
         query and the sources' checksums as attributes."""
+        from quarry.outputs.columns import FOUND, ROW, build_table
         from quarry.outputs.writers import sources_provenance, write_groups
 
         attrs = sources_provenance(sources, self.query)
         attrs["at_step"] = -1 if self.anchor.step is None else self.anchor.step
         attrs["at_file"] = self.anchor.file
         several = len({s.member.file for s in self.steps}) > 1
-        groups = {
-            s.member.label(several): (
-                {"id": self.ids, "found": s.found, **s.values},
-                {"file": s.member.file, "step": -1 if s.member.step is None else s.member.step},
-            )
-            for s in self.steps
-        }
+        groups = {}
+        for s in self.steps:
+            chosen: dict[str, tuple[str, VariableInfo, npt.NDArray[np.generic]]] = {
+                s.id_variable.path: (s.id_variable.path, s.id_variable, self.ids)
+            }
+            for name, values in s.values.items():
+                info = s.variables[name]
+                chosen.setdefault(info.path, (info.path, info, values))
+            table = build_table([(ROW, s.rows), (FOUND, s.found)], list(chosen.values()))
+            step = -1 if s.member.step is None else s.member.step
+            groups[s.member.label(several)] = (table, {"file": s.member.file, "step": step})
         write_groups(path, groups, attrs)
 
     def to_dict(self) -> dict[str, Any]:
@@ -130,9 +142,10 @@ def track(
         mds = series.dataset(member.file)
         info = _id_variable(mds, id_var, member)
         rows = find_rows(mds, info, ids)
-        values = {}
+        values, variables = {}, {}
         for name in names:
             var = mds.variable(name, member.group)
+            variables[name] = var
             found = rows >= 0
             out = np.zeros(len(rows), dtype=var.dtype if var.dtype.kind in "iu" else np.float64)
             if var.dtype.kind == "f":
@@ -144,7 +157,7 @@ def track(
                 placed[order] = gathered
                 out[found] = placed
             values[name] = out
-        steps.append(TrackedStep(member, rows, values))
+        steps.append(TrackedStep(member, rows, info, values, variables))
     return Tracks(query, anchor, ids, steps)
 
 
