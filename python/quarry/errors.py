@@ -27,7 +27,42 @@ class QuerySyntaxError(QuarryError, ValueError):
         self.message = message
         self.query = query
         self.position = position
-        super().__init__(f"{message}\n  {query}\n  {' ' * position}^")
+        shown, caret = caret_line(query, position)
+        super().__init__(f"{message}\n  {shown}\n  {caret}^")
+
+
+def caret_line(text: str, position: int, width: int = 100) -> tuple[str, str]:
+    """``text`` as one printable line of at most about ``width`` columns around
+    ``position``, and the spaces that put a caret under it.
+
+    Control characters show as spaces; wide (CJK, emoji) characters take two
+    columns and combining accents none, as a terminal draws them.
+
+    Examples
+    --------
+    >>> caret_line("énergie > 1", 10)
+    ('énergie > 1', '          ')
+    >>> shown, pad = caret_line("x" * 500 + " > $", 503)
+    >>> shown[:4], shown[-6:], len(pad)
+    ('…xxx', 'xx > $', 100)
+    """
+    import unicodedata  # only an error needs it
+
+    start = max(0, position - width // 2)
+    end = min(len(text), max(position + 1, start + width))
+    if end - start < width:
+        start = max(0, end - width)
+    head = "…" if start > 0 else ""
+    tail = "…" if end < len(text) else ""
+    shown = "".join(c if c.isprintable() else " " for c in text[start:end])
+
+    def columns(s: str) -> int:
+        return sum(
+            0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+            for c in s
+        )
+
+    return head + shown + tail, " " * (len(head) + columns(shown[: position - start]))
 
 
 class UnknownVariableError(QuarryError, KeyError):
@@ -47,12 +82,20 @@ class UnknownVariableError(QuarryError, KeyError):
 class AmbiguousNameError(QuarryError, KeyError):
     """A bare name that matches several variables."""
 
-    def __init__(self, name: str, candidates: list[str]) -> None:
+    def __init__(
+        self, name: str, candidates: list[str], spellings: list[str] | None = None, hint: str = ""
+    ) -> None:
         self.name = name
         self.candidates = candidates
+        self.spellings = spellings or candidates
+        """For each candidate, the shortest name that picks it."""
+        listed = ", ".join(
+            path if spelling == path else f"{path} (write {spelling})"
+            for path, spelling in zip(candidates, self.spellings, strict=True)
+        )
         self.message = (
-            f"{name!r} matches {len(candidates)} variables: {', '.join(candidates)}; "
-            "write the full path"
+            f"{name!r} matches {len(candidates)} variables in separate groups: {listed}; "
+            f"write the one you mean{', ' + hint if hint else ''}"
         )
         super().__init__(self.message)
 

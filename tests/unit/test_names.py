@@ -1,9 +1,11 @@
-"""FastQuery's (name, path) resolution: context, globs, shortest path wins, ties."""
+"""FastQuery's (name, path) resolution: context, globs, nesting, ambiguity."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from quarry.errors import AmbiguousNameError, UnknownPathError, UnknownVariableError
 from quarry.expr.names import in_context, matching_groups, resolve
@@ -35,7 +37,7 @@ def path_of(name, context=None):
 @pytest.mark.parametrize(
     ("name", "context", "expected"),
     [
-        ("x", None, "/x"),  # the shortest path wins over /g/x and every step
+        ("x", None, "/x"),  # /x's group (the root) holds /g/x and every step's x
         ("g/x", None, "/g/x"),
         ("/Step#1/x", None, "/Step#1/x"),
         ("/Step#1/x", "Step#0", "/Step#1/x"),  # a full path ignores the context
@@ -43,7 +45,7 @@ def path_of(name, context=None):
         ("x", "/Step#0", "/Step#0/x"),
         ("x", "Step#1", "/Step#1/x"),  # Step#1 is not a prefix match of Step#10
         ("x", "Step#10", "/Step#10/x"),
-        ("energy", "Step#1", "/Step#1/energy"),  # shortest within the context
+        ("energy", "Step#1", "/Step#1/energy"),  # /Step#1 holds /Step#1/sub/energy
         ("sub/energy", "Step#1", "/Step#1/sub/energy"),
         ("x", "Step#2", "/run/Step#2/x"),  # the context may sit anywhere above
         ("x", "run/Step#2", "/run/Step#2/x"),
@@ -67,14 +69,14 @@ def test_resolves(name, context, expected):
     ("name", "context", "tied"),
     [
         ("energy", None, ["/Step#0/energy", "/Step#1/energy", "/Step#10/energy"]),
-        ("x", "Step#*", ["/Step#0/x", "/Step#1/x", "/Step#10/x"]),
+        ("x", "Step#*", ["/Step#0/x", "/Step#1/x", "/Step#10/x", "/run/Step#2/x"]),
         ("x", "Step#1*", ["/Step#1/x", "/Step#10/x"]),
         ("energy", "Step#1*", ["/Step#1/energy", "/Step#10/energy"]),
         ("v", "group", ["/group/subA/v", "/group/subB/v"]),
         ("v", "group/sub*", ["/group/subA/v", "/group/subB/v"]),
     ],
 )
-def test_a_tie_at_the_shortest_length_lists_only_the_tied(name, context, tied):
+def test_matches_in_separate_groups_list_the_topmost_of_each(name, context, tied):
     with pytest.raises(AmbiguousNameError) as err:
         resolve(name, VARS, "run.h5", context)
     assert err.value.candidates == tied
@@ -133,3 +135,82 @@ def test_a_list_of_the_same_variables_plus_one_sees_the_new_one():
     assert resolve("y", more, "f").path == "/y"
     base.append(VariableInfo("/z", (1,), np.dtype("f4")))  # a cached list that grew
     assert resolve("z", base, "f").path == "/z"
+
+
+OPENPMD = [
+    VariableInfo(p, (4,), np.dtype("f8"))
+    for p in [
+        "/data/100/fields/E/x",
+        "/data/100/fields/E/y",
+        "/data/100/particles/electrons/position/x",
+        "/data/100/particles/electrons/momentum/x",
+        "/data/100/particles/ions/position/x",
+    ]
+]
+
+
+def test_a_bare_name_never_picks_one_of_unrelated_subtrees():
+    """Warp's openPMD layout: x is a field component and two species' positions."""
+    with pytest.raises(AmbiguousNameError) as err:
+        resolve("x", OPENPMD, "data00000100.h5")
+    assert err.value.candidates == [
+        "/data/100/fields/E/x",
+        "/data/100/particles/electrons/position/x",
+        "/data/100/particles/electrons/momentum/x",
+        "/data/100/particles/ions/position/x",
+    ]
+    assert err.value.spellings == ["E.x", "electrons.position.x", "momentum.x", "ions.position.x"]
+    for path, spelling in zip(err.value.candidates, err.value.spellings, strict=True):
+        assert resolve(spelling, OPENPMD, "f").path == path
+        assert f"{path} (write {spelling})" in str(err.value)
+    assert resolve("position.x", OPENPMD, "f", "electrons").path.endswith("electrons/position/x")
+    assert resolve("position/x", OPENPMD, "f", "ions").path.endswith("ions/position/x")
+    assert resolve("E.y", OPENPMD, "f").path == "/data/100/fields/E/y"
+
+
+def test_names_match_after_nfc_normalisation():
+    nfd = "e\u0301nergie"  # e + combining acute, as some file systems write it
+    variables = [VariableInfo(f"/g/{nfd}", (3,), np.dtype("f4"))]
+    assert resolve("\u00e9nergie", variables, "f").path == f"/g/{nfd}"
+    assert resolve(f"/g/{nfd}", variables, "f").path == f"/g/{nfd}"
+    assert resolve("/g/\u00e9nergie", variables, "f").path == f"/g/{nfd}"
+
+
+def _documented_rule(paths, written):
+    """The README's rule, written out independently of quarry.expr.names."""
+    wanted = [p for p in written.replace(".", "/").split("/") if p]
+    matches = [p for p in paths if p.split("/")[1:][-len(wanted) :] == wanted]
+    for m in matches:
+        group = m.split("/")[1:-1]
+        others = [o.split("/")[1:] for o in matches if o != m]
+        if all(len(o) > len(group) + 1 and o[: len(group)] == group for o in others):
+            return m
+    return "ambiguous" if matches else "unknown"
+
+
+_COMPONENT = st.sampled_from(["a", "b", "x", "y", "Step#0", "Step#1", "e1"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sets(st.lists(_COMPONENT, min_size=1, max_size=4).map(tuple), min_size=1, max_size=12),
+    st.lists(_COMPONENT, min_size=1, max_size=2),
+)
+def test_resolution_follows_the_documented_rule(trees, name_parts):
+    # A variable cannot also be a group: keep only paths no other path passes through.
+    paths = sorted(
+        "/" + "/".join(t) for t in trees if not any(u[: len(t)] == t and u != t for u in trees)
+    )
+    variables = [VariableInfo(p, (2,), np.dtype("f4")) for p in paths]
+    written = ".".join(name_parts)
+    expected = _documented_rule(paths, written)
+    try:
+        got = resolve(written, variables, "f").path
+    except AmbiguousNameError as err:
+        assert expected == "ambiguous"
+        for path, spelling in zip(err.candidates, err.spellings, strict=True):
+            assert resolve(spelling, variables, "f").path == path
+        return
+    except UnknownVariableError:
+        got = "unknown"
+    assert got == expected

@@ -1,51 +1,74 @@
 """Resolving the names written in a query to the variables of a file.
 
-FastQuery's ``(name, path)`` scheme:
+FastQuery's ``(name, path)`` scheme, made safe for files whose subtrees reuse
+names (openPMD's ``fields/E/x`` beside ``particles/electrons/position/x``):
 
 - A name starting with ``/`` is a full path, whatever the context.
-- A bare name (or a relative path in backticks, ``Step#0/x``) matches every
-  variable whose path ends with it, component by component.
+- A bare name (or a relative path: ``position.x`` or ```position/x```, a dot
+  in a bare name joining a group to its member) matches every variable whose
+  path ends with it, component by component.
 - A *context* path narrows the matches to variables under it: with context
   ``Step#3`` a bare name ``x`` matches paths of the form ``*/Step#3/*/x``
   (the context is a contiguous run of group names anywhere above the name;
   ``*`` stands for any number of groups, none included). A context starting
   with ``/`` is anchored at the root. Each component may be a glob
   (``Step#*``, ``group/sub*``), matched with :func:`fnmatch.fnmatchcase`.
-- Among the matches the shortest path (fewest components) wins; a tie at the
-  shortest length is an :class:`~quarry.errors.AmbiguousNameError` that lists
-  the tied paths, none is an :class:`~quarry.errors.UnknownVariableError`
-  naming the closest variables, and a context that names no group at all is an
+- One match is the answer. Several resolve only when one of them lies in a
+  group that holds every other match, at any depth below it: ``/x`` beside
+  ``/g/x`` is ``/x``. Matches in separate subtrees are an
+  :class:`~quarry.errors.AmbiguousNameError` that lists the topmost match of
+  each subtree with a spelling that picks it (``E.x``, ``position.x``). No
+  match is an :class:`~quarry.errors.UnknownVariableError` naming the closest
+  variables, and a context that names no group at all is an
   :class:`~quarry.errors.UnknownPathError`.
+
+Names are compared after Unicode NFC normalisation, so ``énergie`` typed with
+a combining accent finds the variable written with the composed letter.
 
 A glob context that matches several groups is how a time series addresses its
 steps (:func:`matching_groups` lists them); for one query it resolves only when
-one of them is strictly shortest.
+the rule above leaves one variable.
 """
 
 from __future__ import annotations
 
 import operator
+import re
+import unicodedata
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
 
-from quarry.errors import AmbiguousNameError, UnknownPathError, UnknownVariableError
+from quarry.errors import (
+    AmbiguousNameError,
+    QuarryError,
+    UnknownPathError,
+    UnknownVariableError,
+)
 from quarry.formats.base import VariableInfo
 
 _GLOB = frozenset("*?[")
+_STEP = re.compile(r"(.*?)(\d+)")
+
+
+def _components(path: str) -> tuple[str, ...]:
+    """A path's components, NFC-normalised for comparison."""
+    if not path.isascii():
+        path = unicodedata.normalize("NFC", path)
+    return tuple(p for p in path.split("/") if p)
 
 
 class _Names:
     """A file's variables indexed by their last path component."""
 
     def __init__(self, variables: Sequence[VariableInfo]) -> None:
-        self.by_path = {info.path: info for info in variables}
+        self.by_path = {"/" + "/".join(_components(info.path)): info for info in variables}
         self.by_last: dict[str, list[tuple[tuple[str, ...], VariableInfo]]] = {}
         self.groups: set[tuple[str, ...]] = set()
         # Every variable below each group, for contexts that name one group
         # exactly (``/Step#3``, as a series gives each of its steps).
         self.under: dict[tuple[str, ...], list[tuple[tuple[str, ...], VariableInfo]]] = {}
         for info in variables:
-            parts = tuple(p for p in info.path.split("/") if p)
+            parts = _components(info.path)
             self.by_last.setdefault(parts[-1] if parts else "", []).append((parts, info))
             self.groups.add(parts[:-1])
             for depth in range(1, len(parts)):
@@ -111,24 +134,25 @@ def resolve(
     --------
     >>> import numpy as np
     >>> f4 = np.dtype("f4")
-    >>> paths = ["/Step#0/x", "/Step#1/x", "/Step#0/energy", "/Step#1/sub/energy"]
+    >>> paths = ["/x", "/g/x", "/Step#0/x", "/Step#1/x", "/Step#1/sub/energy",
+    ...          "/fields/E/x", "/particles/e/position/x", "/particles/e/momentum/x"]
     >>> vs = [VariableInfo(p, (3,), f4) for p in paths]
-    >>> resolve("energy", vs, "run.h5").path  # the shortest path wins
-    '/Step#0/energy'
-    >>> resolve("Step#1/x", vs, "run.h5").path
-    '/Step#1/x'
-    >>> resolve("x", vs, "run.h5", context="Step#1").path
-    '/Step#1/x'
+    >>> resolve("x", vs, "run.h5").path  # /x's group holds every other x
+    '/x'
+    >>> resolve("Step#1/x", vs, "run.h5").path, resolve("position.x", vs, "run.h5").path
+    ('/Step#1/x', '/particles/e/position/x')
     >>> resolve("energy", vs, "run.h5", context="/Step#1").path
     '/Step#1/sub/energy'
-    >>> resolve("x", vs, "run.h5")  # doctest: +ELLIPSIS
+    >>> resolve("x", vs, "run.h5", context="particles")
     Traceback (most recent call last):
     ...
-    quarry.errors.AmbiguousNameError: 'x' matches 2 variables: /Step#0/x, /Step#1/x; ...
+    quarry.errors.AmbiguousNameError: 'x' matches 2 variables in separate groups: \
+/particles/e/position/x (write position.x), /particles/e/momentum/x (write momentum.x); \
+write the one you mean, or narrow the search to one group with --path GROUP (path= in Python)
     >>> resolve("x", vs, "run.h5", context="Step#*")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    quarry.errors.AmbiguousNameError: 'x' matches 2 variables: /Step#0/x, /Step#1/x; ...
+    quarry.errors.AmbiguousNameError: 'x' matches 2 variables ... --path Step#0 ... --per-step
     >>> resolve("enrgy", vs, "run.h5")
     Traceback (most recent call last):
     ...
@@ -144,29 +168,22 @@ def resolve(
     """
     table = _names(variables)
     if name.startswith("/"):
-        found = table.by_path.get("/" + name.strip("/"))
+        found = table.by_path.get("/" + "/".join(_components(name)))
         if found is not None:
             return found
         raise UnknownVariableError(name, source, suggest(name, variables))
-    tail = tuple(p for p in name.split("/") if p)
     ctx = _split_context(context)
-    matches: list[tuple[int, VariableInfo]] = []
-    if ctx is not None and ctx[0] and all(_GLOB.isdisjoint(c) for c in ctx[1]):
-        candidates = table.under.get(ctx[1], [])
-    else:
-        candidates = table.by_last.get(tail[-1] if tail else "", [])
-    for parts, info in candidates:
-        if len(parts) < len(tail) or parts[len(parts) - len(tail) :] != tail:
-            continue
-        if ctx is not None and not _context_ends(parts[: len(parts) - len(tail)], *ctx):
-            continue
-        matches.append((len(parts), info))
+    matches = _matches(table, _spellings(name), ctx)
     if matches:
-        shortest = min(depth for depth, _ in matches)
-        best = [info for depth, info in matches if depth == shortest]
-        if len(best) == 1:
-            return best[0]
-        raise AmbiguousNameError(name, sorted(info.path for info in best))
+        tops = _topmost(matches)
+        if len(tops) == 1:
+            return tops[0][1]
+        raise AmbiguousNameError(
+            name,
+            [info.path for _, info in tops],
+            [_spelling_for(parts, table, ctx) for parts, _ in tops],
+            _context_hint([parts for parts, _ in tops]),
+        )
     if ctx is None:
         raise UnknownVariableError(name, source, suggest(name, variables))
     assert context is not None
@@ -180,6 +197,92 @@ def resolve(
     raise UnknownVariableError(
         name, f"{source} under path {context.strip()!r}", suggest(name, within)
     )
+
+
+_Match = tuple[tuple[str, ...], VariableInfo]
+
+
+def _spellings(name: str) -> list[tuple[str, ...]]:
+    """The component sequences a bare name may mean: as written, and with its
+    dots as group separators (``position.x`` is ``position/x``)."""
+    tail = _components(name)
+    dotted = tuple(q for p in tail for q in p.split(".") if q)
+    return [tail] if dotted == tail or not dotted else [tail, dotted]
+
+
+def _matches(
+    table: _Names, tails: list[tuple[str, ...]], ctx: tuple[bool, tuple[str, ...]] | None
+) -> list[_Match]:
+    """Variables whose path ends with one of ``tails``, under the context."""
+    found: dict[str, _Match] = {}
+    for tail in tails:
+        if ctx is not None and ctx[0] and all(_GLOB.isdisjoint(c) for c in ctx[1]):
+            candidates = table.under.get(ctx[1], [])
+        else:
+            candidates = table.by_last.get(tail[-1] if tail else "", [])
+        for parts, info in candidates:
+            if len(parts) < len(tail) or parts[len(parts) - len(tail) :] != tail:
+                continue
+            if ctx is not None and not _context_ends(parts[: len(parts) - len(tail)], *ctx):
+                continue
+            found[info.path] = (parts, info)
+    return list(found.values())
+
+
+def _topmost(matches: list[_Match]) -> list[_Match]:
+    """The matches that no other match's group holds, in file order."""
+
+    def holds(outer: tuple[str, ...], inner: tuple[str, ...]) -> bool:
+        group = outer[:-1]
+        return len(inner) > len(outer) and inner[: len(group)] == group
+
+    return [m for m in matches if not any(holds(o[0], m[0]) for o in matches if o is not m)]
+
+
+def _spelling_for(
+    parts: tuple[str, ...], table: _Names, ctx: tuple[bool, tuple[str, ...]] | None
+) -> str:
+    """The shortest name that resolves to the variable at ``parts``: a suffix
+    with dots (``position.x``) where its components allow, else in backticks,
+    else the full path."""
+    for k in range(2, len(parts) + 1):
+        tail = parts[-k:]
+        tops = _topmost(_matches(table, [tail], ctx))
+        if len(tops) == 1 and tops[0][0] == parts:
+            return _written(tail)
+    return "/" + "/".join(parts)
+
+
+def _written(tail: tuple[str, ...]) -> str:
+    from quarry.expr.parser import tokenize  # the parser decides what a bare name is
+
+    dotted = ".".join(tail)
+    if not any("." in p for p in tail):
+        try:
+            tokens = tokenize(dotted)
+        except QuarryError:
+            tokens = []
+        if len(tokens) == 2 and tokens[0].kind == "name" and tokens[0].text == dotted:
+            return dotted
+    slashed = "/".join(tail)
+    return f"`{slashed}`" if "`" not in slashed else "/" + slashed
+
+
+def _context_hint(tops: list[tuple[str, ...]]) -> str:
+    """How a context can choose: a step group if the matches differ by step
+    (``Step#0``, ``Step#1``), else any group."""
+    first_difference = next(
+        (i for i, col in enumerate(zip(*tops, strict=False)) if len(set(col)) > 1), None
+    )
+    if first_difference is not None:
+        groups = [t[first_difference] for t in tops if first_difference < len(t) - 1]
+        steps = [_STEP.fullmatch(g) for g in groups]
+        if len(groups) == len(tops) and all(steps) and len({m[1] for m in steps if m}) == 1:
+            return (
+                f"or choose a step with --path {groups[0]} (path= in Python), "
+                "or ask every step with --per-step"
+            )
+    return "or narrow the search to one group with --path GROUP (path= in Python)"
 
 
 def matching_groups(variables: Sequence[VariableInfo], context: str) -> list[str]:

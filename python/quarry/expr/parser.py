@@ -13,9 +13,19 @@ Grammar (lowest precedence first)::
     atom  := number | name subs? | func '(' sum (',' sum)* ')' | '(' or ')'
     subs  := '[' sub (',' sub)* ']'     # NumPy basic indexing: i, a:b, a:b:s, :
 
-Names are bare (``energy``), full paths (``/Step#0/energy``), or anything in
-backticks (```Step#0/energy```, ```my var```). A ``/`` where a value is
-expected starts a path; after a value it divides.
+Names are any Unicode identifier (``énergie``; ``#``, ``.`` and ``:`` may
+follow the first letter), NFC-normalised; full paths (``/Step#0/energy``); or
+anything in backticks (```Step#0/energy```, ```my var```). A ``/`` where a
+value is expected starts a path; after a value it divides. In a name, a dot
+joins a group and its member: ``position.x`` is the suffix ``position/x``
+(see :mod:`quarry.expr.names`). Numbers are ASCII.
+
+Every string is treated as hostile. The parser keeps explicit stacks and never
+recurses on its input, so 5,000 parentheses cost a list, not the interpreter's
+stack. Three limits bound what a parsed tree can cost the later stages, whose
+tree walks do recurse: :data:`MAX_LENGTH` characters, :data:`MAX_OPERANDS`
+names and numbers, and :data:`MAX_DEPTH` levels of nesting. Crossing one is a
+:class:`~quarry.errors.QuerySyntaxError` with the caret where it was crossed.
 """
 
 from __future__ import annotations
@@ -23,7 +33,9 @@ from __future__ import annotations
 import functools
 import math
 import re
+import unicodedata
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 
 from quarry.errors import QuerySyntaxError
@@ -43,9 +55,21 @@ from quarry.expr.ast import (
     Var,
 )
 
-_NUMBER = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_#.:]*")
-_PATH = re.compile(r"/[A-Za-z0-9_#.:-]+(?:/[A-Za-z0-9_#.:-]+)*")
+#: The longest query text accepted, in characters.
+MAX_LENGTH = 1_000_000
+#: The most names and numbers one query may hold (a 3,000-term ``||`` holds 6,000).
+MAX_OPERANDS = 10_000
+#: The deepest nesting: parentheses, calls, ``!`` and unary ``-`` each open a
+#: level, and so does every operator of a chain (``a + b + c`` nests two deep).
+MAX_DEPTH = 200
+#: The most digits of an integer literal, as Python's own ``int()`` allows;
+#: such a number is far beyond every float64 and int64 already.
+MAX_INT_DIGITS = 4300
+
+_NUMBER = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_SPACE = re.compile(r"\s+")
+_NAME_CHARS = re.compile(r"[\w#.:]+")
+_PATH_CHARS = re.compile(r"[\w#.:/-]+")
 _OPERATORS = (
     "**",
     "<=",
@@ -70,6 +94,10 @@ _OPERATORS = (
 )
 _WORDS = {"and": "&&", "or": "||", "not": "!"}
 _CONSTANTS = {"inf": float("inf"), "nan": float("nan")}
+_COMPARE = frozenset({"<", "<=", ">", ">=", "==", "!="})
+#: Binding strength of binary operators; prefix ``!`` binds at 3, ``-`` at 7.
+_BINARY = {"||": 1, "&&": 2, **dict.fromkeys(_COMPARE, 4), "+": 5, "-": 5, "*": 6, "/": 6, "**": 8}
+_PREFIX = {"!": 3, "-": 7, "+": 7}
 
 
 @dataclass(frozen=True)
@@ -80,8 +108,31 @@ class Token:
     value: int | float | str | None = None
 
 
+def _scan(query: str, i: int, chars: re.Pattern[str]) -> int:
+    """End of the run of name characters from ``i``: ``chars`` plus any
+    character that may continue a Unicode identifier (combining accents)."""
+    n = len(query)
+    while i < n:
+        m = chars.match(query, i)
+        if m is not None:
+            i = m.end()
+        elif ("a" + query[i]).isidentifier():
+            i += 1
+        else:
+            break
+    return i
+
+
+def _nfc(text: str) -> str:
+    return text if text.isascii() else unicodedata.normalize("NFC", text)
+
+
 def tokenize(query: str) -> list[Token]:
     """Split ``query`` into tokens; raise with a caret at the first bad character."""
+    if len(query) > MAX_LENGTH:
+        raise QuerySyntaxError(
+            f"the query is longer than {MAX_LENGTH:,} characters", query, MAX_LENGTH
+        )
     tokens: list[Token] = []
     i = 0
     n = len(query)
@@ -92,7 +143,8 @@ def tokenize(query: str) -> list[Token]:
     while i < n:
         c = query[i]
         if c.isspace():
-            i += 1
+            m = _SPACE.match(query, i)
+            i = m.end() if m is not None else i + 1
             continue
         if c == "`":
             end = query.find("`", i + 1)
@@ -100,39 +152,31 @@ def tokenize(query: str) -> list[Token]:
                 raise QuerySyntaxError("unclosed backtick", query, i)
             if end == i + 1:
                 raise QuerySyntaxError("empty name in backticks", query, i)
-            tokens.append(Token("name", query[i : end + 1], i, query[i + 1 : end]))
+            tokens.append(Token("name", query[i : end + 1], i, _nfc(query[i + 1 : end])))
             i = end + 1
             continue
-        if c.isdigit() or (c == "." and i + 1 < n and query[i + 1].isdigit()):
-            m = _NUMBER.match(query, i)
-            assert m is not None
-            text = m.group()
-            if m.end() < n and (query[m.end()].isalpha() or query[m.end()] == "_"):
-                raise QuerySyntaxError(f"malformed number {text + query[m.end()]!r}", query, i)
-            is_int = text.isdigit()
-            tokens.append(Token("num", text, i, int(text) if is_int else float(text)))
-            # The decimal text is kept too: float(text) may round it.
-            i = m.end()
+        if "0" <= c <= "9" or (c == "." and i + 1 < n and "0" <= query[i + 1] <= "9"):
+            tokens.append(_number(query, i))
+            i += len(tokens[-1].text)
             continue
         if c == "/" and value_expected():
-            m = _PATH.match(query, i)
-            if m is None:
+            end = _scan(query, i + 1, _PATH_CHARS)
+            if end == i + 1:
                 raise QuerySyntaxError("expected a path after '/'", query, i)
-            tokens.append(Token("name", m.group(), i, m.group()))
-            i = m.end()
+            tokens.append(Token("name", query[i:end], i, _nfc(query[i:end])))
+            i = end
             continue
-        if c.isalpha() or c == "_":
-            m = _NAME.match(query, i)
-            assert m is not None
-            text = m.group()
+        if c == "_" or c.isidentifier():
+            end = _scan(query, i + 1, _NAME_CHARS)
+            text = query[i:end]
             lower = text.lower()
             if lower in _WORDS:
                 tokens.append(Token("op", _WORDS[lower], i))
             elif lower in _CONSTANTS:
                 tokens.append(Token("num", text, i, _CONSTANTS[lower]))
             else:
-                tokens.append(Token("name", text, i, text))
-            i = m.end()
+                tokens.append(Token("name", text, i, _nfc(text)))
+            i = end
             continue
         for op in _OPERATORS:
             if query.startswith(op, i):
@@ -151,11 +195,91 @@ def tokenize(query: str) -> list[Token]:
     return tokens
 
 
+def _number(query: str, i: int) -> Token:
+    m = _NUMBER.match(query, i)
+    if m is None:  # the caller saw a digit, so the pattern matches
+        raise QuerySyntaxError("malformed number", query, i)
+    text = m.group()
+    after = query[m.end()] if m.end() < len(query) else ""
+    if after == "_" or after.isalpha():
+        raise QuerySyntaxError(f"malformed number {text + after!r}", query, i)
+    if text.isdigit():
+        digits = text.lstrip("0")
+        if len(digits) > MAX_INT_DIGITS:
+            raise QuerySyntaxError(
+                f"an integer of more than {MAX_INT_DIGITS:,} digits; "
+                "write it as a float (such as 1e5000) if you mean infinity",
+                query,
+                i,
+            )
+        return Token("num", text, i, int(digits or "0"))
+    # The decimal text is kept too: float(text) may round it.
+    return Token("num", text, i, float(text))
+
+
+def exact_literal(text: str, value: float) -> Fraction | None:
+    """A stand-in for a float literal's decimal value when float64 rounds it,
+    or None when ``value`` is exact.
+
+    Integer variables compare against it, and only its order against the
+    integers matters, so it is bounded: 0.5 for any decimal strictly between 0
+    and 0.1, 2**65 for any beyond every uint64; otherwise the integer part,
+    plus one half if a fraction remains. ``1e-999999999`` costs nothing.
+
+    Examples
+    --------
+    >>> exact_literal("2.5", 2.5) is None
+    True
+    >>> exact_literal("9007199254740993.0", 9007199254740992.0)
+    Fraction(9007199254740993, 1)
+    >>> exact_literal("1e-999999999", 0.0), exact_literal("-3.1", -3.1)
+    (Fraction(1, 2), Fraction(-7, 2))
+    """
+    if not math.isfinite(value):
+        return None
+    exact = Decimal(text)
+    if exact == value:
+        return None
+    sign = -1 if exact < 0 else 1
+    if exact.adjusted() >= 20:  # 10**20 > 2**64
+        return Fraction(sign * 2**65)
+    if exact.adjusted() < -1:
+        return Fraction(sign, 2)
+    whole = int(exact)
+    return Fraction(whole) if exact == whole else whole + Fraction(sign, 2)
+
+
+@dataclass
+class _Chain:
+    """An open run of one n-ary operator: comparisons ``a < b <= c`` (``op`` is
+    ``'cmp'``), or the items of ``&&`` / ``||``. It becomes a node when
+    something other than the same operator takes it."""
+
+    op: str
+    items: list[Cond]
+    pos: int
+
+
+@dataclass(frozen=True)
+class _Operator:
+    kind: str  # 'binary', 'prefix', 'group' or 'call'
+    text: str
+    pos: int
+    prec: int = 0
+    base: int = 0  # a call: where its arguments start on the operand stack
+
+
+_Operand = tuple[Cond | Arith | _Chain, int]  # (node, depth)
+
+
 class _Parser:
+    """Operator precedence with explicit stacks: operands and pending operators."""
+
     def __init__(self, query: str) -> None:
         self.query = query
         self.tokens = tokenize(query)
         self.i = 0
+        self.operand_count = 0
 
     @property
     def tok(self) -> Token:
@@ -171,113 +295,223 @@ class _Parser:
             return t
         return None
 
-    def parse(self) -> Cond:
-        if self.tok.kind == "end":
-            raise self.error("empty query")
-        node = self.condition()
-        if self.tok.kind != "end":
-            if self.tok.text == ")":
-                raise self.error("unmatched ')'")
-            raise self.error(f"unexpected {self.describe(self.tok)}; expected an operator")
-        return node
-
     def describe(self, t: Token) -> str:
         return "end of query" if t.kind == "end" else repr(t.text)
 
-    def condition(self) -> Cond:
-        node = self.parse_or()
+    def parse(self) -> Cond:
+        if self.tok.kind == "end":
+            raise self.error("empty query")
+        node = self.expression()
         if not isinstance(node, Compare | And | Or | Not):
-            raise self.error("expected a comparison such as 'x > 1'", _pos(node))
+            raise self.error("expected a comparison such as 'x > 1'", node.pos)
         return node
 
-    def parse_or(self) -> Cond | Arith:
-        first = self.parse_and()
-        items = [first]
-        while self.accept("||"):
-            items.append(self.parse_and())
-        if len(items) == 1:
-            return first
-        return Or(tuple(self.as_cond(x) for x in items), _pos(first))
+    def expression(self) -> Cond | Arith:
+        """Everything up to the end of the text."""
+        operands: list[_Operand] = []
+        operators: list[_Operator] = []
+        while True:
+            self.operand(operands, operators)
+            if not self.operator(operands, operators):
+                break
+        while operators:
+            top = operators[-1]
+            if top.kind in ("group", "call"):
+                raise self.error(f"expected ')' but found {self.describe(self.tok)}")
+            self.reduce(operands, operators)
+        node, _ = operands.pop()
+        return self.finish(node)
 
-    def parse_and(self) -> Cond | Arith:
-        first = self.parse_not()
-        items = [first]
-        while self.accept("&&"):
-            items.append(self.parse_not())
-        if len(items) == 1:
-            return first
-        return And(tuple(self.as_cond(x) for x in items), _pos(first))
+    # -- operand position ---------------------------------------------------
 
-    def parse_not(self) -> Cond | Arith:
-        t = self.accept("!")
-        if t is not None:
-            return Not(self.as_cond(self.parse_not()), t.pos)
-        return self.comparison()
+    def operand(self, operands: list[_Operand], operators: list[_Operator]) -> None:
+        """Pending prefix operators and brackets, then one value."""
+        while True:
+            t = self.tok
+            if t.kind == "op" and t.text in _PREFIX:
+                if t.text == "!" and not _not_allowed_after(operators):
+                    raise self.error("expected a value but found '!'")
+                self.open(operators, _Operator("prefix", t.text, t.pos, _PREFIX[t.text]))
+            elif t.kind == "op" and t.text == "(":
+                self.open(operators, _Operator("group", "(", t.pos))
+            elif (
+                t.kind == "name"
+                and self.tokens[self.i + 1].kind == "op"
+                and self.tokens[self.i + 1].text == "("
+            ):
+                self.check_function(t)
+                self.i += 1
+                self.open(
+                    operators, _Operator("call", str(t.value).lower(), t.pos, 0, len(operands))
+                )
+            else:
+                break
+            self.i += 1
+        operands.append((self.value(), 0))
 
-    def comparison(self) -> Cond | Arith:
-        left = self.sum()
-        pairs: list[Compare] = []
-        while (t := self.accept("<", "<=", ">", ">=", "==", "!=")) is not None:
-            right = self.sum()
-            pairs.append(Compare(t.text, self.as_arith(left), self.as_arith(right), t.pos))
-            left = right
-        if not pairs:
-            return left
-        return pairs[0] if len(pairs) == 1 else And(tuple(pairs), pairs[0].pos)
+    def open(self, operators: list[_Operator], op: _Operator) -> None:
+        nesting = sum(1 for o in operators if o.kind != "binary") + 1
+        if nesting > MAX_DEPTH:
+            raise self.error(f"the query nests deeper than {MAX_DEPTH} levels", op.pos)
+        operators.append(op)
 
-    def sum(self) -> Cond | Arith:
-        node = self.term()
-        while (t := self.accept("+", "-")) is not None:
-            node = BinOp(t.text, self.as_arith(node), self.as_arith(self.term()), t.pos)
-        return node
-
-    def term(self) -> Cond | Arith:
-        node = self.unary()
-        while (t := self.accept("*", "/")) is not None:
-            node = BinOp(t.text, self.as_arith(node), self.as_arith(self.unary()), t.pos)
-        return node
-
-    def unary(self) -> Cond | Arith:
-        t = self.accept("-", "+")
-        if t is not None:
-            operand = self.as_arith(self.unary())
-            return Neg(operand, t.pos) if t.text == "-" else operand
-        return self.power()
-
-    def power(self) -> Cond | Arith:
-        base = self.atom()
-        t = self.accept("**")
-        if t is not None:
-            return BinOp("**", self.as_arith(base), self.as_arith(self.unary()), t.pos)
-        return base
-
-    def atom(self) -> Cond | Arith:
+    def value(self) -> Arith:
         t = self.tok
+        if t.kind in ("num", "name"):
+            self.operand_count += 1
+            if self.operand_count > MAX_OPERANDS:
+                raise self.error(f"the query holds more than {MAX_OPERANDS:,} names and numbers")
         if t.kind == "num":
             self.i += 1
             assert isinstance(t.value, int | float)
-            exact = None
-            if isinstance(t.value, float) and math.isfinite(t.value):
-                exact = Fraction(t.text)
-                if exact == t.value:
-                    exact = None  # float64 holds it exactly
+            exact = exact_literal(t.text, t.value) if isinstance(t.value, float) else None
             return Num(t.value, t.pos, exact)
         if t.kind == "name":
             self.i += 1
             assert isinstance(t.value, str)
-            if self.accept("("):
-                return self.call(t)
             if self.accept("["):
                 return Var(t.value, t.pos, self.subscripts())
             return Var(t.value, t.pos)
-        if self.accept("("):
-            inner = self.parse_or()
-            if not self.accept(")"):
-                raise self.error(f"expected ')' but found {self.describe(self.tok)}")
-            return inner
         if t.kind == "end":
             raise self.error("query ends where a value was expected")
         raise self.error(f"expected a value but found {self.describe(t)}")
+
+    def check_function(self, name: Token) -> None:
+        if str(name.value).lower() not in FUNCTIONS:
+            known = ", ".join(sorted(FUNCTIONS))
+            raise self.error(f"unknown function {name.value!r} (known: {known})", name.pos)
+
+    # -- operator position --------------------------------------------------
+
+    def operator(self, operands: list[_Operand], operators: list[_Operator]) -> bool:
+        """Binary operators, closing brackets and commas after a value; False
+        at the end of the text."""
+        while True:
+            t = self.tok
+            inner = next((o for o in reversed(operators) if o.kind in ("group", "call")), None)
+            if t.kind == "op" and t.text in _BINARY:
+                prec = _BINARY[t.text]
+                if inner is not None and inner.kind == "call" and prec < _BINARY["+"]:
+                    raise self.error(f"expected ')' but found {self.describe(t)}")
+                while operators and operators[-1].kind in ("binary", "prefix"):
+                    top = operators[-1]
+                    if top.prec < prec or (top.prec == prec and t.text == "**"):
+                        break
+                    self.reduce(operands, operators)
+                self.check_left(operands, t.text)
+                operators.append(_Operator("binary", t.text, t.pos, prec))
+                self.i += 1
+                return True
+            if t.kind == "op" and t.text == ")":
+                if inner is None:
+                    raise self.error("unmatched ')'")
+                self.close(operands, operators)
+                self.i += 1
+                continue
+            if t.kind == "op" and t.text == "," and inner is not None and inner.kind == "call":
+                while operators[-1].kind != "call":
+                    self.reduce(operands, operators)
+                node, depth = operands.pop()
+                operands.append((self.as_arith(node), depth))
+                self.i += 1
+                return True
+            if t.kind == "end":
+                return False
+            if inner is not None:
+                raise self.error(f"expected ')' but found {self.describe(t)}")
+            raise self.error(f"unexpected {self.describe(t)}; expected an operator")
+
+    def close(self, operands: list[_Operand], operators: list[_Operator]) -> None:
+        """``)``: end a group or a call."""
+        while operators[-1].kind not in ("group", "call"):
+            self.reduce(operands, operators)
+        bracket = operators.pop()
+        if bracket.kind == "group":
+            node, depth = operands.pop()
+            operands.append((self.finish(node), depth))
+            return
+        args = operands[bracket.base :]
+        del operands[bracket.base :]
+        allowed = FUNCTIONS[bracket.text]
+        if len(args) not in allowed:
+            takes = " or ".join(str(k) for k in allowed)
+            raise self.error(
+                f"{bracket.text}() takes {takes} argument(s), got {len(args)}", bracket.pos
+            )
+        call = Call(bracket.text, tuple(self.as_arith(a) for a, _ in args), bracket.pos)
+        operands.append((call, self.deeper(max(d for _, d in args), bracket.pos)))
+
+    def check_left(self, operands: list[_Operand], op: str) -> None:
+        """The left operand of ``op``, checked (and an open chain of another
+        operator closed) as soon as ``op`` is seen."""
+        node, depth = operands[-1]
+        if isinstance(node, _Chain) and node.op == _family(op):
+            return
+        node = self.finish(node)
+        node = self.as_cond(node) if op in ("&&", "||") else self.as_arith(node)
+        operands[-1] = (node, depth)
+
+    def reduce(self, operands: list[_Operand], operators: list[_Operator]) -> None:
+        """Apply the operator on top of the stack to its operands."""
+        op = operators.pop()
+        right, right_depth = operands.pop()
+        if op.kind == "prefix":
+            depth = self.deeper(right_depth, op.pos)
+            if op.text == "!":
+                operands.append((Not(self.as_cond(self.finish(right)), op.pos), depth))
+            elif op.text == "-":
+                operands.append((Neg(self.as_arith(right), op.pos), depth))
+            else:
+                operands.append((self.as_arith(right), right_depth))
+            return
+        left, left_depth = operands.pop()
+        family = _family(op.text)
+        if family == "arith":
+            node = BinOp(op.text, self.as_arith(left), self.as_arith(right), op.pos)
+            operands.append((node, self.deeper(max(left_depth, right_depth), op.pos)))
+            return
+        # A chain's items sit side by side under one node: it nests one level
+        # above its deepest item, however long it is.
+        if isinstance(left, _Chain) and left.op == family:
+            chain, depth = left, max(left_depth, self.deeper(right_depth, op.pos))
+        else:
+            chain = _Chain(family, [], op.pos)
+            depth = self.deeper(max(left_depth, right_depth), op.pos)
+        if family == "cmp":
+            right_arith = self.as_arith(right)
+            left_arith = _right_of(chain.items[-1]) if chain.items else self.as_arith(left)
+            chain.items.append(Compare(op.text, left_arith, right_arith, op.pos))
+        else:
+            if not chain.items:
+                chain.items.append(self.as_cond(self.finish(left)))
+                chain.pos = chain.items[0].pos
+            chain.items.append(self.as_cond(self.finish(right)))
+        operands.append((chain, depth))
+
+    def deeper(self, depth: int, pos: int) -> int:
+        if depth + 1 > MAX_DEPTH:
+            raise self.error(f"the query nests deeper than {MAX_DEPTH} levels", pos)
+        return depth + 1
+
+    def finish(self, node: Cond | Arith | _Chain) -> Cond | Arith:
+        if not isinstance(node, _Chain):
+            return node
+        if node.op == "cmp":
+            return node.items[0] if len(node.items) == 1 else And(tuple(node.items), node.pos)
+        return (And if node.op == "&&" else Or)(tuple(node.items), node.pos)
+
+    def as_arith(self, node: Cond | Arith | _Chain) -> Arith:
+        node = self.finish(node)
+        if isinstance(node, Compare | And | Or | Not):
+            raise self.error("a condition cannot be used as a number here", node.pos)
+        return node
+
+    def as_cond(self, node: Cond | Arith) -> Cond:
+        if not isinstance(node, Compare | And | Or | Not):
+            raise self.error("expected a comparison such as 'x > 1'", node.pos)
+        return node
+
+    # -- subscripts -----------------------------------------------------------
 
     def subscripts(self) -> tuple[Subscript, ...]:
         """``[`` seen: indices and ``start:stop:step`` slices up to ``]``."""
@@ -311,34 +545,25 @@ class _Parser:
             raise self.error("expected an integer after '-'")
         return None
 
-    def call(self, name: Token) -> Arith:
-        func = str(name.value).lower()
-        if func not in FUNCTIONS:
-            known = ", ".join(sorted(FUNCTIONS))
-            raise self.error(f"unknown function {name.value!r} (known: {known})", name.pos)
-        args = [self.as_arith(self.sum())]
-        while self.accept(","):
-            args.append(self.as_arith(self.sum()))
-        if not self.accept(")"):
-            raise self.error(f"expected ')' but found {self.describe(self.tok)}")
-        if len(args) not in FUNCTIONS[func]:
-            takes = " or ".join(str(n) for n in FUNCTIONS[func])
-            raise self.error(f"{func}() takes {takes} argument(s), got {len(args)}", name.pos)
-        return Call(func, tuple(args), name.pos)
 
-    def as_arith(self, node: Cond | Arith) -> Arith:
-        if isinstance(node, Compare | And | Or | Not):
-            raise self.error("a condition cannot be used as a number here", _pos(node))
-        return node
-
-    def as_cond(self, node: Cond | Arith) -> Cond:
-        if not isinstance(node, Compare | And | Or | Not):
-            raise self.error("expected a comparison such as 'x > 1'", _pos(node))
-        return node
+def _family(op: str) -> str:
+    if op in _COMPARE:
+        return "cmp"
+    return op if op in ("&&", "||") else "arith"
 
 
-def _pos(node: Cond | Arith) -> int:
-    return node.pos
+def _right_of(item: Cond) -> Arith:
+    assert isinstance(item, Compare)  # comparison chains hold comparisons only
+    return item.right
+
+
+def _not_allowed_after(operators: list[_Operator]) -> bool:
+    """Whether ``!`` may start here: at the start, after ``(``, ``&&``, ``||``
+    or another ``!`` (not inside arithmetic, a comparison or a call)."""
+    if not operators:
+        return True
+    top = operators[-1]
+    return top.kind == "group" or top.text in ("&&", "||", "!")
 
 
 def parse(query: str) -> Cond:
@@ -356,13 +581,24 @@ def parse(query: str) -> Cond:
     quarry.errors.QuerySyntaxError: query ends where a value was expected
       energy >
               ^
+    >>> parse("(" * 300 + "x > 1" + ")" * 300)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    quarry.errors.QuerySyntaxError: the query nests deeper than 200 levels
+    ...
     """
+    if len(query) > _CACHED_LENGTH:
+        return _Parser(query).parse()
     return _parse(query)
+
+
+# Trees are immutable: a query asked of many steps or files parses once. Only
+# short texts are kept, so hostile megabyte queries cannot fill the memory.
+_CACHED_LENGTH = 4096
 
 
 @functools.lru_cache(maxsize=4096)
 def _parse(query: str) -> Cond:
-    # Trees are immutable: a query asked of many steps or files parses once.
     return _Parser(query).parse()
 
 
@@ -375,10 +611,11 @@ def parse_variable(text: str) -> Var:
     >>> parse_variable("Step#0/x[0:10, 5]")
     Var(name='Step#0/x', pos=0, index=((0, 10, None), 5))
     """
-    name, bracket, _ = text.partition("[")
+    written, bracket, _ = text.partition("[")
+    name = _nfc(written.strip())
     if not bracket:
-        return Var(text, 0)
-    offset = len(name)
+        return Var(name, 0)
+    offset = len(written)
     parser = _Parser(text[offset:])
     try:
         parser.accept("[")
@@ -387,7 +624,7 @@ def parse_variable(text: str) -> Var:
             raise parser.error(f"unexpected {parser.describe(parser.tok)} after ']'")
     except QuerySyntaxError as exc:
         raise QuerySyntaxError(exc.message, text, exc.position + offset) from None
-    return Var(name.strip(), 0, index)
+    return Var(name, 0, index)
 
 
 def parse_expression(text: str) -> Arith:
@@ -407,9 +644,7 @@ def parse_expression(text: str) -> Arith:
     parser = _Parser(text)
     if parser.tok.kind == "end":
         raise parser.error("empty expression")
-    node = parser.parse_or()
+    node = parser.expression()
     if isinstance(node, Compare | And | Or | Not):
         raise QuerySyntaxError("expected arithmetic, not a condition", text, node.pos)
-    if parser.tok.kind != "end":
-        raise parser.error(f"unexpected {parser.describe(parser.tok)}; expected an operator")
     return node
