@@ -70,28 +70,8 @@ _NUMBER = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _SPACE = re.compile(r"\s+")
 _NAME_CHARS = re.compile(r"[\w#.:]+")
 _PATH_CHARS = re.compile(r"[\w#.:/-]+")
-_OPERATORS = (
-    "**",
-    "<=",
-    ">=",
-    "==",
-    "!=",
-    "&&",
-    "||",
-    "<",
-    ">",
-    "!",
-    "+",
-    "-",
-    "*",
-    "/",
-    "(",
-    ")",
-    ",",
-    "[",
-    "]",
-    ":",
-)
+# Longest first, so '**' is not read as '*' '*'.
+_OPERATOR = re.compile(r"\*\*|<=|>=|==|!=|&&|\|\||[<>!+\-*/(),\[\]:]")
 _WORDS = {"and": "&&", "or": "||", "not": "!"}
 _CONSTANTS = {"inf": float("inf"), "nan": float("nan")}
 _COMPARE = frozenset({"<", "<=", ">", ">=", "==", "!="})
@@ -178,11 +158,10 @@ def tokenize(query: str) -> list[Token]:
                 tokens.append(Token("name", text, i, _nfc(text)))
             i = end
             continue
-        for op in _OPERATORS:
-            if query.startswith(op, i):
-                tokens.append(Token("op", op, i))
-                i += len(op)
-                break
+        m = _OPERATOR.match(query, i)
+        if m is not None:
+            tokens.append(Token("op", m.group(), i))
+            i = m.end()
         else:
             if c == "=":
                 raise QuerySyntaxError("use '==' to compare for equality", query, i)
@@ -280,6 +259,8 @@ class _Parser:
         self.tokens = tokenize(query)
         self.i = 0
         self.operand_count = 0
+        self.brackets: list[_Operator] = []  # the open groups and calls, innermost last
+        self.nesting = 0  # open brackets and pending prefix operators
 
     @property
     def tok(self) -> Token:
@@ -350,8 +331,11 @@ class _Parser:
         operands.append((self.value(), 0))
 
     def open(self, operators: list[_Operator], op: _Operator) -> None:
-        nesting = sum(1 for o in operators if o.kind != "binary") + 1
-        if nesting > MAX_DEPTH:
+        """Push a prefix operator or a bracket: each opens a level of nesting."""
+        if op.kind != "prefix":
+            self.brackets.append(op)
+        self.nesting += 1
+        if self.nesting > MAX_DEPTH:
             raise self.error(f"the query nests deeper than {MAX_DEPTH} levels", op.pos)
         operators.append(op)
 
@@ -388,7 +372,7 @@ class _Parser:
         at the end of the text."""
         while True:
             t = self.tok
-            inner = next((o for o in reversed(operators) if o.kind in ("group", "call")), None)
+            inner = self.brackets[-1] if self.brackets else None
             if t.kind == "op" and t.text in _BINARY:
                 prec = _BINARY[t.text]
                 if inner is not None and inner.kind == "call" and prec < _BINARY["+"]:
@@ -426,6 +410,8 @@ class _Parser:
         while operators[-1].kind not in ("group", "call"):
             self.reduce(operands, operators)
         bracket = operators.pop()
+        self.brackets.pop()
+        self.nesting -= 1
         if bracket.kind == "group":
             node, depth = operands.pop()
             operands.append((self.finish(node), depth))
@@ -456,6 +442,7 @@ class _Parser:
         op = operators.pop()
         right, right_depth = operands.pop()
         if op.kind == "prefix":
+            self.nesting -= 1
             depth = self.deeper(right_depth, op.pos)
             if op.text == "!":
                 operands.append((Not(self.as_cond(self.finish(right)), op.pos), depth))
