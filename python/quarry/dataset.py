@@ -71,6 +71,7 @@ class _Planned(NamedTuple):
     table: Table
     aggregates: list[AggregateValue]
     variables: list[VariableInfo]
+    resolved: dict[str, str]
 
 
 class Dataset:
@@ -248,6 +249,7 @@ class Dataset:
         selection = Selection(self, query, cached.plan, Executor(self.driver, store, cached.table))
         selection.aggregates = cached.aggregates
         selection.variables = cached.variables
+        selection.resolved = cached.resolved
         selection.path = path
         return selection
 
@@ -257,6 +259,7 @@ class Dataset:
         # Resolved names and subarrays by their key (``/x[0:10]``): the plan's
         # names are keys once resolved, and resolve to the same views again.
         by_key: dict[str, VariableInfo] = {}
+        resolved: dict[str, str] = {}  # each name as written -> its variable's full path
 
         def lookup(var: Var) -> VariableInfo:
             info = by_key.get(var.name) if var.index is None else None
@@ -270,6 +273,7 @@ class Dataset:
                         raise QuerySyntaxError(str(exc), query, var.pos) from None
                     self._names[written] = info
                 by_key[info.key] = info
+                resolved.setdefault(var.name, info.path)
             return info
 
         aggregator = Aggregator(self.driver, store, by_key, self._aggregate_stats)
@@ -286,7 +290,7 @@ class Dataset:
                 "(aggregates such as mean(x) are single numbers)"
             )
         block_len = store.block_len if store is not None else DEFAULT_BLOCK_LEN
-        return _Planned(plan, table_of(used, block_len), aggregator.used, used)
+        return _Planned(plan, table_of(used, block_len), aggregator.used, used, resolved)
 
     @on_own_threads
     def query_many(self, queries: Iterable[str], path: str | None = None) -> list[int]:

@@ -35,8 +35,9 @@ def caret_line(text: str, position: int, width: int = 100) -> tuple[str, str]:
     """``text`` as one printable line of at most about ``width`` columns around
     ``position``, and the spaces that put a caret under it.
 
-    Control characters show as spaces; wide (CJK, emoji) characters take two
-    columns and combining accents none, as a terminal draws them.
+    Line breaks and tabs show as spaces, other unprintable characters as �.
+    Wide (CJK, emoji) characters take two columns and combining accents none,
+    as a terminal draws them.
 
     Examples
     --------
@@ -54,7 +55,9 @@ def caret_line(text: str, position: int, width: int = 100) -> tuple[str, str]:
         start = max(0, end - width)
     head = "…" if start > 0 else ""
     tail = "…" if end < len(text) else ""
-    shown = "".join(c if c.isprintable() else " " for c in text[start:end])
+    shown = "".join(
+        c if c.isprintable() else " " if c.isspace() else "\ufffd" for c in text[start:end]
+    )
 
     def columns(s: str) -> int:
         return sum(

@@ -106,3 +106,37 @@ def test_info_with_path_lists_only_that_group(steps_h5):
         "/Step#1/sub/y",
         "/Step#1/x",
     ]
+
+
+@pytest.fixture(scope="module")
+def openpmd_like(tmp_path_factory):
+    """Warp's layout: a field component and two records' components all named x."""
+    path = str(tmp_path_factory.mktemp("pmd") / "data00000100.h5")
+    rng = np.random.default_rng(3)
+    with h5py.File(path, "w") as f:
+        f["data/100/fields/E/x"] = rng.normal(0, 1, (4, 5, 6))
+        for record in ("position", "momentum"):
+            f[f"data/100/particles/electrons/{record}/x"] = rng.normal(0, 1, 120)
+    return path
+
+
+def test_a_bare_name_in_unrelated_subtrees_is_an_error_naming_each_spelling(openpmd_like):
+    err = run("query", openpmd_like, "x > 0", "--count", code=1).stderr
+    assert "'x' matches 3 variables in separate groups" in err
+    assert "/data/100/fields/E/x (write E.x)" in err
+    assert "/data/100/particles/electrons/position/x (write position.x)" in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_json_says_where_each_name_resolved(openpmd_like):
+    x = column(openpmd_like, "data/100/particles/electrons/position/x")
+    out = json.loads(
+        run("query", openpmd_like, "position.x > 0.5 && momentum.x < 9", "--json").stdout
+    )
+    assert out["resolved"] == {
+        "position.x": "/data/100/particles/electrons/position/x",
+        "momentum.x": "/data/100/particles/electrons/momentum/x",
+    }
+    assert out["count"] == int((x > 0.5).sum())
+    info = json.loads(run("info", openpmd_like, "--resolve", "E.x", "--json").stdout)
+    assert info["variable"] == "/data/100/fields/E/x"

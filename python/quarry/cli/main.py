@@ -328,6 +328,8 @@ def _cmd_query(args: argparse.Namespace) -> int:
         else:
             answer_with_progress(args, [sel])
         result: dict[str, Any] = {"query": args.query, "file": args.file}
+        if sel.resolved:
+            result["resolved"] = sel.resolved
         if sel.aggregates:
             result["aggregates"] = [a.to_dict() for a in sel.aggregates]
         if args.save:

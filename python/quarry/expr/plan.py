@@ -445,10 +445,11 @@ def union(intervals: list[Interval]) -> list[Interval]:
     >>> half = [Interval("f64", 0.0, True, 1.0, False), Interval("f64", 1.0, True, 2.0, False)]
     >>> [(iv.lo, iv.hi, iv.hi_incl) for iv in union(half)]
     [(0.0, 2.0, False)]
+    >>> union([float_interval("<", -math.inf), float_interval("<", 0.0)])  # the first is empty
+    [Interval(kind='f64', lo=-inf, lo_incl=True, hi=0.0, hi_incl=False, empty=False)]
     """
-    live = sorted(
-        (_closed(iv) for iv in intervals if not iv.empty), key=lambda iv: (iv.lo, not iv.lo_incl)
-    )
+    closed = (_closed(iv) for iv in intervals)
+    live = sorted((iv for iv in closed if not iv.empty), key=lambda iv: (iv.lo, not iv.lo_incl))
     out: list[Interval] = []
     for iv in live:
         if out and _meets(out[-1], iv):

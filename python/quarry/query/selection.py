@@ -54,6 +54,8 @@ class Selection:
         whether the index or a pass over the data gave each."""
         self.variables: list[VariableInfo] = []
         """The variables (or subarrays) the query compared row by row."""
+        self.resolved: dict[str, str] = {}
+        """Each name as written in the query -> the full path it resolved to."""
         self.path: str | None = None
         """The context bare names resolve in (``Dataset.query(q, path=...)``)."""
 
@@ -202,6 +204,7 @@ class Selection:
         selection = Selection(self.dataset, self.query, self.plan, part)
         selection.aggregates = self.aggregates
         selection.variables = self.variables
+        selection.resolved = self.resolved
         selection.path = self.path
         if self.plan is None:  # a loaded selection: its rows are known
             selection._rows = self.rows & part.part
