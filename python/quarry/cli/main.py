@@ -578,17 +578,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "plot": _cmd_plot,
         "track": _cmd_track,
     }
+    args.comm = None
+    args.work_started = False
     try:
         from quarry.parallel.mpi import launched_ranks, world
 
-        args.comm = None
         if launched_ranks() > 1:
+            args.comm = world()
             if args.command not in ("index", "query"):
                 raise QuarryError(
                     f"quarry {args.command} runs in one process; start it without mpiexec "
                     "(index and query share work over ranks)"
                 )
-            args.comm = world()
         if args.command == "demo":
             from quarry.cli.demo import run_demo
 
@@ -600,20 +601,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     except QuerySyntaxError as exc:
         if args.debug:
             raise
-        print(f"quarry: error in query: {exc}", file=sys.stderr)
-        return 2
+        return _fail(args, exc, 2, f"error in query: {exc}")
     except (QuarryError, OSError) as exc:
         if args.debug:
             raise
-        print(f"quarry: error: {exc}", file=sys.stderr)
-        _abort_other_ranks(args, exc)
-        return 1
+        return _fail(args, exc, 1, f"error: {exc}")
     except KeyboardInterrupt:
         print("quarry: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
+        from quarry.cli.parallel import StoppedBeforeWorkError, report_stop
+
+        if isinstance(exc, StoppedBeforeWorkError):  # another rank failed before the work
+            return report_stop(args.comm, exc.code, exc.message)
         _abort_other_ranks(args, exc)
         raise
+
+
+def _fail(args: argparse.Namespace, exc: BaseException, code: int, message: str) -> int:
+    """Report a user's error (``message``, what follows ``quarry: ``) and
+    return the exit ``code``. Under MPI, one found before the work began is
+    agreed on by every rank and reported once by rank 0 (see
+    :mod:`quarry.cli.parallel`); one during the work stops every rank."""
+    if args.debug:
+        raise exc
+    from quarry.cli.parallel import stop_before_work
+
+    agreed = stop_before_work(args, code, message)
+    if agreed is not None:
+        return agreed
+    print(f"quarry: {message}", file=sys.stderr)
+    _abort_other_ranks(args, exc)
+    return code
 
 
 def _abort_other_ranks(args: argparse.Namespace, exc: BaseException) -> None:
