@@ -93,6 +93,10 @@ def shared_answers(args: Any, answer: Selection | SeriesSelection) -> list[Selec
         return None
     rows = bool(args.ids or args.coords or args.coords_of or args.values or args.save)
     start_work(args)
+    if comm.rank == 0:
+        from quarry.cli.progress import say_when_unindexed
+
+        say_when_unindexed(args, selections)
     return answer_together(comm, selections, rows, names)
 
 
