@@ -688,6 +688,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         with threads(getattr(args, "jobs", None)):
             code = commands[args.command](args)
+            # A command with no collective work (a batch) still meets the
+            # others, so a rank that failed alone is not left waiting.
+            from quarry.cli.parallel import start_work
+
+            start_work(args)
             sys.stdout.flush()  # a closed pipe shows here, not at exit
             return code
     except BrokenPipeError:
