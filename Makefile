@@ -15,7 +15,9 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 install: $(PY)  ## build the Rust core and install quarry (editable) with test/plot/lint extras
-	$(PY) -m pip install -q -e '.[test,plot,lint]'
+	@echo "==> Building quarry's Rust core (cargo, release) and installing quarry into $(VENV)."
+	@echo "    The first build compiles the Rust crates: a few minutes on 2 cores. Later runs take seconds."
+	$(PY) -m pip install -e '.[test,plot,lint]'
 
 demo: install  ## generate a sample, index it, run queries, draw a histogram (in ./quarry-demo)
 	$(VENV)/bin/quarry demo

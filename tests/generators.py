@@ -14,7 +14,10 @@ from hypothesis import strategies as st
 #: The standard data sets' generator, beside the repository (absent in a user's clone).
 MAKE_DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "bench", "make_data.py")
 needs_make_data = pytest.mark.skipif(
-    not os.path.exists(MAKE_DATA), reason="../shared/bench/make_data.py is not here"
+    not os.path.exists(MAKE_DATA),
+    reason="tests on the team's standard data sets (VPIC-like particles, an IMPACT-T beam, "
+    "a NetCDF climate file) are skipped: their generator, ../shared/bench/make_data.py "
+    "beside the repository, is not part of a clone",
 )
 
 

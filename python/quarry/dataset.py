@@ -25,9 +25,10 @@ from quarry.expr.plan import PlanNode, compile_plan
 from quarry.formats import open_source
 from quarry.formats.base import Driver, VariableInfo
 from quarry.formats.subarray import view_of
-from quarry.index import BuildOptions, IndexStore, default_index_path
+from quarry.index import BuildOptions, IndexStore
 from quarry.index.derived import Derivation, DerivedDriver, expand, previous_derivations
 from quarry.index.layout import decode_edges
+from quarry.index.locate import find_index, place_new_index, rebuild_command
 from quarry.index.options import DEFAULT_BLOCK_LEN
 from quarry.index.stats import column_stats
 from quarry.parallel.threads import on_own_threads
@@ -44,8 +45,11 @@ def open(
 ) -> Dataset:
     """Open a data file for indexing and querying.
 
-    ``index`` is where its index lives (default: beside the file, ``<file>.qidx``);
-    give another path when the data directory is read-only. ``jobs`` is how
+    ``index`` is where its index lives: a file, or a directory holding
+    ``<file name>.qidx`` (default: beside the file, ``<file>.qidx``, or in a
+    directory of the ``QUARRY_INDEX_PATH`` environment variable; see
+    :mod:`quarry.index.locate`). Give another place when the data directory
+    is read-only. ``jobs`` is how
     many threads its builds and queries use (0: one per core; None: as the
     caller set with :func:`quarry.parallel.threads`, one per core by default).
 
@@ -81,10 +85,10 @@ class Dataset:
         self.path = path
         self.jobs = jobs
         """Threads for builds and queries (see :func:`quarry.open`)."""
-        if index_path is not None and os.path.isdir(index_path):
-            # A directory for indexes (the data's own may be read-only).
-            index_path = os.path.join(index_path, os.path.basename(path.rstrip("/")) + ".qidx")
-        self.index_path = index_path or default_index_path(path.rstrip("/"))
+        # Given (a file, or a directory for indexes: the data's own may be
+        # read-only), else found beside the file or in QUARRY_INDEX_PATH.
+        self._index_given = index_path is not None
+        self.index_path = find_index(path, index_path)
         self._file_driver = open_source(path, (os.path.dirname(os.path.abspath(self.index_path)),))
         self.driver: Driver = self._file_driver
         """The file's driver; with the index's derived variables once it is open."""
@@ -135,7 +139,7 @@ class Dataset:
             if not self.has_index:
                 raise IndexMissingError(
                     f"{self.path} has no index at {self.index_path}; build one with: "
-                    f"quarry index {self.path}"
+                    f"{rebuild_command(self.path, self.index_path)}"
                 )
             self._store = IndexStore(self.index_path, self.path)
             self.driver = self._with_derived(self._store.derivations)
@@ -204,6 +208,7 @@ class Dataset:
         ([0, 2], '/r')
         """
         chosen, driver, derivations = self._build_plan(variables, derive)
+        self.index_path = place_new_index(self.path, self.index_path, self._index_given)
         defaults = BuildOptions()
         options = BuildOptions(
             bins=bins or defaults.bins,

@@ -145,6 +145,10 @@ class IndexMissingError(QuarryError, FileNotFoundError):
     """An operation that needs an index found none."""
 
 
+class IndexNotWritableError(QuarryError, PermissionError):
+    """No directory Quarry may write a new index in (read-only data)."""
+
+
 class StaleSelectionError(QuarryError):
     """A saved selection whose data file changed after it was saved."""
 

@@ -557,7 +557,7 @@ def build_indexes(
         start = time.perf_counter()
         chosen = ds.index_variables(variables, derive)
         status = "built"
-        if force or not _up_to_date(ds, chosen, bins, precision, block_len, derive):
+        if force or not up_to_date(ds, chosen, bins, precision, block_len, derive):
             callback = progress(file, sum(v.size for v in chosen)) if progress else None
             ds.build_index(
                 variables,
@@ -580,7 +580,7 @@ def build_indexes(
         )
 
 
-def _up_to_date(
+def up_to_date(
     ds: Dataset,
     chosen: Iterable[VariableInfo],
     bins: int | None,
@@ -588,6 +588,8 @@ def _up_to_date(
     block_len: int | None,
     derive: list[str] | None,
 ) -> bool:
+    """Whether ``ds``'s index is fresh and covers ``chosen`` with these
+    options (None: any), so a build can be skipped."""
     if not ds.has_index:
         return False
     try:

@@ -297,9 +297,9 @@ def test_progress_bar_only_on_a_terminal(tmp_path):
         f["v"] = np.arange(3_000_000, dtype="f4")
     quiet = run("index", path).stderr
     assert quiet == ""  # not a terminal: no bar
-    _, shown = _shown_on_terminal("index", path)
+    _, shown = _shown_on_terminal("index", path, "--force")
     assert b"indexing" in shown and b"rows" in shown
-    _, silent = _shown_on_terminal("index", path, "--quiet")
+    _, silent = _shown_on_terminal("index", path, "--force", "--quiet")
     assert b"indexing" not in silent
 
 

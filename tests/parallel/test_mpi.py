@@ -175,26 +175,30 @@ def test_a_failing_rank_publishes_nothing_and_is_named(data, tmp_path):
         assert ds.query("b > 0", "Step#0").count() > 0
 
 
-def test_an_error_under_mpiexec_ends_every_rank(data):
+@pytest.mark.parametrize(
+    ("argv", "code", "says"),
+    [
+        (["query", "{d}/run_0.h5", "energyy > 1", "--path", "Step#0"], 1, "'energyy'"),
+        (["query", "{d}/run_0.h5", "a >> 1", "--path", "Step#0"], 2, "error in query"),
+        (["query", "{d}/run_*.h5", "energyy > 1", "--per-step"], 1, "'energyy'"),
+        (["query", "{d}/nowhere.h5", "a > 1"], 1, "nowhere.h5"),
+        (["index", "{d}/nowhere.h5", "--index", "{d}/unused"], 1, "nowhere.h5"),
+    ],
+)
+def test_a_mistake_under_mpiexec_is_reported_once_with_the_serial_code(data, argv, code, says):
+    """Found by every rank while planning, before any collective work: rank
+    0 reports it once and every rank exits cleanly with the serial exit code
+    (no MPI_Abort, whose teardown could drop the very lines it follows)."""
     directory, _ = data
-    done = subprocess.run(
-        [
-            MPIEXEC,
-            "-n",
-            "2",
-            os.path.join(BIN, "quarry"),
-            "query",
-            os.path.join(directory, "run_0.h5"),
-            "energyy > 1",
-            "--path",
-            "Step#0",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    argv = [a.format(d=directory) for a in argv]
+    done = mpirun(2, os.path.join(BIN, "quarry"), *argv, expect=code)
+    serial = subprocess.run(
+        [sys.executable, "-m", "quarry.cli.main", *argv], capture_output=True, text=True
     )
-    assert done.returncode != 0
-    assert "energyy" in done.stderr and "stopping every rank" in done.stderr
+    assert serial.returncode == code
+    assert done.stderr == serial.stderr, done.stderr
+    assert says in done.stderr and done.stdout == ""
+    assert "Abort" not in done.stderr and "stopping every rank" not in done.stderr
 
 
 def test_commands_that_run_in_one_process_say_so(data):

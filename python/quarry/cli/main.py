@@ -39,12 +39,27 @@ def _count(text: str) -> int:
     return value
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed version, looked up only when asked
+    (importlib.metadata would slow every command's start)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        import quarry
+
+        print(f"quarry {quarry.__version__}")
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="quarry",
         description="Exact, fast range queries over scientific array files.",
     )
     p.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def index_option(sp: argparse.ArgumentParser) -> None:
@@ -102,7 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     ix.add_argument(
         "--force",
         action="store_true",
-        help="with many files, rebuild indexes that are up to date too",
+        help="rebuild indexes that are up to date too (otherwise they are skipped)",
     )
     ix.add_argument(
         "--ranks-per-file",
@@ -132,7 +147,13 @@ def _parser() -> argparse.ArgumentParser:
         help="N-d indices of the hits in VAR's own array (for a query over subarrays of VAR)",
     )
     out.add_argument("--values", metavar="A,B", help="values of these variables at the hits")
-    q.add_argument("--out", metavar="FILE", help="write ids/coords/values to .npy, .csv or .h5")
+    q.add_argument(
+        "--out",
+        metavar="FILE",
+        help="write the hits to FILE, by extension: --ids and --coords to .npy; --values "
+        "to .h5, .nc, .parquet, .csv or .npy (over many files or steps: .h5, .nc or "
+        ".parquet, one group per step)",
+    )
     q.add_argument("--json", action="store_true", help="print a JSON object")
     q.add_argument(
         "--save",
@@ -262,6 +283,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
     import quarry
     from quarry.cli.progress import progress_bar
     from quarry.cli.series import cmd_index_many, many
+    from quarry.series import up_to_date
 
     if many(args.files) or args.comm is not None:
         return cmd_index_many(args)
@@ -270,6 +292,10 @@ def _cmd_index(args: argparse.Namespace) -> int:
     with quarry.open(args.file, index=args.index) as ds:
         names = [n.strip() for n in args.vars.split(",") if n.strip()] if args.vars else None
         chosen = ds.index_variables(names, args.derive)
+        if not args.force and up_to_date(
+            ds, chosen, args.bins, args.precision, args.block_len, args.derive
+        ):
+            return _say_up_to_date(args, ds, chosen)
         with progress_bar(sum(v.size for v in chosen), "indexing", args.quiet) as bar:
             manifest = ds.build_index(
                 names,
@@ -305,11 +331,32 @@ def _cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
+def _say_up_to_date(args: argparse.Namespace, ds: Any, chosen: list[Any]) -> int:
+    from quarry.index.layout import index_size
+
+    if args.json:
+        report = {
+            "index": ds.index_path,
+            "variables": [v.path for v in chosen],
+            "bytes": index_size(ds.index_path),
+            "seconds": 0.0,
+            "status": "up to date",
+        }
+        print(json.dumps(report))
+    else:
+        print(f"skipped {args.file}: its index {ds.index_path} is up to date (--force rebuilds it)")
+    return 0
+
+
 def _cmd_query(args: argparse.Namespace) -> int:
     import quarry
     from quarry.cli.progress import answer_with_progress
     from quarry.cli.series import cmd_query_many, split_query_inputs
 
+    swapped = _swapped_query(args.inputs)
+    if swapped:
+        print(f"quarry: error: {swapped}", file=sys.stderr)
+        return 2
     if split_query_inputs(args):
         return cmd_query_many(args)
     start = time.perf_counter()
@@ -341,6 +388,35 @@ def _cmd_query(args: argparse.Namespace) -> int:
         result["elapsed_ms"] = round((time.perf_counter() - start) * 1e3, 3)
         print(json.dumps(result) if args.json else result["count"])
     return 0
+
+
+def _swapped_query(inputs: list[str]) -> str | None:
+    """What is wrong when the query came before the file (``quarry query
+    "px > 1" sim.h5``): the last input is a file that exists while the first
+    is none and reads as a query. None when the order is right.
+
+    Examples
+    --------
+    >>> import os
+    >>> _swapped_query(["px > 1", os.devnull])
+    "the query comes after the file(s): quarry query /dev/null 'px > 1'"
+    >>> _swapped_query([os.devnull, "px > 1"]) is None
+    True
+    """
+    import os
+    import shlex
+
+    if len(inputs) < 2 or not os.path.exists(inputs[-1]) or os.path.exists(inputs[0]):
+        return None
+    from quarry.errors import QuerySyntaxError
+    from quarry.expr import parse
+
+    try:
+        parse(inputs[0])
+    except QuerySyntaxError:
+        return None
+    order = [*inputs[1:], inputs[0]]
+    return f"the query comes after the file(s): quarry query {shlex.join(order)}"
 
 
 def _emit_rows(
@@ -425,7 +501,9 @@ def _cmd_hist(args: argparse.Namespace) -> int:
             weights=args.weight,
             path=args.path,
         )
-    title = f"{', '.join(names)}" + (f" where {args.where}" if args.where else "")
+        # With --path, the title names what the names resolved to (/Step#3/energy).
+        shown = [ds.variable(n, args.path).path for n in names] if args.path else names
+    title = f"{', '.join(shown)}" + (f" where {args.where}" if args.where else "")
     for picture in (args.png, args.svg):
         if picture:
             from quarry.outputs.plots import draw_histogram
@@ -531,11 +609,23 @@ def _cmd_info(args: argparse.Namespace) -> int:
         stats = v.get("stats")
         if stats and stats["count"]:
             mark += (
-                f"  min {stats['min']:.6g}  max {stats['max']:.6g}  mean {stats['mean']:.6g}"
-                f"  std {stats['std']:.6g}  missing {stats['missing']}"
+                f"  min {_exact(stats['min'])}  max {_exact(stats['max'])}"
+                f"  mean {stats['mean']:.6g}  std {stats['std']:.6g}  missing {stats['missing']}"
             )
         print(f"  {v['path']:<40} {tuple(v['shape'])!s:<16} {v['dtype']:<8} {mark}")
     return 0
+
+
+def _exact(value: float) -> str:
+    """A minimum or maximum as written: integers in full (``2000003``, not
+    ``2e+06``), floats to 6 significant digits.
+
+    Examples
+    --------
+    >>> _exact(2000003), _exact(2**63 - 1), _exact(0.1234567)
+    ('2000003', '9223372036854775807', '0.123457')
+    """
+    return str(value) if isinstance(value, int) else f"{value:.6g}"
 
 
 def _cmd_track(args: argparse.Namespace) -> int:
@@ -580,17 +670,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "plot": _cmd_plot,
         "track": _cmd_track,
     }
+    args.comm = None
+    args.work_started = False
     try:
         from quarry.parallel.mpi import launched_ranks, world
 
-        args.comm = None
         if launched_ranks() > 1:
+            args.comm = world()
             if args.command not in ("index", "query"):
                 raise QuarryError(
                     f"quarry {args.command} runs in one process; start it without mpiexec "
                     "(index and query share work over ranks)"
                 )
-            args.comm = world()
         if args.command == "demo":
             from quarry.cli.demo import run_demo
 
@@ -598,24 +689,63 @@ def main(argv: Sequence[str] | None = None) -> int:
         from quarry.parallel import threads
 
         with threads(getattr(args, "jobs", None)):
-            return commands[args.command](args)
+            code = commands[args.command](args)
+            # A command with no collective work (a batch) still meets the
+            # others, so a rank that failed alone is not left waiting.
+            from quarry.cli.parallel import start_work
+
+            start_work(args)
+            sys.stdout.flush()  # a closed pipe shows here, not at exit
+            return code
+    except BrokenPipeError:
+        return _reader_went_away()
     except QuerySyntaxError as exc:
         if args.debug:
             raise
-        print(f"quarry: error in query: {exc}", file=sys.stderr)
-        return 2
+        return _fail(args, exc, 2, f"error in query: {exc}")
     except (QuarryError, OSError) as exc:
         if args.debug:
             raise
-        print(f"quarry: error: {exc}", file=sys.stderr)
-        _abort_other_ranks(args, exc)
-        return 1
+        return _fail(args, exc, 1, f"error: {exc}")
     except KeyboardInterrupt:
         print("quarry: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
+        from quarry.cli.parallel import StoppedBeforeWorkError, report_stop
+
+        if isinstance(exc, StoppedBeforeWorkError):  # another rank failed before the work
+            return report_stop(args.comm, exc.code, exc.message)
         _abort_other_ranks(args, exc)
         raise
+
+
+def _reader_went_away() -> int:
+    """The reader of our output left (``quarry query ... | head``): end
+    quietly, as Python's documentation advises for SIGPIPE. Output still
+    buffered goes to /dev/null so the exit does not fail again on flushing,
+    and the status is 1, the one Python itself exits with on EPIPE."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 1
+
+
+def _fail(args: argparse.Namespace, exc: BaseException, code: int, message: str) -> int:
+    """Report a user's error (``message``, what follows ``quarry: ``) and
+    return the exit ``code``. Under MPI, one found before the work began is
+    agreed on by every rank and reported once by rank 0 (see
+    :mod:`quarry.cli.parallel`); one during the work stops every rank."""
+    if args.debug:
+        raise exc
+    from quarry.cli.parallel import stop_before_work
+
+    agreed = stop_before_work(args, code, message)
+    if agreed is not None:
+        return agreed
+    print(f"quarry: {message}", file=sys.stderr)
+    _abort_other_ranks(args, exc)
+    return code
 
 
 def _abort_other_ranks(args: argparse.Namespace, exc: BaseException) -> None:

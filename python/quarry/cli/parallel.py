@@ -1,9 +1,20 @@
 """``quarry query`` under mpiexec: every rank answers its share, rank 0
-reports (or each rank writes its own file with ``--out-per-rank``)."""
+reports (or each rank writes its own file with ``--out-per-rank``).
+
+A command runs in two parts under MPI. First every rank opens the files and
+plans on its own, where a user's mistake shows up on every rank at once;
+then :func:`start_work` agrees, in one collective call, that all ranks are
+ready. A rank that failed before that point joins the same call from the
+error handler (:func:`stop_before_work`), so every rank ends normally with
+the serial exit code and rank 0 alone reports. Only an error during the
+work itself, which may strike one rank while the others wait for it in a
+gather, still aborts the job.
+"""
 
 from __future__ import annotations
 
 import json
+import sys
 from typing import TYPE_CHECKING, Any
 
 from quarry.errors import QuarryError
@@ -11,6 +22,54 @@ from quarry.errors import QuarryError
 if TYPE_CHECKING:
     from quarry.query.selection import Selection
     from quarry.series import SeriesSelection
+
+
+class StoppedBeforeWorkError(Exception):
+    """Raised on a rank that was ready when another rank failed before the
+    work began: it carries the exit code and the line rank 0 prints."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def start_work(args: Any) -> None:
+    """Collective under MPI (``args.comm``): every rank is ready to work.
+    Raises :class:`StoppedBeforeWorkError` when some rank failed before this;
+    afterwards an error is one of the work's own. Does nothing when serial."""
+    from quarry.parallel.mpi import agree_to_start
+
+    if args.comm is None or args.work_started:
+        return
+    args.work_started = True
+    failure = agree_to_start(args.comm, None)
+    if failure is not None:
+        raise StoppedBeforeWorkError(*failure)
+
+
+def stop_before_work(args: Any, code: int, message: str) -> int | None:
+    """From the error handler of a rank that failed with ``message`` (what
+    follows ``quarry: ``) and exit ``code``: when the work has not started,
+    agree with the other ranks, have rank 0 print the first failure once,
+    and return the exit code every rank uses. None when the work had
+    started (or the run is serial): the caller reports the error itself."""
+    from quarry.parallel.mpi import agree_to_start
+
+    comm = args.comm
+    if comm is None or args.work_started:
+        return None
+    args.work_started = True
+    agreed = agree_to_start(comm, (code, message))
+    assert agreed is not None  # this rank's own failure is among them
+    return report_stop(comm, *agreed)
+
+
+def report_stop(comm: Any, code: int, message: str) -> int:
+    """Rank 0 prints the failure that stopped every rank; all return ``code``."""
+    if comm.rank == 0:
+        print(f"quarry: {message}", file=sys.stderr, flush=True)
+    return code
 
 
 def shared_answers(args: Any, answer: Selection | SeriesSelection) -> list[Selection] | None:
@@ -29,9 +88,15 @@ def shared_answers(args: Any, answer: Selection | SeriesSelection) -> list[Selec
             raise QuarryError("--out-per-rank is for runs under mpiexec with several ranks")
         if not args.out or not (args.ids or args.coords or args.values):
             raise QuarryError("--out-per-rank needs --out FILE and --ids, --coords or --values")
+        start_work(args)
         _write_per_rank(args, comm, answer, names)
         return None
     rows = bool(args.ids or args.coords or args.coords_of or args.values or args.save)
+    start_work(args)
+    if comm.rank == 0:
+        from quarry.cli.progress import say_when_unindexed
+
+        say_when_unindexed(args, selections)
     return answer_together(comm, selections, rows, names)
 
 

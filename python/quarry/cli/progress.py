@@ -1,4 +1,5 @@
-"""Progress bars for long builds and queries: on a terminal only."""
+"""What a long build or query tells the user as it goes: progress bars (on
+a terminal only), and a line when a query scans because no index was found."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ def answer_with_progress(args: Any, selections: list[Selection]) -> None:
     """On a terminal, answer ``quarry query``'s selections now behind a
     progress bar (the outputs then reuse the answers); elsewhere leave them
     to be answered when read."""
+    say_when_unindexed(args, selections)
     pending = [s for s in selections if s.plan is not None]
     total = sum(s.table.n_rows for s in pending)
     rows = bool(args.ids or args.coords or args.coords_of or args.values or args.save)
@@ -47,3 +49,28 @@ def answer_with_progress(args: Any, selections: list[Selection]) -> None:
         if bar is not None:
             for sel in pending:
                 sel.evaluate(rows, bar)
+
+
+def say_when_unindexed(args: Any, selections: list[Selection]) -> None:
+    """One line on stderr (unless ``--quiet``) when files of a query have no
+    index where Quarry looked, so the query scans their data: an index put
+    elsewhere for read-only data is found only with ``--index`` or
+    ``QUARRY_INDEX_PATH``, and a silent scan would hide that."""
+    from quarry.index.locate import INDEX_PATH_VARIABLE, index_dirs
+
+    if args.quiet:
+        return
+    planned = (s.dataset for s in selections if s.plan is not None)
+    missing = list(dict.fromkeys(d for d in planned if not d.has_index))
+    if not missing:
+        return
+    where = "at --index" if args.index else "beside it"
+    if not args.index and index_dirs():
+        where += f" or in {INDEX_PATH_VARIABLE}"
+    first = missing[0]
+    what = first.path if len(missing) == 1 else f"{len(missing)} files ({first.path}, ...)"
+    print(
+        f"quarry: no index found for {what} (looked {where}); scanning the data. Build one "
+        f"with quarry index, or say where it is with --index DIR or {INDEX_PATH_VARIABLE}",
+        file=sys.stderr,
+    )

@@ -149,6 +149,9 @@ def cmd_index_many(args: Any) -> int:
             quiet = args.quiet or not speaks
             return bars.enter_context(progress_bar(rows, f"indexing {file}", quiet))
 
+        from quarry.cli.parallel import start_work
+
+        start_work(args)  # under MPI: every rank found its files
         try:
             for report in build_indexes(
                 series,

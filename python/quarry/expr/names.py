@@ -343,7 +343,8 @@ def suggest(name: str, variables: Sequence[VariableInfo], limit: int = 3) -> lis
     # too: with a context path (``--path Step#3``) they resolve.
     pool = list(labels) + [info.path for info in variables] + list(bare_counts)
     seen: list[str] = []
-    for match in difflib.get_close_matches(key, pool, n=limit * 2, cutoff=0.6):
+    close = difflib.get_close_matches(key, pool, n=limit * 2, cutoff=0.6)
+    for match in [*differing_in_case(key, pool), *close]:
         label = (
             match
             if match in labels or match in bare_counts
@@ -352,3 +353,17 @@ def suggest(name: str, variables: Sequence[VariableInfo], limit: int = 3) -> lis
         if label not in seen:
             seen.append(label)
     return seen[:limit]
+
+
+def differing_in_case(name: str, pool: Sequence[str]) -> list[str]:
+    """The names of ``pool`` equal to ``name`` but for letter case, which a
+    spelling distance misses in short names (``Px`` and ``px`` are only 50 %
+    alike to difflib).
+
+    Examples
+    --------
+    >>> differing_in_case("Px", ["px", "py", "PX", "px"])
+    ['px', 'PX']
+    """
+    folded = name.casefold()
+    return list(dict.fromkeys(p for p in pool if p.casefold() == folded and p != name))

@@ -26,6 +26,26 @@ SUPPORTED_DTYPES = frozenset(
 )
 MAX_RANK = 4
 
+
+def queryable_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """The dtype a driver reads values of ``dtype`` as: bool as uint8 (0 and
+    1) and float16 as float32, both exact, so the core's integer and float
+    kinds hold them; any other dtype is itself.
+
+    Examples
+    --------
+    >>> queryable_dtype(np.dtype(bool)), queryable_dtype(np.dtype("<f2"))
+    (dtype('uint8'), dtype('float32'))
+    >>> queryable_dtype(np.dtype(">f8"))
+    dtype('>f8')
+    """
+    if dtype.kind == "b":
+        return np.dtype("u1")
+    if dtype.kind == "f" and dtype.itemsize == 2:
+        return np.dtype("f4")
+    return dtype
+
+
 #: Positions are read in spans of this many elements when a driver cannot
 #: address single elements cheaply.
 GATHER_SPAN = 1 << 18

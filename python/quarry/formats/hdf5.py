@@ -17,6 +17,7 @@ from quarry.formats.base import (
     VariableInfo,
     gather_by_spans,
     plain_attrs,
+    queryable_dtype,
     read_flat,
     variable_problem,
 )
@@ -28,8 +29,9 @@ if TYPE_CHECKING:
 def _native(values: Any) -> npt.NDArray[np.generic]:
     """A plain ndarray in native byte order, aligned and contiguous (copied
     only when it is not already: a memory map at an odd file offset is not
-    aligned, and the core reads aligned memory)."""
-    dtype = values.dtype.newbyteorder("=")
+    aligned, and the core reads aligned memory); bool and float16 widened
+    as :func:`~quarry.formats.base.queryable_dtype` says."""
+    dtype = queryable_dtype(values.dtype).newbyteorder("=")
     out: npt.NDArray[np.generic] = np.require(
         np.asarray(values).astype(dtype, copy=False), requirements=["C", "A"]
     )
@@ -70,7 +72,8 @@ class HDF5Driver:
             def visit(name: str, obj: Any) -> None:
                 if isinstance(obj, h5py.Dataset):
                     path = "/" + name
-                    dtype = obj.dtype
+                    stored = obj.dtype
+                    dtype = queryable_dtype(stored)
                     shape = tuple(int(s) for s in obj.shape)
                     problem = (
                         variable_problem(shape, dtype)
@@ -85,6 +88,7 @@ class HDF5Driver:
                             chunks=obj.chunks,
                             compression=obj.compression,
                             problem=problem,
+                            decoding=None if dtype is stored else f"{stored} read as {dtype}",
                             attrs=plain_attrs(obj.attrs),
                         )
                     )

@@ -9,6 +9,7 @@ from quarry.errors import CorruptIndexError, StaleIndexError
 from quarry.formats.base import fingerprint
 from quarry.index import layout
 from quarry.index.derived import Derivation
+from quarry.index.locate import rebuild_command
 
 
 class IndexStore:
@@ -38,7 +39,7 @@ class IndexStore:
         if changes:
             raise StaleIndexError(
                 f"{self.source_path} has changed since it was indexed ({'; '.join(changes)}); "
-                f"rebuild the index with: quarry index {self.source_path}"
+                f"rebuild the index with: {rebuild_command(self.source_path, self.path)}"
             )
 
     @property
@@ -74,5 +75,5 @@ class IndexStore:
     def damaged(self, var: str, exc: Exception) -> CorruptIndexError:
         return CorruptIndexError(
             f"index {self.path} is damaged at variable {var} ({exc}); "
-            f"rebuild it with: quarry index {self.source_path}"
+            f"rebuild it with: {rebuild_command(self.source_path, self.path)}"
         )

@@ -150,6 +150,11 @@ def draw_counts(per_step: list[dict[str, Any]], path: str, title: str) -> None:
                     for f, s in zip(files, steps, strict=True)
                 ]
                 ax.set_xticks(x, labels, fontsize=7)
+        if one_file or len(per_step) > 20:
+            # steps and positions are whole numbers: no tick at step 0.5
+            from matplotlib.ticker import MaxNLocator
+
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel(xlabel)
         ax.set_ylabel("count")
         what = "steps" if any(s is not None for s in steps) else "files"

@@ -90,3 +90,26 @@ def world_rank() -> int:
     from mpi4py import MPI
 
     return int(MPI.COMM_WORLD.rank)
+
+
+def agree_to_start(comm: Any, failure: tuple[int, str] | None) -> tuple[int, str] | None:
+    """Collective: every rank says whether it is ready to start the work
+    (``failure`` None) or failed before it (its exit code and message); all
+    learn the first failure, by rank, or None when every rank is ready.
+
+    A user's mistake (a typo in a query, a missing file) is found by every
+    rank while it plans, before any collective work; agreeing on it here
+    lets every rank end normally with the same exit code, rank 0 reporting
+    it once, instead of aborting the job from each rank at once.
+    """
+    outcomes: list[tuple[int, str] | None] = comm.allgather(failure)
+    failed = [(rank, f) for rank, f in enumerate(outcomes) if f is not None]
+    if not failed:
+        return None
+    first_rank, (code, message) = failed[0]
+    if len(failed) < len(outcomes) or any(f[1] != message for _, f in failed):
+        # Not the same mistake everywhere: say whose it is.
+        message = f"rank {first_rank}: {message}"
+        if len(failed) > 1:
+            message += f" (and {len(failed) - 1} other rank(s) failed)"
+    return code, message
