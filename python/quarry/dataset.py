@@ -6,7 +6,7 @@ import contextlib
 import os
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from quarry import _core
 from quarry.errors import (
@@ -36,6 +36,9 @@ from quarry.query import Executor, Selection, Table
 from quarry.query.aggregate import AggregateValue, Aggregator
 from quarry.query.execute import table_of
 from quarry.query.histogram import Histogram, compute
+
+if TYPE_CHECKING:
+    from quarry.index.verify import Verification
 
 
 def open(
@@ -141,9 +144,50 @@ class Dataset:
                     f"{self.path} has no index at {self.index_path}; build one with: "
                     f"{rebuild_command(self.path, self.index_path)}"
                 )
-            self._store = IndexStore(self.index_path, self.path)
+            self._store = IndexStore(self.index_path, self.path, self._read_source)
             self.driver = self._with_derived(self._store.derivations)
         return self._store
+
+    def _read_source(self, path: str, start: int, stop: int) -> Any:
+        """Values as the index's build read them (derived ones computed)."""
+        return self.driver.read(path, start, stop)
+
+    def verify(self) -> Verification:
+        """Check every block the index recorded (its CRC-32) against the file
+        as it is now, on this dataset's threads; see
+        :class:`quarry.index.verify.Verification`. When everything matches,
+        the file's current times are recorded as checked, so an index
+        refused or checked only because they moved answers cheaply again.
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "v.h5")
+        >>> with h5py.File(path, "w") as f:
+        ...     _ = f.create_dataset("e", data=np.arange(10.0))
+        >>> with quarry.open(path) as ds:
+        ...     _ = ds.build_index(block_len=4)
+        >>> with h5py.File(path, "r+") as f:
+        ...     f["e"][5] = -1.0
+        >>> with quarry.open(path) as ds:
+        ...     report = ds.verify()
+        >>> report.ok, report.changed
+        (False, {'/e': [1]})
+        """
+        from quarry.index.layout import read_manifest
+        from quarry.index.verify import verify
+
+        if not self.has_index:
+            raise IndexMissingError(
+                f"{self.path} has no index at {self.index_path}; build one with: "
+                f"quarry index {self.path}"
+            )
+        _, manifest = read_manifest(self.index_path)
+        derived = [Derivation(d["name"], d["expr"]) for d in manifest.get("derived", [])]
+        driver = self._with_derived(derived)
+        self._store = None  # opened again, as the check may have recorded the file as checked
+        self.driver = self._file_driver
+        return verify(self.path, self.index_path, manifest, driver, self.jobs or 0)
 
     def _with_derived(self, derivations: list[Derivation]) -> Driver:
         if not derivations:

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
     from quarry.dataset import Dataset
     from quarry.formats.base import VariableInfo
+    from quarry.index.verify import Verification
     from quarry.query.selection import Selection
     from quarry.query.track import Tracks
 
@@ -55,7 +56,7 @@ Sources = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 _STEP_NAME = re.compile(r"^(.*?)(\d+)$")
 _GLOB_CHARS = frozenset("*?[")
 #: Files in a directory that are Quarry's own, never data.
-_OWN_SUFFIXES = (".qidx", ".qsel", ".qraw.json", ".tmp")
+_OWN_SUFFIXES = (".qidx", ".qsel", ".qraw.json", ".tmp", ".qshard", ".qidx.checked")
 
 
 def natural_key(text: str) -> tuple[Any, ...]:
@@ -259,6 +260,10 @@ class Series:
             ds = Dataset(file, self.index, self.jobs)
             self._datasets[file] = ds
         return ds
+
+    def verify(self) -> list[Verification]:
+        """:meth:`quarry.Dataset.verify` of every file's index, in order."""
+        return [self.dataset(file).verify() for file in self.files]
 
     @property
     def members(self) -> list[Member]:
@@ -594,6 +599,7 @@ def up_to_date(
         return False
     try:
         store = ds.index
+        store.check()  # where the stat cannot prove the file unchanged: its CRCs
     except QuarryError:  # stale or damaged: rebuild
         return False
     if block_len is not None and store.block_len != block_len:

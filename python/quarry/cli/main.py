@@ -7,6 +7,7 @@
     quarry query FILE... --batch QUERIES.txt [--per-step] [--path P]
     quarry track FILE... QUERY --at-step S [--id-var id] [--values a,b] [--json] [--out F.h5]
     quarry info FILE [--json] [--resolve NAME [--path P]]
+    quarry verify FILE... [--json]
     quarry hist FILE VAR[,VAR2[,VAR3]] [--where Q] [--bins N | --edges E] [--json] [--png F]
     quarry plot FILE X Y --where Q --png F
     quarry register FILE --dtype <f4 --shape NX,NY,NZ [--order C|F] [--offset B]
@@ -21,6 +22,7 @@ commands that need them, so a count starts fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -272,6 +274,18 @@ def _parser() -> argparse.ArgumentParser:
     reg.add_argument(
         "--index", metavar="DIR", help="keep the description in this directory (read-only data)"
     )
+
+    ver = sub.add_parser(
+        "verify",
+        help="check every indexed value against the CRCs its index recorded "
+        "(exit 1 if any changed)",
+    )
+    ver.add_argument(
+        "files", nargs="+", metavar="FILE", help="data file(s), a glob pattern or a directory"
+    )
+    ver.add_argument("--json", action="store_true", help="print one JSON object")
+    index_option(ver)
+    jobs_option(ver)
 
     demo = sub.add_parser("demo", help="generate a sample, index it, query it, draw a histogram")
     demo.add_argument("--dir", default="quarry-demo", help="where to put the sample and pictures")
@@ -656,10 +670,37 @@ def _cmd_track(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_verify(args: argparse.Namespace) -> int:
+    """Every file's index checked against the file; one line (or JSON entry)
+    per file, exit 1 if any changed or could not be checked."""
+    import quarry
+    from quarry.errors import QuarryError
+
+    reports: list[dict[str, Any]] = []
+    with quarry.open_series(args.files, index=args.index) as series:
+        for file in series.files:
+            try:
+                report = series.dataset(file).verify()
+            except QuarryError as exc:
+                reports.append({"file": file, "ok": False, "error": str(exc)})
+                line = f"error {file}: {exc}"
+            else:
+                reports.append(report.to_json())
+                line = report.summary()
+            if not args.json:
+                print(line)
+    ok = all(r["ok"] for r in reports)
+    if args.json:
+        print(json.dumps({"ok": ok, "files": reports}))
+    return 0 if ok else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status."""
     args = _parser().parse_args(argv)
     from quarry.errors import QuarryError, QuerySyntaxError
+
+    previous_sigterm = _handle_sigterm()
 
     commands = {
         "index": _cmd_index,
@@ -669,6 +710,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "hist": _cmd_hist,
         "plot": _cmd_plot,
         "track": _cmd_track,
+        "verify": _cmd_verify,
     }
     args.comm = None
     args.work_started = False
@@ -717,6 +759,45 @@ def main(argv: Sequence[str] | None = None) -> int:
             return report_stop(args.comm, exc.code, exc.message)
         _abort_other_ranks(args, exc)
         raise
+    finally:
+        _restore_sigterm(previous_sigterm)
+
+
+def _handle_sigterm() -> Any:
+    """On SIGTERM (what batch schedulers send before killing a job), remove
+    the temporary files this process's builds are writing, say so, and exit
+    with 128 + 15; the old index stays. Returns the handler it replaced
+    (None where handlers cannot be set: outside the main thread).
+
+    The handler ends the process itself rather than raising, as Ctrl-C's
+    KeyboardInterrupt does: an exception raised wherever the signal lands
+    (inside a weakref callback, under a call from the Rust core back into
+    Python) can be swallowed or abort the process, leaving the files behind."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def terminate(signum: int, frame: object) -> None:
+        import os
+
+        from quarry.index.layout import remove_own_temporaries
+
+        remove_own_temporaries()
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        print("quarry: terminated", file=sys.stderr, flush=True)
+        os._exit(128 + signum)
+
+    return signal.signal(signal.SIGTERM, terminate)
+
+
+def _restore_sigterm(previous: Any) -> None:
+    import signal
+
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _reader_went_away() -> int:

@@ -110,8 +110,14 @@ def plain_attrs(attrs: Any) -> dict[str, Any]:
 
 
 def fingerprint(path: str) -> dict[str, int]:
-    """Size and latest modification time of a data file, or of every file in a
-    directory store (Zarr, ADIOS2 BP): what an index records to notice change.
+    """What an index records of a data file to notice change: its size,
+    modification and status-change times and inode; for a directory store
+    (Zarr, ADIOS2 BP) the total size, the latest times over every file and
+    folder, the number of files and the store's own inode.
+
+    A write moves the modification time, and ``touch -r`` can put it back,
+    but only the kernel sets the status-change time (ctime): restoring a
+    time, or renaming another file into place, moves ctime or the inode.
 
     Examples
     --------
@@ -119,21 +125,28 @@ def fingerprint(path: str) -> dict[str, int]:
     >>> d = tempfile.mkdtemp()
     >>> with open(os.path.join(d, "a"), "wb") as f:
     ...     _ = f.write(b"1234")
-    >>> fingerprint(d)["size"]
-    4
+    >>> stamp = fingerprint(d)
+    >>> stamp["size"], stamp["files"], sorted(stamp)
+    (4, 1, ['ctime_ns', 'files', 'ino', 'mtime_ns', 'size'])
     """
+    st = os.stat(path)
     if not os.path.isdir(path):
-        st = os.stat(path)
-        return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
-    size, latest, files = 0, os.stat(path).st_mtime_ns, 0
+        return {
+            "size": st.st_size,
+            "mtime_ns": st.st_mtime_ns,
+            "ctime_ns": st.st_ctime_ns,
+            "ino": st.st_ino,
+        }
+    size, latest, changed, files = 0, st.st_mtime_ns, st.st_ctime_ns, 0
     for root, _, names in os.walk(path):
-        latest = max(latest, os.stat(root).st_mtime_ns)
+        folder = os.stat(root)
+        latest, changed = max(latest, folder.st_mtime_ns), max(changed, folder.st_ctime_ns)
         for name in names:
-            st = os.stat(os.path.join(root, name))
-            size += st.st_size
-            latest = max(latest, st.st_mtime_ns)
+            entry = os.stat(os.path.join(root, name))
+            size += entry.st_size
+            latest, changed = max(latest, entry.st_mtime_ns), max(changed, entry.st_ctime_ns)
             files += 1
-    return {"size": size, "mtime_ns": latest, "files": files}
+    return {"size": size, "mtime_ns": latest, "ctime_ns": changed, "ino": st.st_ino, "files": files}
 
 
 def variable_problem(shape: tuple[int, ...], dtype: np.dtype[np.generic]) -> str | None:

@@ -10,6 +10,7 @@ blocks into its own file, and one manifest is assembled from the parts.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -89,13 +90,21 @@ def build_index(
     opts = options or BuildOptions()
     check_indexable(variables)
     before = fingerprint(driver.path)
+    read_ns = time.time_ns()  # the stat above is trusted only if safely older
+    layout.remove_debris(index_path)
     with layout.writing(index_path) as writer:
         runs = {v.path: (0, block_count(v, opts)) for v in variables}
         parts = index_blocks(driver, variables, runs, opts, writer, progress)
         check_unchanged(driver.path, before)
-        manifest = assemble(driver.path, before, variables, opts, parts, [], derived or [])
+        manifest = assemble(driver.path, before, read_ns, variables, opts, parts, [], derived or [])
         writer.commit(manifest)
     return manifest
+
+
+def indexed_values(values: npt.NDArray[np.generic]) -> npt.NDArray[np.generic]:
+    """The array the core indexes, and whose native bytes give each block's
+    recorded CRC-32 (:mod:`quarry.index.verify` computes them again from it)."""
+    return np.ascontiguousarray(values)
 
 
 def check_unchanged(path: str, before: dict[str, Any]) -> None:
@@ -145,7 +154,7 @@ def index_blocks(
                 values = pending.result()
                 if k + 1 < len(reads):
                     pending = reader.submit(driver.read, var.path, *reads[k + 1])
-                built = _core.build_blocks(np.ascontiguousarray(values), edges, opts.block_len)
+                built = _core.build_blocks(indexed_values(values), edges, opts.block_len)
                 part.source_crc32.extend(crc for _, crc in built)
                 pending_writes.append(write_thread.submit(writer.add_all, [b for b, _ in built]))
                 if progress is not None:
@@ -160,6 +169,7 @@ def index_blocks(
 def assemble(
     source: str,
     fingerprint: dict[str, Any],
+    read_ns: int,
     variables: list[VariableInfo],
     opts: BuildOptions,
     parts: dict[str, VariablePart] | list[dict[str, VariablePart]],
@@ -167,7 +177,9 @@ def assemble(
     derived: list[dict[str, Any]],
 ) -> dict[str, Any]:
     """The manifest of an index whose blocks the ``parts`` hold (from one
-    writer, or a list from many). Every block of every variable must be in
+    writer, or a list from many), built from the source whose ``fingerprint``
+    was taken before reading began at ``read_ns`` (see
+    :mod:`quarry.index.fresh`). Every block of every variable must be in
     exactly one part, all parts of a variable having the same edges."""
     per_writer = parts if isinstance(parts, list) else [parts]
     entries: dict[str, Any] = {}
@@ -201,7 +213,7 @@ def assemble(
         "format": "quarry-index",
         "version": layout.VERSION,
         "created_by": f"quarry {quarry.__version__}",
-        "source": {"name": os.path.basename(source), **fingerprint},
+        "source": {"name": os.path.basename(source), **fingerprint, "read_ns": read_ns},
         "block_len": opts.block_len,
         "derived": derived,
         "shards": shards,

@@ -19,14 +19,32 @@ index file holds only the manifest. The manifest's ``"shards"`` lists them
 length]``, file 0 being the index file itself and file k the k-th shard.
 Shards carry the build's name, so a new build never touches the files the
 published index uses; they are removed once the new manifest replaces it.
+
+A build that is killed (SIGKILL, a node lost) leaves its temporary file or
+shards behind. Each writer holds an exclusive ``flock`` on its file from
+before its first byte until the manifest that uses it is published, so a
+later build of the same index (:func:`remove_debris`) removes exactly the
+temporaries and unpublished shards whose lock it can take: their builds
+are no longer running. A file still empty may be a live build's that has
+not taken its lock yet; it is left alone (a kill in that instant leaves an
+empty file).
+
+Format changes: the header's ``VERSION`` counts changes to the bytes; a
+reader refuses other versions. Fields added to the manifest's JSON do not
+change it when a reader that ignores them still answers correctly, and a
+reader treats a missing field as the older behaviour (``source.ctime_ns``,
+``ino`` and ``read_ns`` arrived this way: an index without them is trusted
+only after a CRC check, see :mod:`quarry.index.fresh`).
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import json
 import os
+import re
 import struct
 import zlib
 from collections.abc import Iterator
@@ -46,6 +64,7 @@ END_MAGIC = b"QIDXEND\0"
 VERSION = 3
 SHARD_SUFFIX = ".qshard"
 _HEADER = struct.Struct("<8sII")
+_TEMPORARY_LETTERS = "abcdefghijklmnopqrstuvwxyz0123456789_"
 _TRAILER = struct.Struct("<QQII8s")
 
 
@@ -59,7 +78,9 @@ class BlockWriter:
     def __init__(self, path: str, header: bytes) -> None:
         self.path = path
         self._file: BinaryIO = _create(path)
+        _OWN.add(path)
         self._file.write(header)
+        self._file.flush()  # not empty once locked: see remove_debris
         self._offset = len(header)
 
     def add_all(self, blobs: list[bytes]) -> list[tuple[int, int, int]]:
@@ -78,16 +99,27 @@ class BlockWriter:
         os.fdatasync(self._file.fileno())
         return spans
 
-    def close(self) -> None:
+    def finish(self) -> None:
+        """Make every byte durable, keeping the file (and its lock) open."""
         self._file.flush()
         os.fsync(self._file.fileno())
+
+    def release(self) -> None:
+        """Close the file, which releases its lock: call once a published
+        manifest uses it (or its name is no longer a temporary's)."""
         self._file.close()
+        _OWN.discard(self.path)
+
+    def close(self) -> None:
+        self.finish()
+        self.release()
 
     def abort(self) -> None:
         with contextlib.suppress(OSError):
             self._file.close()
         with contextlib.suppress(OSError):
             os.unlink(self.path)
+        _OWN.discard(self.path)
 
 
 class ShardWriter(BlockWriter):
@@ -149,15 +181,8 @@ class IndexWriter(BlockWriter):
     """Stream blocks into a new index file; :meth:`commit` publishes it atomically."""
 
     def __init__(self, path: str) -> None:
-        import tempfile  # only writing needs it; queries should not pay the import
-
         self.publish_as = path
-        directory = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(
-            prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory
-        )
-        os.close(fd)
-        super().__init__(tmp, _HEADER.pack(MAGIC, VERSION, 0))
+        super().__init__(_temporary_beside(path), _HEADER.pack(MAGIC, VERSION, 0))
 
     def commit(self, manifest: dict[str, Any]) -> None:
         """Write the manifest and put the file in place of any old index,
@@ -167,31 +192,144 @@ class IndexWriter(BlockWriter):
         self._file.write(
             _TRAILER.pack(self._offset, len(body), zlib.crc32(body), VERSION, END_MAGIC)
         )
-        self.close()
+        self.finish()
         old_shards = set(_shards_of(self.publish_as)) - {
             s["name"] for s in manifest.get("shards", [])
         }
-        os.replace(self.path, self.publish_as)
+        # Renamed while still locked: until then its name is a temporary's.
+        _publish(self.path, self.publish_as)
+        self.release()
         directory = os.path.dirname(os.path.abspath(self.publish_as))
-        with contextlib.suppress(OSError):  # not every filesystem lets a directory be fsynced
-            dir_fd = os.open(directory, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
-        for name in old_shards:
+        # A record of checks of the old index (quarry.index.fresh) says
+        # nothing about the new one.
+        for name in [*old_shards, os.path.basename(self.publish_as) + ".checked"]:
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(directory, name))
 
 
+def _publish(tmp: str, path: str) -> None:
+    """Rename ``tmp`` over ``path`` and make the rename durable."""
+    os.replace(tmp, path)
+    with contextlib.suppress(OSError):  # not every filesystem lets a directory be fsynced
+        dir_fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def _temporary_beside(path: str) -> str:
+    """A new name in ``path``'s directory for a temporary (``.NAME.XXXXXXXX.tmp``)."""
+    import secrets
+
+    directory = os.path.dirname(os.path.abspath(path))
+    random = "".join(secrets.choice(_TEMPORARY_LETTERS) for _ in range(8))
+    return os.path.join(directory, f".{os.path.basename(path)}.{random}.tmp")
+
+
+def replace_atomically(path: str, data: bytes) -> None:
+    """Put ``data`` at ``path`` through a locked temporary beside it, as an
+    index is published: readers see the old file or the new one."""
+    writer = BlockWriter(_temporary_beside(path), data)
+    try:
+        writer.finish()
+        _publish(writer.path, path)
+        writer.release()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def _temporary_pattern(index_path: str) -> re.Pattern[str]:
+    """Names of the temporaries and shards builds of ``index_path`` make.
+
+    Examples
+    --------
+    >>> p = _temporary_pattern("/d/run.h5.qidx")
+    >>> names = [".run.h5.qidx.k3_x9a0q.tmp", "run.h5.qidx.3f9a2c01-0007.qshard",
+    ...          ".run.h5.qidx.checked.ab12cd34.tmp", ".run.h5.qidx.x.qidx.ab12cd34.tmp"]
+    >>> [bool(p.fullmatch(n)) for n in names]
+    [True, True, True, False]
+    """
+    base = re.escape(os.path.basename(index_path))
+    temporary = rf"\.{base}(\.checked)?\.[a-z0-9_]{{8}}\.tmp"
+    shard = rf"{base}\.[0-9a-f]+-[0-9]{{4,}}{re.escape(SHARD_SUFFIX)}"
+    return re.compile(f"{temporary}|{shard}")
+
+
+def remove_debris(index_path: str) -> list[str]:
+    """Remove the temporaries and unpublished shards that killed builds of
+    ``index_path`` left; returns their paths. A file is removed only when
+    its lock can be taken (no running build holds it), it is not empty, and
+    the published manifest does not use it (see the module notes).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> left = os.path.join(d, ".run.h5.qidx.abcd1234.tmp")
+    >>> with open(left, "wb") as f:
+    ...     _ = f.write(b"QUARRYIX")
+    >>> [os.path.basename(p) for p in remove_debris(os.path.join(d, "run.h5.qidx"))]
+    ['.run.h5.qidx.abcd1234.tmp']
+    """
+    directory = os.path.dirname(os.path.abspath(index_path))
+    pattern = _temporary_pattern(index_path)
+    try:
+        names = [n for n in os.listdir(directory) if pattern.fullmatch(n)]
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except OSError:  # gone (published or cleaned), or not ours to open
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # a running build holds it, or locks are not supported here
+            os.close(fd)
+            continue
+        try:
+            # Checked under the lock: a shard's build publishes its manifest
+            # before it lets the lock go.
+            if os.fstat(fd).st_size > 0 and name not in _shards_of(index_path):
+                os.unlink(path)
+                removed.append(path)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
+
+
 def _create(path: str) -> BinaryIO:
-    """Open ``path`` for writing with the umask's usual permissions (mkstemp
-    makes files private; an index is shared like any file the user creates)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.fchmod(fd, 0o666 & ~umask)
+    """Create ``path`` for writing, locked, with the permissions the umask
+    gives any new file (an index is shared like its data)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    # Locked before the first byte, held until published: a later build
+    # removes the file only if this process is gone (remove_debris). The
+    # wait is only for a remove_debris looking at the still empty file.
+    with contextlib.suppress(OSError):  # a file system without locks: never removed
+        fcntl.flock(fd, fcntl.LOCK_EX)
     return os.fdopen(fd, "wb")
+
+
+#: Files this process's writers have made and not yet published or removed.
+_OWN: set[str] = set()
+
+
+def remove_own_temporaries() -> None:
+    """Remove the files this process's unfinished builds are writing (for a
+    process about to end on a signal); a shard that a published manifest
+    already uses is kept."""
+    for path in list(_OWN):
+        index = path.rsplit(".", 2)[0] if path.endswith(SHARD_SUFFIX) else None
+        if index is not None and os.path.basename(path) in _shards_of(index):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def _shards_of(index_path: str) -> list[str]:

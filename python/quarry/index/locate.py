@@ -126,9 +126,10 @@ def not_writable(source: str, index_path: str) -> IndexNotWritableError:
     )
 
 
-def rebuild_command(source: str, index_path: str) -> str:
-    """The command that rebuilds the index at ``index_path``, with the
-    ``--index`` it needs when the index is not beside the file.
+def rebuild_command(source: str, index_path: str, command: str = "index") -> str:
+    """The command that rebuilds the index at ``index_path`` (or runs another
+    ``quarry`` command on it, such as ``verify``), with the ``--index`` it
+    needs when the index is not beside the file.
 
     Examples
     --------
@@ -136,7 +137,9 @@ def rebuild_command(source: str, index_path: str) -> str:
     'quarry index /data/run.h5'
     >>> rebuild_command("/data/run.h5", "/scratch/run.h5.qidx")
     'quarry index /data/run.h5 --index /scratch/run.h5.qidx'
+    >>> rebuild_command("/data/run.h5", "/scratch/run.h5.qidx", "verify")
+    'quarry verify /data/run.h5 --index /scratch/run.h5.qidx'
     """
     if os.path.abspath(index_path) == os.path.abspath(default_index_path(source.rstrip("/"))):
-        return f"quarry index {source}"
-    return f"quarry index {source} --index {index_path}"
+        return f"quarry {command} {source}"
+    return f"quarry {command} {source} --index {index_path}"

@@ -2,45 +2,85 @@
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from quarry import _core
 from quarry.errors import CorruptIndexError, StaleIndexError
 from quarry.formats.base import fingerprint
-from quarry.index import layout
+from quarry.index import fresh, layout
 from quarry.index.derived import Derivation
 from quarry.index.locate import rebuild_command
+
+if TYPE_CHECKING:
+    from quarry.index.verify import Reader
 
 
 class IndexStore:
     """A verified, memory-mapped index of one data file.
 
-    Opening checks that the data file is the one the index was built from
-    (size and modification time) and refuses to answer otherwise.
+    Opening stats the data file and refuses an index built from another
+    state of it; where the stat cannot prove the file unchanged (see
+    :mod:`quarry.index.fresh`), each column is checked against its recorded
+    CRCs, reading the values through ``read``, before its first use.
     """
 
-    def __init__(self, index_path: str, source_path: str) -> None:
+    def __init__(self, index_path: str, source_path: str, read: Reader | None = None) -> None:
         self.path = index_path
         self.source_path = source_path
         self._files, self.manifest = layout.read(index_path)
         self._columns: dict[str, _core.Column] = {}
-        self._check_fresh()
+        self._read = read
+        self._freshness = fresh.assess(index_path, source_path, self.manifest, self.rebuild)
+        self._unchecked = set(self._freshness.unchecked)
 
-    def _check_fresh(self) -> None:
-        recorded = self.manifest.get("source", {})
-        now = fingerprint(self.source_path)
-        changes = []
-        if now["size"] != recorded.get("size"):
-            changes.append(f"size {recorded.get('size')} -> {now['size']} bytes")
-        if now["mtime_ns"] != recorded.get("mtime_ns"):
-            changes.append("modification time differs")
-        if now.get("files") != recorded.get("files"):
-            changes.append(f"{recorded.get('files')} -> {now.get('files')} files")
-        if changes:
+    @property
+    def rebuild(self) -> str:
+        """The command that rebuilds this index."""
+        return rebuild_command(self.source_path, self.path)
+
+    @property
+    def trusted(self) -> bool:
+        """Whether every column may answer without reading the source first."""
+        return not self._unchecked
+
+    def check(self, paths: Iterable[str] | None = None) -> None:
+        """Check the columns ``paths`` (default: all) that the stat could not
+        prove unchanged against their recorded CRCs, reading them in full;
+        raises :class:`StaleIndexError` naming the blocks that differ. A check
+        that passes is recorded beside the index, so later opens are cheap."""
+        todo = sorted(self._unchecked if paths is None else self._unchecked.intersection(paths))
+        if not todo:
+            return
+        if self._read is None:
             raise StaleIndexError(
-                f"{self.source_path} has changed since it was indexed ({'; '.join(changes)}); "
-                f"rebuild the index with: {rebuild_command(self.source_path, self.path)}"
+                f"{self.source_path} may have changed since it was indexed (its "
+                f"times or inode moved) and cannot be read here to check; "
+                f"check it with: {rebuild_command(self.source_path, self.path, 'verify')}"
             )
+        from quarry.index.verify import changed_blocks, n_rows, source_crcs
+
+        read_ns = time.time_ns()
+        entries = self.variables
+        now = source_crcs(self._read, [(p, n_rows(entries[p])) for p in todo], self.block_len)
+        changed = {p: changed_blocks(entries[p]["source_crc32"], now[p]) for p in todo}
+        changed = {p: blocks for p, blocks in changed.items() if blocks}
+        if changed:
+            where = "; ".join(
+                f"{p} {fresh.describe_blocks(b, len(entries[p]['source_crc32']))}"
+                for p, b in changed.items()
+            )
+            raise StaleIndexError(
+                f"{self.source_path} has changed since it was indexed: {where} changed "
+                f"(though its size and modification time did not); "
+                f"rebuild the index with: {self.rebuild}"
+            )
+        self._unchecked.difference_update(todo)
+        stat = self._freshness.now
+        if fingerprint(self.source_path) == stat:
+            checked = frozenset(entries) - self._unchecked
+            fresh.record_checked(self.path, stat, read_ns, checked)
 
     @property
     def block_len(self) -> int:
@@ -60,6 +100,7 @@ class IndexStore:
         """The indexed column of variable ``path`` (its block headers verified)."""
         col = self._columns.get(path)
         if col is None:
+            self.check([path])
             entry = self.variables[path]
             n_rows = 1
             for s in entry["shape"]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -47,6 +48,11 @@ def build_shared(
     make the broadcast as large as the manifest), or raises
     :class:`ParallelError` on every rank, naming the ranks that failed and why."""
     check_indexable(variables)
+    # Before any rank reads (they start once the build's name arrives): the
+    # time the sources' stats must be safely older than (quarry.index.fresh).
+    read_ns = time.time_ns()
+    if comm.rank == 0:
+        layout.remove_debris(index_path)
     build = comm.bcast(secrets.token_hex(4) if comm.rank == 0 else None, root=0)
     counts = [block_count(v, opts) for v in variables]
     runs: dict[str, tuple[int, int]] = {}
@@ -62,7 +68,7 @@ def build_shared(
     try:
         writer = layout.ShardWriter(index_path, build, comm.rank, comm.rank + 1)
         parts = index_blocks(driver, variables, runs, opts, writer, progress)
-        writer.close()
+        writer.finish()  # its lock is kept until the manifest naming it is out
         for part in parts.values():
             # Every rank computed the same edges; one copy is enough to send
             # (1,000 ranks each sending a variable's edges would be megabytes).
@@ -77,11 +83,15 @@ def build_shared(
     outcome: tuple[str, Any] = ("ok", None)
     if comm.rank == 0:
         try:
-            manifest = _publish(driver, variables, index_path, opts, build, gathered, derived)
+            manifest = _publish(
+                driver, variables, index_path, opts, build, gathered, derived, read_ns
+            )
             outcome = ("ok", _without_blocks(manifest))
         except Exception as exc:
             outcome = ("error", _describe(exc))
     outcome = comm.bcast(outcome, root=0)
+    if outcome[0] == "ok" and writer is not None:
+        writer.release()
     if outcome[0] != "ok":
         if writer is not None:
             writer.abort()
@@ -106,6 +116,7 @@ def _publish(
     build: str,
     gathered: list[tuple[int, str | None, dict[str, VariablePart], int, dict[str, Any]]],
     derived: list[dict[str, Any]] | None,
+    read_ns: int,
 ) -> dict[str, Any]:
     """Rank 0: check every rank's outcome and publish the manifest."""
     raise_failures([(rank, failure) for rank, failure, *_ in gathered], "the build")
@@ -130,6 +141,7 @@ def _publish(
     manifest = assemble(
         driver.path,
         gathered[0][4],
+        read_ns,
         variables,
         opts,
         [g[2] for g in gathered],

@@ -1,0 +1,169 @@
+"""Whether an index is still true of its source, learned from git's index ("racy git").
+
+A build records the source's :func:`~quarry.formats.base.fingerprint` (size,
+mtime_ns, ctime_ns, inode; for a directory store the file count too) and
+``read_ns``, the moment it began reading the source. Opening the index stats
+the source once and compares:
+
+- nothing moved, and every time is safely older than ``read_ns``: *trusted*;
+  the open reads nothing more.
+- size, mtime or the file count moved: the source was written; *refused*.
+- only ctime or the inode moved (``touch -r`` restores mtime but sets ctime;
+  a copy renamed into place has another inode), or a time is not safely
+  older than ``read_ns``: *suspect*. Each column is checked against its
+  per-block CRC-32 (:mod:`quarry.index.verify`) before it answers, and
+  refused if a block differs.
+
+A time is safely older when it is :data:`RACY_NS` before the reading began.
+A write that lands in the same tick of a coarse clock (one second on some
+file systems, two on FAT) just after a build read the data leaves size and
+every time as recorded: the index would be *racily clean*, so such a time is
+never taken as proof.
+
+When a check finds columns unchanged, it records the source's new stat and
+those columns beside the index (``<index>.checked``, written atomically and
+skipped where the directory is read-only), so the next open at the same stat
+is cheap again. ``quarry verify`` checks and records every column, which
+also accepts a source whose size or mtime moved while its indexed values
+did not (a variable appended to an HDF5 file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from quarry.errors import StaleIndexError
+from quarry.formats.base import fingerprint
+
+#: How much older than the reading a recorded time must be to be trusted:
+#: the coarsest timestamps in use (FAT's two seconds) and some clock skew
+#: between a client and a network file server.
+RACY_NS = 2 * 10**9
+#: The stat fields that prove nothing moved; size, mtime and file count are
+#: the ones that only a write moves.
+_STAT_FIELDS = ("size", "mtime_ns", "ctime_ns", "ino", "files")
+_WRITE_FIELDS = ("size", "mtime_ns", "files")
+CHECKED_SUFFIX = ".checked"
+
+
+def trusted(stamp: dict[str, Any], read_ns: int | None) -> bool:
+    """Whether a stat taken before reading began at ``read_ns`` is proof of
+    content: every time in it safely older than the reading (and ctime
+    recorded at all; an index written before Quarry recorded it is not).
+
+    Examples
+    --------
+    >>> stamp = {"size": 8, "mtime_ns": 10**18, "ctime_ns": 10**18, "ino": 5}
+    >>> trusted(stamp, 10**18 + 5 * 10**9), trusted(stamp, 10**18 + 10**9)
+    (True, False)
+    >>> trusted({"size": 8, "mtime_ns": 10**18}, 10**18 + 5 * 10**9)
+    False
+    """
+    if read_ns is None or "ctime_ns" not in stamp or "ino" not in stamp:
+        return False
+    return max(int(stamp["mtime_ns"]), int(stamp["ctime_ns"])) + RACY_NS < read_ns
+
+
+def same(now: dict[str, Any], recorded: dict[str, Any], fields: tuple[str, ...]) -> bool:
+    return all(now.get(f) == recorded.get(f) for f in fields)
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """What opening an index found: the source's stat now, and the variables
+    whose values must be checked against their CRCs before they answer."""
+
+    now: dict[str, int]
+    unchecked: frozenset[str]
+
+
+def assess(index_path: str, source_path: str, manifest: dict[str, Any], rebuild: str) -> Freshness:
+    """Compare the source as it is now with what the index recorded (see the
+    module notes); raises :class:`StaleIndexError` when the source was
+    written, naming what moved and the command ``rebuild``."""
+    recorded: dict[str, Any] = manifest.get("source", {})
+    now = fingerprint(source_path)
+    if same(now, recorded, _STAT_FIELDS) and trusted(recorded, recorded.get("read_ns")):
+        return Freshness(now, frozenset())
+    every = frozenset(manifest["variables"])
+    checked = read_checked(index_path, now)
+    if not same(now, recorded, _WRITE_FIELDS) and not every <= checked:
+        changes = []
+        if now["size"] != recorded.get("size"):
+            changes.append(f"size {recorded.get('size')} -> {now['size']} bytes")
+        if now["mtime_ns"] != recorded.get("mtime_ns"):
+            changes.append("modification time differs")
+        if now.get("files") != recorded.get("files"):
+            changes.append(f"{recorded.get('files')} -> {now.get('files')} files")
+        raise StaleIndexError(
+            f"{source_path} has changed since it was indexed ({'; '.join(changes)}); "
+            f"rebuild the index with: {rebuild}"
+        )
+    return Freshness(now, every - checked)
+
+
+def _index_identity(index_path: str) -> list[int]:
+    """Which index file a record belongs to: a rebuild publishes a new file
+    (another inode), so a record of the old one no longer applies."""
+    st = os.stat(index_path)
+    return [st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+def read_checked(index_path: str, now: dict[str, Any]) -> frozenset[str]:
+    """The variables of ``index_path`` found unchanged at the stat ``now``
+    by a trusted check (none if there is no such record)."""
+    try:
+        with open(index_path + CHECKED_SUFFIX, "rb") as f:
+            record = json.loads(f.read())
+        if (
+            record.get("index") == _index_identity(index_path)
+            and same(now, record.get("source", {}), _STAT_FIELDS)
+            and trusted(now, record.get("read_ns"))
+        ):
+            return frozenset(str(v) for v in record.get("variables", []))
+    except (OSError, ValueError, AttributeError):
+        pass
+    return frozenset()
+
+
+def record_checked(
+    index_path: str, now: dict[str, Any], read_ns: int, variables: frozenset[str]
+) -> bool:
+    """Record that ``variables`` matched their CRCs at the stat ``now``, taken
+    before reading began at ``read_ns``; returns whether it was recorded.
+    Nothing is recorded when ``now`` is not safely older than the reading
+    (the next open checks again) or the directory is not writable (the
+    answer stands; only the next open's cost is at stake)."""
+    from quarry.index.layout import replace_atomically
+
+    if not trusted(now, read_ns):
+        return False
+    record = {
+        "index": _index_identity(index_path),
+        "source": now,
+        "read_ns": read_ns,
+        "variables": sorted(variables | read_checked(index_path, now)),
+    }
+    with contextlib.suppress(OSError):
+        replace_atomically(index_path + CHECKED_SUFFIX, json.dumps(record).encode())
+        return True
+    return False
+
+
+def describe_blocks(blocks: list[int], total: int) -> str:
+    """Block numbers as a person reads them.
+
+    Examples
+    --------
+    >>> describe_blocks([3], 16)
+    'block 3 of 16'
+    >>> describe_blocks(list(range(0, 40, 2)), 40)
+    'blocks 0, 2, 4, 6, 8, 10, 12, 14 and 12 more of 40'
+    """
+    shown = ", ".join(str(b) for b in blocks[:8])
+    more = f" and {len(blocks) - 8} more" if len(blocks) > 8 else ""
+    return f"block{'s' if len(blocks) > 1 else ''} {shown}{more} of {total}"

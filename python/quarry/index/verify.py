@@ -1,0 +1,176 @@
+"""Checking a source against the per-block CRC-32 its index recorded.
+
+A build records, for every block of every variable, the CRC-32 of the values
+it indexed (their native bytes, as the driver read them; for a derived
+variable the computed float64 values). :func:`source_crcs` computes the same
+numbers from the source as it is now: one thread reads span after span
+(a driver reads one span at a time, as a build's reader does) while a pool of
+threads checksums the blocks of the span before (zlib releases the GIL), so
+checking costs about one read of the columns.
+
+What this can and cannot see is in the README ("What a changed source does").
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from quarry.formats.base import Driver, fingerprint
+from quarry.index.build import READ_SPAN, indexed_values
+from quarry.index.fresh import describe_blocks, record_checked, same, trusted
+
+#: Reads ``rows [start, stop)`` of a variable, as a driver's ``read`` does.
+Reader = Callable[[str, int, int], Any]
+
+
+def n_rows(entry: dict[str, Any]) -> int:
+    """Rows of a manifest's variable entry."""
+    rows = 1
+    for s in entry["shape"]:
+        rows *= int(s)
+    return rows
+
+
+def source_crcs(
+    read: Reader, columns: list[tuple[str, int]], block_len: int, jobs: int = 0
+) -> dict[str, list[int]]:
+    """The CRC-32 of every block of each ``(variable, rows)``, computed from
+    the source now exactly as a build records them, on ``jobs`` threads
+    (0: one per core).
+
+    Examples
+    --------
+    >>> import numpy as np, zlib
+    >>> data = {"/x": np.arange(10.0)}
+    >>> crcs = source_crcs(lambda p, a, b: data[p][a:b], [("/x", 10)], 4)
+    >>> crcs["/x"] == [zlib.crc32(data["/x"][a : a + 4]) for a in (0, 4, 8)]
+    True
+    """
+    from quarry.parallel.threads import jobs as core_jobs
+
+    step = max(block_len, READ_SPAN // block_len * block_len)
+    spans = [(path, s, min(s + step, rows)) for path, rows in columns for s in range(0, rows, step)]
+    out: dict[str, list[Future[int]]] = {path: [] for path, _ in columns}
+    with (
+        ThreadPoolExecutor(jobs or core_jobs()) as pool,
+        ThreadPoolExecutor(1) as reader,
+    ):
+        pending = reader.submit(read, *spans[0]) if spans else None
+        previous: list[Future[int]] = []
+        for k, (path, _, _) in enumerate(spans):
+            assert pending is not None
+            values = indexed_values(pending.result())
+            if k + 1 < len(spans):
+                pending = reader.submit(read, *spans[k + 1])
+            raw, size = values.data.cast("B"), block_len * values.itemsize
+            sums = [pool.submit(zlib.crc32, raw[a : a + size]) for a in range(0, len(raw), size)]
+            out[path].extend(sums)
+            # At most two spans in memory: this one and the one being read.
+            for done in previous:
+                done.result()
+            previous = sums
+    return {path: [f.result() for f in sums] for path, sums in out.items()}
+
+
+def changed_blocks(recorded: list[int], now: list[int]) -> list[int]:
+    """Blocks whose CRC differs (a block missing on either side counts).
+
+    Examples
+    --------
+    >>> changed_blocks([1, 2, 3], [1, 5, 3])
+    [1]
+    """
+    return [
+        b
+        for b in range(max(len(recorded), len(now)))
+        if b >= len(recorded) or b >= len(now) or recorded[b] != now[b]
+    ]
+
+
+@dataclass
+class Verification:
+    """What :meth:`quarry.Dataset.verify` found: per variable, the blocks
+    whose values no longer have the recorded CRC-32 (``changed``), and the
+    variables that could not be compared at all (``problems``: gone from the
+    file, another shape or dtype)."""
+
+    file: str
+    index: str
+    variables: int
+    blocks: int
+    changed: dict[str, list[int]] = field(default_factory=dict)
+    problems: dict[str, str] = field(default_factory=dict)
+    block_counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.changed and not self.problems
+
+    def summary(self) -> str:
+        """One line: ``ok FILE: ...`` or ``changed FILE: VAR blocks ...; ...``."""
+        if self.ok:
+            return f"ok {self.file}: {self.blocks} blocks of {self.variables} variable(s) match"
+        parts = [
+            f"{path} {describe_blocks(blocks, self.block_counts[path])}"
+            for path, blocks in self.changed.items()
+        ]
+        parts += [f"{path} {why}" for path, why in self.problems.items()]
+        return (
+            f"changed {self.file}: {'; '.join(parts)}; "
+            f"rebuild the index with: quarry index {self.file}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "index": self.index,
+            "ok": self.ok,
+            "variables": self.variables,
+            "blocks": self.blocks,
+            "changed": self.changed,
+            "problems": self.problems,
+        }
+
+
+def verify(
+    source_path: str, index_path: str, manifest: dict[str, Any], driver: Driver, jobs: int = 0
+) -> Verification:
+    """Check every block ``manifest`` recorded against the source read
+    through ``driver`` (derived variables included); when all match, record
+    the source's stat as checked (:func:`quarry.index.fresh.record_checked`)."""
+    before = fingerprint(source_path)
+    read_ns = time.time_ns()
+    block_len = int(manifest["block_len"])
+    known = {v.path: v for v in driver.variables()}
+    entries: dict[str, dict[str, Any]] = manifest["variables"]
+    report = Verification(source_path, index_path, len(entries), 0)
+    columns = []
+    for path, entry in entries.items():
+        report.block_counts[path] = len(entry["source_crc32"])
+        info = known.get(path)
+        if info is None:
+            report.problems[path] = "is no longer in the file"
+        elif list(info.shape) != list(entry["shape"]) or info.dtype.str != entry["dtype"]:
+            report.problems[path] = (
+                f"was {np.dtype(entry['dtype'])} of shape {tuple(entry['shape'])}, "
+                f"is {info.dtype} of shape {info.shape}"
+            )
+        else:
+            columns.append((path, n_rows(entry)))
+    for path, crcs in source_crcs(driver.read, columns, block_len, jobs).items():
+        report.blocks += len(crcs)
+        blocks = changed_blocks(entries[path]["source_crc32"], crcs)
+        if blocks:
+            report.changed[path] = blocks
+    recorded = manifest.get("source", {})
+    proven = same(before, recorded, tuple(before)) and trusted(recorded, recorded.get("read_ns"))
+    if report.ok and not proven and fingerprint(source_path) == before:
+        record_checked(index_path, before, read_ns, frozenset(entries))
+    return report
