@@ -6,10 +6,11 @@ import contextlib
 import os
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from quarry import _core
 from quarry.errors import (
+    AmbiguousNameError,
     IndexMissingError,
     QuarryError,
     QuerySyntaxError,
@@ -34,7 +35,10 @@ from quarry.parallel.threads import on_own_threads
 from quarry.query import Executor, Selection, Table
 from quarry.query.aggregate import AggregateValue, Aggregator
 from quarry.query.execute import table_of
-from quarry.query.histogram import Histogram, compute
+from quarry.query.histogram import Histogram, Part, combine
+
+if TYPE_CHECKING:
+    from quarry.series import Series, SeriesSelection
 
 
 def open(
@@ -94,6 +98,8 @@ class Dataset:
         # and shared by every plan (a batch of 400 queries resolves ``t`` once).
         self._names: dict[tuple[str, Any, str | None], VariableInfo] = {}
         self._aggregate_stats: dict[str, Any] = {}
+        # This file's step groups as a series, per context path: found once.
+        self._steps: dict[str | None, Series] = {}
 
     # -- variables -------------------------------------------------------
     def variables(self) -> list[VariableInfo]:
@@ -215,6 +221,7 @@ class Dataset:
         self._plans.clear()
         self._names.clear()
         self._aggregate_stats.clear()
+        self._steps.clear()
         derived = [d.to_dict() for d in derivations]
         if comm is not None and comm.size > 1:
             from quarry.parallel.build import build_shared
@@ -226,14 +233,43 @@ class Dataset:
 
     # -- queries ---------------------------------------------------------
     @on_own_threads
-    def query(self, query: str, path: str | None = None) -> Selection:
+    def query(self, query: str, path: str | None = None) -> Selection | SeriesSelection:
         """Rows where ``query`` is true; see :class:`quarry.query.Selection`.
 
         Variables must share one shape (they form one table, position by
         position). Indexed variables are answered from the index, others by
         reading the data; a stale or damaged index is an error, never a wrong answer.
         Bare names resolve under the context ``path`` (e.g. ``Step#3``).
+
+        A file with step groups (``Step#0``, ``Step#1``, ...) whose bare names
+        mean one variable in each step is a series of one file: the query runs
+        in every step, as :func:`quarry.open_series` runs it, and the answer
+        is a :class:`quarry.series.SeriesSelection` (``count()`` is the total).
+        A name that resolves outside the steps (a root ``/x``), or a ``path``
+        naming one step, gives a :class:`~quarry.query.Selection` as before.
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "steps.h5")
+        >>> with h5py.File(path, "w") as f:
+        ...     for s in range(3):
+        ...         f[f"Step#{s}/px"] = np.arange(10.0) * (s + 1)
+        >>> with quarry.open(path) as ds:
+        ...     sel = ds.query("px > 10")
+        ...     sel.count(), sel.counts(), ds.query("px > 10", path="Step#2").count()
+        (10, [0, 4, 6], 6)
         """
+        try:
+            return self.query_table(query, path)
+        except AmbiguousNameError as exc:
+            return self._over_steps(path, exc).query(query)
+
+    @on_own_threads
+    def query_table(self, query: str, path: str | None = None) -> Selection:
+        """Rows where ``query`` is true in one table of this file, its names
+        resolved as written (under ``path``), never spread over step groups:
+        what :meth:`query` and each member of a series run."""
         store = self.index if self.has_index else None
         key = (query, path, store.block_len if store is not None else None)
         cached = self._plans.get(key)
@@ -250,6 +286,22 @@ class Dataset:
         selection.variables = cached.variables
         selection.path = path
         return selection
+
+    def _over_steps(self, path: str | None, exc: AmbiguousNameError) -> Series:
+        """This file's step groups (those ``path`` names, if given) as a series
+        of one file, when the candidates of the ambiguous name ``exc`` lie in
+        different steps; otherwise the name really is ambiguous: ``exc``."""
+        series = self._steps.get(path)
+        if series is None:
+            from quarry.series import Series
+
+            series = Series([self.path], self.index_path, path, self.jobs, opened=[self])
+            self._steps[path] = series
+        groups = {m.group for m in series.members if m.group}
+        spread = {g for g in groups for c in exc.candidates if c.startswith(g.rstrip("/") + "/")}
+        if len(spread) < 2:
+            raise exc
+        return series
 
     def _plan(self, query: str, store: IndexStore | None, path: str | None) -> _Planned:
         cond = parse(query)
@@ -336,12 +388,24 @@ class Dataset:
         """
         if where is not None:
             return self.query(where, path).histogram(names, bins, range, weights)
+        try:
+            part = self.histogram_part(names, weights, path)
+        except AmbiguousNameError as exc:
+            return self._over_steps(path, exc).histogram(names, None, bins, range, weights)
+        return combine([part], bins, range)
+
+    def histogram_part(
+        self, names: str | list[str], weights: str | None = None, path: str | None = None
+    ) -> Part:
+        """What a histogram of every row of ``names`` (weighted by ``weights``)
+        reads in this file, names resolving under ``path``; see
+        :func:`quarry.query.histogram.combine`."""
         variables = [self.variable(n, path) for n in ([names] if isinstance(names, str) else names)]
         weight = self.variable(weights, path) if weights is not None else None
         store = self.index if self.has_index else None
         block_len = store.block_len if store is not None else DEFAULT_BLOCK_LEN
         table = table_of(variables + ([weight] if weight else []), block_len)
-        return compute(Executor(self.driver, store, table), None, variables, bins, range, weight)
+        return Part(Executor(self.driver, store, table), None, variables, weight)
 
     def load_selection(self, path: str) -> Selection:
         """A selection saved with :meth:`quarry.Selection.save`, ready to give
@@ -402,6 +466,7 @@ class Dataset:
     # -- lifetime --------------------------------------------------------
     def close(self) -> None:
         self._store = None
+        self._steps.clear()
         self._file_driver.close()
 
     def __enter__(self) -> Dataset:

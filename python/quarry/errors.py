@@ -45,7 +45,17 @@ class UnknownVariableError(QuarryError, KeyError):
 
 
 class AmbiguousNameError(QuarryError, KeyError):
-    """A bare name that matches several variables."""
+    """A bare name that matches several variables. Where they lie in step
+    groups (``/Step#0/x``, ``/Step#1/x``), the message says how to choose one
+    step or ask every step.
+
+    Examples
+    --------
+    >>> print(AmbiguousNameError("x", ["/a/x", "/b/x"]))
+    'x' matches 2 variables: /a/x, /b/x; write the full path
+    >>> print(AmbiguousNameError("x", ["/Step#0/x", "/Step#1/x"]))  # doctest: +ELLIPSIS
+    '...; write the full path, choose a step with --path Step#0, or count every step with --per-step
+    """
 
     def __init__(self, name: str, candidates: list[str]) -> None:
         self.name = name
@@ -54,10 +64,27 @@ class AmbiguousNameError(QuarryError, KeyError):
             f"{name!r} matches {len(candidates)} variables: {', '.join(candidates)}; "
             "write the full path"
         )
+        steps = _step_groups(candidates)
+        if len(steps) > 1:
+            self.message += (
+                f", choose a step with --path {steps[0]}, or count every step with --per-step"
+            )
         super().__init__(self.message)
 
     def __str__(self) -> str:
         return self.message
+
+
+def _step_groups(paths: list[str]) -> list[str]:
+    """The distinct top-level groups of ``paths`` when they are step groups:
+    names ending in a number after one shared prefix (``Step#0``, ``Step#1``)."""
+    import re
+
+    tops = dict.fromkeys(p.strip("/").split("/")[0] for p in paths if p.strip("/").count("/"))
+    found = [re.match(r"^(.*?)(\d+)$", top) for top in tops]
+    if not found or any(m is None for m in found) or len({m.group(1) for m in found if m}) > 1:
+        return []
+    return list(tops)
 
 
 class ShapeMismatchError(QuarryError, ValueError):
