@@ -168,10 +168,20 @@ class Dataset:
         if names is None:
             chosen = [v for v in self._file_driver.variables() if v.problem is None]
         else:
-            chosen = [resolve(n, self._file_driver.variables(), self.path) for n in names]
+            chosen = [info for n in names for info in self._to_index(n)]
         if isinstance(driver, DerivedDriver):
             chosen += [d.info for d in driver.derived.values()]
         return chosen, driver, derivations
+
+    def _to_index(self, name: str) -> list[VariableInfo]:
+        """The variables ``name`` asks to index: the one it resolves to, or
+        its variable in every step where each step holds one."""
+        variables = self._file_driver.variables()
+        try:
+            return [resolve(name, variables, self.path)]
+        except AmbiguousNameError as exc:
+            steps = self._over_steps(None, exc).members
+            return [resolve(name, variables, self.path, m.group) for m in steps]
 
     @on_own_threads
     def build_index(

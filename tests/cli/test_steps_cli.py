@@ -71,6 +71,8 @@ def test_ids_coords_and_values_per_step(sim):
     np.testing.assert_array_equal([float(r[3]) for r in rows[1:]], [w[3] for w in want])
     text = run("query", path, QUERY, "--ids").stdout.splitlines()
     assert text[0] == "file,step,id" and len(text) == 1 + len(want)
+    text = run("query", path, QUERY, "--coords").stdout.splitlines()
+    assert text[0] == "file,step,dim_0" and text[1:] == [",".join(w[:3]) for w in want]
 
 
 def test_values_out_one_group_per_step(sim, tmp_path):

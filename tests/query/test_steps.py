@@ -254,3 +254,17 @@ def test_a_name_missing_from_one_step_names_it(tmp_path):
             ds.query("py > 0")
         with pytest.raises(quarry.SeriesMemberError, match="step 2"):
             ds.histogram("py", bins=3)
+
+
+def test_a_name_in_every_step_is_indexed_in_every_step(tmp_path):
+    rng = np.random.default_rng(11)
+    steps = [step_columns(rng, 40, "f8") for _ in range(3)]
+    path = str(tmp_path / "sim.h5")
+    write_steps(path, steps)
+    with quarry.open(path) as ds:
+        manifest = ds.build_index(["px"], block_len=BLOCK)
+        assert sorted(manifest["variables"]) == [f"/Step#{s}/px" for s in range(3)]
+        h = ds.histogram("px", bins=4)
+    assert h.path == "index"
+    (px,) = present(selected(steps, None, "px"))
+    np.testing.assert_array_equal(h.counts, np.histogram(px, bins=4)[0])
