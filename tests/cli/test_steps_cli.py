@@ -80,12 +80,16 @@ def test_values_out_one_group_per_step(sim, tmp_path):
     out = str(tmp_path / "hot.h5")
     line = run("query", path, QUERY, "--values", "px", "--out", out).stdout
     assert line.strip().endswith(f"-> {out}")
-    ids_only = str(tmp_path / "ids.h5")
+    ids_only, coords = str(tmp_path / "ids.h5"), str(tmp_path / "coords.h5")
     run("query", path, QUERY, "--ids", "--out", ids_only)
-    with h5py.File(out) as f, h5py.File(ids_only) as g:
+    run("query", path, QUERY, "--coords", "--out", coords)
+    with h5py.File(out) as f, h5py.File(ids_only) as g, h5py.File(coords) as h:
         for s, c in enumerate(steps):
             np.testing.assert_array_equal(f[f"Step#{s}/px"][()], c["px"][hits(c)])
             np.testing.assert_array_equal(g[f"Step#{s}/id"][()], hits(c))
+            assert sorted(g[f"Step#{s}"]) == sorted(h[f"Step#{s}"])  # ids and coordinates
+    err = run("query", path, QUERY, "--coords-of", "px", "--out", coords, code=2).stderr
+    assert "--coords-of prints" in err
 
 
 def test_outputs_a_series_cannot_give_are_refused(sim, tmp_path):

@@ -125,15 +125,16 @@ BINS = st.sampled_from(
     case=runs(),
     bins=BINS,
     where=st.sampled_from([None, "q >= 3", "px > 0.5 && q < 3", "q > 100"]),
+    name=st.sampled_from(["px", "q"]),
 )
-def test_histograms_over_steps_match_numpy(case, bins, where):
+def test_histograms_over_steps_match_numpy(case, bins, where, name):
     (steps,), indexed = case
     bins, value_range = bins
     with tempfile.TemporaryDirectory() as tmp:
         (path,) = written(tmp, [steps], indexed)
         with quarry.open(path) as ds:
-            h = ds.histogram("px", where=where, bins=bins, range=value_range)
-            (px,) = present(selected(steps, where, "px"))
+            h = ds.histogram(name, where=where, bins=bins, range=value_range)
+            (px,) = present(selected(steps, where, name))
             counts, edges = np.histogram(px, bins=bins, range=value_range)
             np.testing.assert_array_equal(h.counts, counts)
             np.testing.assert_array_equal(h.edges, edges)
@@ -152,7 +153,7 @@ def test_histograms_over_steps_match_numpy(case, bins, where):
             np.testing.assert_array_equal(hw.counts, wanted)
         if where is not None:
             with quarry.open_series(path) as series:
-                h = series.query(where).histogram("px", bins=bins, range=value_range)
+                h = series.query(where).histogram(name, bins=bins, range=value_range)
             np.testing.assert_array_equal(h.counts, counts)
 
 

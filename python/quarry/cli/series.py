@@ -91,7 +91,8 @@ def answer_series(args: Any, sel: SeriesSelection, start: float) -> int:
     file's steps): the total, ``--per-step`` counts as JSON, ``--plot`` of
     the counts per step; the hits' ``--ids``, ``--coords``, ``--coords-of``
     and ``--values`` as CSV lines led by ``file,step`` (or per member with
-    ``--json``), or with ``--out`` one group per member."""
+    ``--json``), or with ``--out`` one group per member holding the ids,
+    coordinates and values (:meth:`quarry.series.SeriesSelection.extract`)."""
     if args.save:
         return _usage(
             "--save keeps the rows of one table; over several steps choose one with "
@@ -99,10 +100,11 @@ def answer_series(args: Any, sel: SeriesSelection, start: float) -> int:
         )
     rows = bool(args.ids or args.coords or args.coords_of or args.values)
     names = [n.strip() for n in args.values.split(",") if n.strip()] if args.values else []
-    if args.out and (args.coords or args.coords_of):
+    if args.out and args.coords_of:
         return _usage(
-            "over several steps --out writes one group per step with ids and coordinates "
-            "(--ids --out F.h5|.nc|.parquet, or --values A,B --out F)"
+            "over several steps --out writes one group per step with the ids and the "
+            "table's coordinates (--ids or --coords --out F.h5|.nc|.parquet); "
+            "--coords-of prints"
         )
     if args.comm is not None or args.out_per_rank:
         from quarry.cli.parallel import shared_answers
