@@ -307,8 +307,13 @@ class Dataset:
 
             series = Series([self.path], self.index_path, path, self.jobs, opened=[self])
             self._steps[path] = series
-        groups = {m.group for m in series.members if m.group}
-        spread = {g for g in groups for c in exc.candidates if c.startswith(g.rstrip("/") + "/")}
+        groups = {m.group.rstrip("/") for m in series.members if m.group}
+        spread: set[str] = set()
+        for candidate in exc.candidates:
+            parts = candidate.split("/")
+            spread.update(
+                g for g in ("/".join(parts[:k]) for k in range(2, len(parts))) if g in groups
+            )
         if len(spread) < 2:
             raise exc
         return series
