@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from quarry import _core
 from quarry.errors import (
+    AmbiguousNameError,
     IndexMissingError,
     QuarryError,
     QuerySyntaxError,
@@ -35,7 +36,10 @@ from quarry.parallel.threads import on_own_threads
 from quarry.query import Executor, Selection, Table
 from quarry.query.aggregate import AggregateValue, Aggregator
 from quarry.query.execute import table_of
-from quarry.query.histogram import Histogram, compute
+from quarry.query.histogram import Histogram, Part, combine
+
+if TYPE_CHECKING:
+    from quarry.series import Series, SeriesSelection
 
 if TYPE_CHECKING:
     from quarry.index.verify import Verification
@@ -102,6 +106,8 @@ class Dataset:
         # and shared by every plan (a batch of 400 queries resolves ``t`` once).
         self._names: dict[tuple[str, Any, str | None], VariableInfo] = {}
         self._aggregate_stats: dict[str, Any] = {}
+        # This file's step groups as a series, per context path: found once.
+        self._steps: dict[str | None, Series] = {}
 
     # -- variables -------------------------------------------------------
     def variables(self) -> list[VariableInfo]:
@@ -211,10 +217,20 @@ class Dataset:
         if names is None:
             chosen = [v for v in self._file_driver.variables() if v.problem is None]
         else:
-            chosen = [resolve(n, self._file_driver.variables(), self.path) for n in names]
+            chosen = [info for n in names for info in self._to_index(n)]
         if isinstance(driver, DerivedDriver):
             chosen += [d.info for d in driver.derived.values()]
         return chosen, driver, derivations
+
+    def _to_index(self, name: str) -> list[VariableInfo]:
+        """The variables ``name`` asks to index: the one it resolves to, or
+        its variable in every step where each step holds one."""
+        variables = self._file_driver.variables()
+        try:
+            return [resolve(name, variables, self.path)]
+        except AmbiguousNameError as exc:
+            steps = self._over_steps(None, exc).members
+            return [resolve(name, variables, self.path, m.group) for m in steps]
 
     @on_own_threads
     def build_index(
@@ -265,6 +281,7 @@ class Dataset:
         self._plans.clear()
         self._names.clear()
         self._aggregate_stats.clear()
+        self._steps.clear()
         derived = [d.to_dict() for d in derivations]
         if comm is not None and comm.size > 1:
             from quarry.parallel.build import build_shared
@@ -276,14 +293,43 @@ class Dataset:
 
     # -- queries ---------------------------------------------------------
     @on_own_threads
-    def query(self, query: str, path: str | None = None) -> Selection:
+    def query(self, query: str, path: str | None = None) -> Selection | SeriesSelection:
         """Rows where ``query`` is true; see :class:`quarry.query.Selection`.
 
         Variables must share one shape (they form one table, position by
         position). Indexed variables are answered from the index, others by
         reading the data; a stale or damaged index is an error, never a wrong answer.
         Bare names resolve under the context ``path`` (e.g. ``Step#3``).
+
+        A file with step groups (``Step#0``, ``Step#1``, ...) whose bare names
+        mean one variable in each step is a series of one file: the query runs
+        in every step, as :func:`quarry.open_series` runs it, and the answer
+        is a :class:`quarry.series.SeriesSelection` (``count()`` is the total).
+        A name that resolves outside the steps (a root ``/x``), or a ``path``
+        naming one step, gives a :class:`~quarry.query.Selection` as before.
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "steps.h5")
+        >>> with h5py.File(path, "w") as f:
+        ...     for s in range(3):
+        ...         f[f"Step#{s}/px"] = np.arange(10.0) * (s + 1)
+        >>> with quarry.open(path) as ds:
+        ...     sel = ds.query("px > 10")
+        ...     sel.count(), sel.counts(), ds.query("px > 10", path="Step#2").count()
+        (10, [0, 4, 6], 6)
         """
+        try:
+            return self.query_table(query, path)
+        except AmbiguousNameError as exc:
+            return self._over_steps(path, exc).query(query)
+
+    @on_own_threads
+    def query_table(self, query: str, path: str | None = None) -> Selection:
+        """Rows where ``query`` is true in one table of this file, its names
+        resolved as written (under ``path``), never spread over step groups:
+        what :meth:`query` and each member of a series run."""
         store = self.index if self.has_index else None
         key = (query, path, store.block_len if store is not None else None)
         cached = self._plans.get(key)
@@ -301,6 +347,27 @@ class Dataset:
         selection.resolved = cached.resolved
         selection.path = path
         return selection
+
+    def _over_steps(self, path: str | None, exc: AmbiguousNameError) -> Series:
+        """This file's step groups (those ``path`` names, if given) as a series
+        of one file, when the candidates of the ambiguous name ``exc`` lie in
+        different steps; otherwise the name really is ambiguous: ``exc``."""
+        series = self._steps.get(path)
+        if series is None:
+            from quarry.series import Series
+
+            series = Series([self.path], self.index_path, path, self.jobs, opened=[self])
+            self._steps[path] = series
+        groups = {m.group.rstrip("/") for m in series.members if m.group}
+        spread: set[str] = set()
+        for candidate in exc.candidates:
+            parts = candidate.split("/")
+            spread.update(
+                g for g in ("/".join(parts[:k]) for k in range(2, len(parts))) if g in groups
+            )
+        if len(spread) < 2:
+            raise exc
+        return series
 
     def _plan(self, query: str, store: IndexStore | None, path: str | None) -> _Planned:
         cond = parse(query)
@@ -389,12 +456,24 @@ class Dataset:
         """
         if where is not None:
             return self.query(where, path).histogram(names, bins, range, weights)
+        try:
+            part = self.histogram_part(names, weights, path)
+        except AmbiguousNameError as exc:
+            return self._over_steps(path, exc).histogram(names, None, bins, range, weights)
+        return combine([part], bins, range)
+
+    def histogram_part(
+        self, names: str | list[str], weights: str | None = None, path: str | None = None
+    ) -> Part:
+        """What a histogram of every row of ``names`` (weighted by ``weights``)
+        reads in this file, names resolving under ``path``; see
+        :func:`quarry.query.histogram.combine`."""
         variables = [self.variable(n, path) for n in ([names] if isinstance(names, str) else names)]
         weight = self.variable(weights, path) if weights is not None else None
         store = self.index if self.has_index else None
         block_len = store.block_len if store is not None else DEFAULT_BLOCK_LEN
         table = table_of(variables + ([weight] if weight else []), block_len)
-        return compute(Executor(self.driver, store, table), None, variables, bins, range, weight)
+        return Part(Executor(self.driver, store, table), None, variables, weight)
 
     def load_selection(self, path: str) -> Selection:
         """A selection saved with :meth:`quarry.Selection.save`, ready to give
@@ -455,6 +534,7 @@ class Dataset:
     # -- lifetime --------------------------------------------------------
     def close(self) -> None:
         self._store = None
+        self._steps.clear()
         self._file_driver.close()
 
     def __enter__(self) -> Dataset:

@@ -83,10 +83,23 @@ class UnknownVariableError(QuarryError, KeyError):
 
 
 class AmbiguousNameError(QuarryError, KeyError):
-    """A bare name that matches several variables."""
+    """A bare name that matches variables in separate groups. The message
+    lists each with the shortest name that picks it, and how a context can
+    choose: a step (``--path Step#0``, or ``--per-step`` for every step) where
+    the variables differ by step group, else any group.
+
+    Examples
+    --------
+    >>> print(AmbiguousNameError("x", ["/a/x", "/b/x"], ["a.x", "b.x"]))  # doctest: +ELLIPSIS
+    'x' matches 2 variables in separate groups: /a/x (write a.x), /b/x (write b.x); write \
+the one you mean, or narrow the search to one group with --path GROUP (path= in Python)
+    >>> print(AmbiguousNameError("x", ["/data/0/x", "/data/1/x"]))  # doctest: +ELLIPSIS
+    '...; write the one you mean, or choose a step with --path 0 (path= in Python), or ask \
+every step with --per-step
+    """
 
     def __init__(
-        self, name: str, candidates: list[str], spellings: list[str] | None = None, hint: str = ""
+        self, name: str, candidates: list[str], spellings: list[str] | None = None
     ) -> None:
         self.name = name
         self.candidates = candidates
@@ -98,12 +111,30 @@ class AmbiguousNameError(QuarryError, KeyError):
         )
         self.message = (
             f"{name!r} matches {len(candidates)} variables in separate groups: {listed}; "
-            f"write the one you mean{', ' + hint if hint else ''}"
+            f"write the one you mean, {_context_hint(candidates)}"
         )
         super().__init__(self.message)
 
     def __str__(self) -> str:
         return self.message
+
+
+def _context_hint(paths: list[str]) -> str:
+    """How a context can choose among ``paths``: a step if they first differ
+    in a step group (``Step#0``, ``Step#1``; openPMD's ``/data/100``), else
+    any group."""
+    import re
+
+    split = [p.strip("/").split("/") for p in paths]
+    first = next((i for i, col in enumerate(zip(*split, strict=False)) if len(set(col)) > 1), None)
+    if first is not None and all(first < len(parts) - 1 for parts in split):
+        steps = [re.fullmatch(r"(.*?)(\d+)", parts[first]) for parts in split]
+        if all(steps) and len({m.group(1) for m in steps if m}) == 1:
+            return (
+                f"or choose a step with --path {split[0][first]} (path= in Python), "
+                "or ask every step with --per-step"
+            )
+    return "or narrow the search to one group with --path GROUP (path= in Python)"
 
 
 class ShapeMismatchError(QuarryError, ValueError):

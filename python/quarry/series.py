@@ -22,6 +22,7 @@ or in an index directory), so files added later need no rebuild of the others.
 from __future__ import annotations
 
 import glob
+import importlib
 import os
 import re
 import time
@@ -39,7 +40,8 @@ from quarry.errors import (
     SourceError,
     UnknownPathError,
 )
-from quarry.index.layout import index_size
+from quarry.index.layout import index_size, remove_debris
+from quarry.outputs.columns import FILE, STEP, own_name
 
 if TYPE_CHECKING:
     import numpy as np
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
     from quarry.dataset import Dataset
     from quarry.formats.base import VariableInfo
     from quarry.index.verify import Verification
+    from quarry.query.histogram import Bins, Histogram, Range
     from quarry.query.selection import Selection
     from quarry.query.track import Tracks
 
@@ -215,7 +218,11 @@ def _groups_named(variables: Sequence[VariableInfo], path: str) -> list[tuple[in
 
 
 class Series:
-    """Many files and step groups, queried as one; see :func:`open_series`."""
+    """Many files and step groups, queried as one; see :func:`open_series`.
+
+    ``opened`` are datasets of some of the files, already open: the series
+    uses them as they are and leaves closing them to their owner (a
+    :class:`quarry.Dataset` whose steps answer a query as a series)."""
 
     def __init__(
         self,
@@ -223,12 +230,14 @@ class Series:
         index: str | None = None,
         path: str | None = None,
         jobs: int | None = None,
+        opened: Sequence[Dataset] = (),
     ) -> None:
         self.files = files
         self.jobs = jobs
         self.index = index
         self.path = path
-        self._datasets: dict[str, Dataset] = {}
+        self._datasets: dict[str, Dataset] = {ds.path: ds for ds in opened}
+        self._borrowed = frozenset(self._datasets)
         self._members: list[Member] | None = None
         # One file may name its index file; otherwise ``index`` is a directory
         # holding each file's own index (made when first needed).
@@ -303,8 +312,41 @@ class Series:
         selections = []
         for member in self.members:
             ds = self.dataset(member.file)
-            selections.append(_at(member, partial(ds.query, query, member.group)))
+            selections.append(_at(member, partial(ds.query_table, query, member.group)))
         return SeriesSelection(query, list(self.members), selections)
+
+    def histogram(
+        self,
+        names: str | list[str],
+        where: str | None = None,
+        bins: Bins = 10,
+        range: Range = None,
+        weights: str | None = None,
+    ) -> Histogram:
+        """Histogram of variables over every member's rows where ``where`` is
+        true (all rows when None), with edges shared by the members and counts
+        summed; see :meth:`quarry.Dataset.histogram` and
+        :meth:`SeriesSelection.histogram`.
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> file = os.path.join(tempfile.mkdtemp(), "h.h5")
+        >>> with h5py.File(file, "w") as f:
+        ...     f["Step#0/e"], f["Step#1/e"] = np.array([0.5, 1.5]), np.array([2.5, np.nan])
+        >>> with quarry.open_series(file) as series:
+        ...     series.histogram("e", bins=[0, 1, 2, 3]).counts.tolist()
+        [1, 1, 1]
+        """
+        from quarry.query.histogram import combine
+
+        if where is not None:
+            return self.query(where).histogram(names, bins, range, weights)
+        parts = [
+            _at(m, partial(self.dataset(m.file).histogram_part, names, weights, m.group))
+            for m in self.members
+        ]
+        return combine(parts, bins, range)
 
     def track(
         self, query: str, at_step: int, id_var: str = "id", names: Sequence[str] = ()
@@ -343,10 +385,11 @@ class Series:
         return sel
 
     def close(self) -> None:
-        """Close every file opened so far."""
-        for ds in self._datasets.values():
-            ds.close()
-        self._datasets.clear()
+        """Close every file the series opened itself."""
+        for file, ds in self._datasets.items():
+            if file not in self._borrowed:
+                ds.close()
+        self._datasets = {f: ds for f, ds in self._datasets.items() if f in self._borrowed}
 
     def __enter__(self) -> Series:
         return self
@@ -448,6 +491,98 @@ class SeriesSelection:
             step = -1 if m.step is None else m.step
             groups[m.label(len(files) > 1)] = (table, {"file": m.file, "step": step})
         write_groups(path, groups, sources_provenance(files, self.query))
+
+    def histogram(
+        self,
+        names: str | list[str],
+        bins: Bins = 10,
+        range: Range = None,
+        weights: str | None = None,
+    ) -> Histogram:
+        """Histogram of the hits' values over every member, as
+        :meth:`quarry.Selection.histogram` makes one: the edges are shared
+        (NumPy's edges for all the members' values together) and the counts
+        summed, each member's from its index where a single file's would be.
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> file = os.path.join(tempfile.mkdtemp(), "h.h5")
+        >>> with h5py.File(file, "w") as f:
+        ...     f["Step#0/e"], f["Step#1/e"] = np.arange(5.0), np.arange(5.0) + 5
+        >>> with quarry.open_series(file) as series:
+        ...     counts, edges = series.query("e > 2").histogram("e", bins=2)
+        >>> counts.tolist(), edges.tolist()
+        ([3, 4], [3.0, 6.0, 9.0])
+        """
+        from quarry.query.histogram import combine
+
+        parts = [_at(m, partial(sel.histogram_part, names, weights)) for m, sel in self]
+        return combine(parts, bins, range)
+
+    def _each(self, conversion: str, names: Sequence[str]) -> list[Any]:
+        """Every member's selection converted by its method ``conversion``."""
+        return [_at(m, partial(getattr(sel, conversion), list(names))) for m, sel in self]
+
+    def to_arrow(self, names: Sequence[str]) -> Any:
+        """The hits of every member as one ``pyarrow.Table`` in long format:
+        ``quarry_file`` and ``quarry_step`` columns (``quarry_step`` null for a
+        file without step groups), then each member's own columns as
+        :meth:`quarry.Selection.to_arrow` gives them (the hits' positions in
+        the member, their coordinates, the values of ``names``).
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> file = os.path.join(tempfile.mkdtemp(), "a.h5")
+        >>> with h5py.File(file, "w") as f:
+        ...     f["Step#0/e"], f["Step#1/e"] = np.array([1.0, 3.0]), np.array([4.0, 0.0])
+        >>> with quarry.open_series(file) as series:
+        ...     table = series.query("e > 2").to_arrow(["e"])
+        >>> table.column("quarry_step").to_pylist(), table.column("e").to_pylist()
+        ([0, 1], [3.0, 4.0])
+        """
+        tables = []
+        # Each member's conversion checks that pyarrow is installed, first.
+        for m, table in zip(self.members, self._each("to_arrow", names), strict=True):
+            pyarrow = importlib.import_module("pyarrow")
+
+            file_name, step_name = (own_name(n, table.column_names) for n in (FILE, STEP))
+            n = table.num_rows
+            table = table.add_column(0, step_name, pyarrow.array([m.step] * n, pyarrow.int64()))
+            table = table.add_column(0, file_name, pyarrow.array([m.file] * n, pyarrow.string()))
+            tables.append(table)
+        return pyarrow.concat_tables(tables)
+
+    def to_pandas(self, names: Sequence[str]) -> Any:
+        """The hits of every member as one ``pandas.DataFrame`` in long format:
+        ``quarry_file`` and ``quarry_step`` columns (``quarry_step`` a nullable
+        integer, missing for a file without step groups), then each member's own columns as
+        :meth:`quarry.Selection.to_pandas` gives them, its index (the hits'
+        positions in the member) made a column; one row per hit, in order.
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> file = os.path.join(tempfile.mkdtemp(), "p.h5")
+        >>> with h5py.File(file, "w") as f:
+        ...     f["Step#0/e"], f["Step#1/e"] = np.array([1.0, 3.0]), np.array([4.0, 0.0])
+        >>> with quarry.open_series(file) as series:
+        ...     frame = series.query("e > 2").to_pandas(["e"])
+        >>> frame["quarry_step"].tolist(), frame["e"].tolist()
+        ([0, 1], [3.0, 4.0])
+        """
+        frames = []
+        # Each member's conversion checks that pandas is installed, first.
+        for m, member_frame in zip(self.members, self._each("to_pandas", names), strict=True):
+            pandas = importlib.import_module("pandas")
+
+            frame = member_frame.reset_index()
+            file_name, step_name = (own_name(n, list(frame.columns)) for n in (FILE, STEP))
+            frame.insert(0, step_name, pandas.array([m.step] * len(frame), dtype="Int64"))
+            frame.insert(0, file_name, [m.file] * len(frame))
+            frames.append(frame)
+        return pandas.concat(frames, ignore_index=True)
 
     def __iter__(self) -> Iterator[tuple[Member, Selection]]:
         return iter(zip(self.members, self.selections, strict=True))
@@ -575,6 +710,7 @@ def build_indexes(
             )
         else:
             status = "up to date"
+            remove_debris(ds.index_path)  # what killed builds left, even when none is needed
         yield IndexReport(
             file,
             ds.index_path,

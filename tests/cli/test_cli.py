@@ -139,10 +139,15 @@ def test_unknown_variable_names_its_neighbours(run_h5):
     assert "enrgy" in err and "energy" in err and err.count("\n") == 1
 
 
-def test_ambiguous_name_lists_candidates(run_h5):
-    err = run("query", run_h5, "z > 1", code=1).stderr
-    assert "/Step#0/z" in err and "/Step#1/z" in err
+def test_a_name_in_every_step_counts_every_step(run_h5):
+    with h5py.File(run_h5) as f:
+        want = sum(int((f[f"Step#{s}/z"][()] > 1).sum()) for s in (0, 1))
+    assert run("query", run_h5, "z > 1").stdout.strip() == str(want)
     assert run("query", run_h5, "/Step#1/z > 100").stdout.strip().isdigit()
+    # one variable is needed: the candidates, and how to choose or go per step
+    err = run("info", run_h5, "--resolve", "z", code=1).stderr
+    assert "/Step#0/z" in err and "/Step#1/z" in err
+    assert "--path Step#0" in err and "--per-step" in err and err.count("\n") == 1
 
 
 def test_shape_mismatch_names_both_shapes(run_h5):

@@ -73,9 +73,9 @@ def test_one_file_per_step_with_and_without_a_path(runs):
         "count": int((truth[(one, 10)] > 1).sum()),
         "per_step": [{"file": one, "step": 10, "count": int((truth[(one, 10)] > 1).sum())}],
     }
-    # without --per-step one file is queried as before: a bare name is ambiguous
-    err = run("query", one, "energy > 1", code=1).stderr
-    assert "/Step#0/energy" in err and "/Step#10/energy" in err
+    # without --per-step the same steps give the total
+    total = sum(int((truth[(one, s)] > 1).sum()) for s in STEPS)
+    assert run("query", one, "energy > 1").stdout.strip() == str(total)
 
 
 def test_a_file_without_steps_has_a_null_step(tmp_path):
@@ -114,8 +114,8 @@ def test_errors_name_the_file_and_step(runs):
     assert err.count("\n") == 1
     err = run("query", d, "energy > > 1", code=2).stderr
     assert "energy > > 1" in err and "^" in err
-    err = run("query", d, "energy > 1", "--ids", code=2).stderr
-    assert "--ids takes one file" in err
+    err = run("query", d, "energy > 1", "--ids", "--save", "s.qsel", code=2).stderr
+    assert "--save keeps the rows of one table" in err and "--path Step#N" in err
     err = run("query", os.path.join(d, "nothing_*.h5"), "energy > 1", code=1).stderr
     assert "no files match" in err
     err = run("query", os.path.join(d, "run_1.h5"), code=2).stderr

@@ -154,6 +154,12 @@ def test_cli_under_mpiexec_prints_the_serial_answer(data, tmp_path):
     with quarry.open(one, index=os.path.join(index, "run_0.h5.qidx")) as ds:
         serial_ids = ds.query("b > 100", "Step#1").ids()
     np.testing.assert_array_equal(np.concatenate([np.load(f) for f in written]), serial_ids)
+    # one file's steps, as a series of one file: each member's values, as serially
+    args = [one, "b > 100", "--index", index, "--values", "a", "--json"]
+    serial = subprocess.run([quarry_bin, "query", *args], capture_output=True, text=True)
+    shared = mpirun(2, quarry_bin, "query", *args)
+    assert json.loads(shared.stdout) == json.loads(serial.stdout)
+    assert len(json.loads(serial.stdout)["per_step"]) > 1
 
 
 def test_a_failing_rank_publishes_nothing_and_is_named(data, tmp_path):

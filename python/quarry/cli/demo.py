@@ -61,7 +61,7 @@ def run_demo(directory: str, rows: int) -> int:
     overlay = os.path.join(directory, "hot_particles.png")
     with quarry.open(data) as ds:
         everything = ds.histogram(["x", "z"], bins=80)
-        hot = ds.query("energy > 1.0")
+        hot = ds.query_table("energy > 1.0")
         from quarry.outputs.plots import draw_overlay
 
         draw_overlay(

@@ -346,7 +346,9 @@ def _cmd_index(args: argparse.Namespace) -> int:
 
 
 def _say_up_to_date(args: argparse.Namespace, ds: Any, chosen: list[Any]) -> int:
-    from quarry.index.layout import index_size
+    from quarry.index.layout import index_size, remove_debris
+
+    remove_debris(ds.index_path)  # what killed builds left, even when no build is needed
 
     if args.json:
         report = {
@@ -379,7 +381,12 @@ def _cmd_query(args: argparse.Namespace) -> int:
             sel = ds.load_selection(args.load)
             args.query = sel.query
         else:
-            sel = ds.query(args.query, args.path)
+            answer = ds.query(args.query, args.path)
+            if not isinstance(answer, quarry.Selection):  # the file's steps, as a series
+                from quarry.cli.series import answer_series
+
+                return answer_series(args, answer, start)
+            sel = answer
         if args.comm is not None or args.out_per_rank:
             from quarry.cli.parallel import shared_answers
 
@@ -534,6 +541,8 @@ def _cmd_hist(args: argparse.Namespace) -> int:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
+    import numpy as np
+
     import quarry
     from quarry.outputs.plots import draw_overlay
 
@@ -542,8 +551,12 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         return 2
     with quarry.open(args.file, index=args.index) as ds:
         everything = ds.histogram([args.x, args.y], bins=args.bins, path=args.path)
-        sel = ds.query(args.where, args.path)
-        selected = (sel.values(args.x), sel.values(args.y))
+        hits = ds.query(args.where, args.path)
+        parts = [hits] if isinstance(hits, quarry.Selection) else hits.selections  # steps
+        selected = (
+            np.concatenate([p.values(args.x) for p in parts]),
+            np.concatenate([p.values(args.y) for p in parts]),
+        )
     title = f"{args.where}: {len(selected[0]):,} of {int(everything.counts.sum()):,}"
     for picture in (args.png, args.svg):
         if picture:

@@ -2,8 +2,9 @@
 a glob, a directory or ``--per-step``/``--plot``, and ``quarry index`` with
 several files.
 
-A single file without these options takes the plain single-file paths of
-:mod:`quarry.cli.main`, unchanged.
+A single file without these options takes the single-file path of
+:mod:`quarry.cli.main`, which comes back here (:func:`answer_series`) when
+the query runs over the file's step groups.
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-#: Options of ``quarry query`` that print rows of one file.
-_ROW_OPTIONS = ("ids", "coords", "values", "out", "save")
+if TYPE_CHECKING:
+    from quarry.series import SeriesSelection
+
+#: Options of ``quarry query`` that print rows, unknown to ``--batch``.
+_ROW_OPTIONS = ("ids", "coords", "coords_of", "values", "out", "save")
 
 
 def _usage(message: str) -> int:
@@ -67,46 +71,61 @@ def split_query_inputs(args: Any) -> bool:
 
 
 def cmd_query_many(args: Any) -> int:
-    """``quarry query`` over a series: the total, ``--per-step`` counts as
-    JSON, ``--plot`` of the counts per step."""
+    """``quarry query`` over a series of files and steps; see :func:`answer_series`."""
     import quarry
 
-    rows = [f"--{o}" for o in _ROW_OPTIONS if getattr(args, o, None)]
+    rows = [f"--{o.replace('_', '-')}" for o in _ROW_OPTIONS if getattr(args, o, None)]
     if getattr(args, "load", None):
         return _usage(f"--load takes one file, the one the selection was saved from: {args.load}")
     if args.batch:
         return cmd_batch(args, rows)
     if args.query is None:
         return _usage("give the data file(s) and then a query, e.g. quarry query run.h5 'x > 1'")
-    extract = bool(args.values and args.out) and set(rows) == {"--values", "--out"}
-    if rows and not extract:
-        return _usage(
-            f"{', '.join(rows)} {'takes' if len(rows) == 1 else 'take'} one file; over many "
-            "files or steps use --per-step, --values A,B --out F.h5|.nc|.parquet "
-            "(one group per step), "
-            "or quarry.open_series(...) from Python"
-        )
     start = time.perf_counter()
     with quarry.open_series(args.files, index=args.index, path=args.path) as series:
-        sel = series.query(args.query)
-        if args.comm is not None or args.out_per_rank:
-            from quarry.cli.parallel import shared_answers
+        return answer_series(args, series.query(args.query), start)
 
-            if shared_answers(args, sel) is None:
-                return 0  # the command is done (or this rank is not rank 0)
-        else:
-            from quarry.cli.progress import answer_with_progress
 
-            answer_with_progress(args, sel.selections)
-        per_step = sel.per_step()
-        if extract:
-            sel.extract(args.out, [n.strip() for n in args.values.split(",") if n.strip()])
+def answer_series(args: Any, sel: SeriesSelection, start: float) -> int:
+    """Report ``quarry query``'s answer over a series (many files, or one
+    file's steps): the total, ``--per-step`` counts as JSON, ``--plot`` of
+    the counts per step; the hits' ``--ids``, ``--coords``, ``--coords-of``
+    and ``--values`` as CSV lines led by ``quarry_file,quarry_step`` (or per member with
+    ``--json``), or with ``--out`` one group per member holding the ids,
+    coordinates and values (:meth:`quarry.series.SeriesSelection.extract`)."""
+    if args.save:
+        return _usage(
+            "--save keeps the rows of one table; over several steps choose one with "
+            "--path Step#N (or save per step from Python)"
+        )
+    rows = bool(args.ids or args.coords or args.coords_of or args.values)
+    names = [n.strip() for n in args.values.split(",") if n.strip()] if args.values else []
+    if args.out and args.coords_of:
+        return _usage(
+            "over several steps --out writes one group per step with the ids and the "
+            "table's coordinates (--ids or --coords --out F.h5|.nc|.parquet); "
+            "--coords-of prints"
+        )
+    if args.comm is not None or args.out_per_rank:
+        from quarry.cli.parallel import shared_answers
+
+        if shared_answers(args, sel) is None:
+            return 0  # the command is done (or this rank is not rank 0)
+    else:
+        from quarry.cli.progress import answer_with_progress
+
+        answer_with_progress(args, sel.selections)
+    per_step = sel.per_step()
+    if rows and args.out:
+        sel.extract(args.out, names)
     total = sum(r["count"] for r in per_step)
     if args.plot:
         from quarry.outputs.plots import draw_counts
 
         draw_counts(per_step, args.plot, args.query)
-    if args.per_step:
+    if rows and not args.out:
+        _print_rows(args, sel, names, per_step, total)
+    elif args.per_step:
         print(json.dumps({"count": total, "per_step": per_step}))
     elif args.json:
         result = {
@@ -116,13 +135,54 @@ def cmd_query_many(args: Any) -> int:
             "count": total,
             "elapsed_ms": round((time.perf_counter() - start) * 1e3, 3),
         }
+        if args.out:
+            result["out"] = args.out
         print(json.dumps(result))
-    elif args.plot or extract:
-        written = [f for f in (args.plot, args.out if extract else None) if f]
+    elif args.plot or (rows and args.out):
+        written = [f for f in (args.plot, args.out if rows else None) if f]
         print(f"{total} hit(s) in {len(per_step)} step(s) -> {', '.join(written)}")
     else:
         print(total)
     return 0
+
+
+def _print_rows(
+    args: Any, sel: SeriesSelection, names: list[str], per_step: list[dict[str, Any]], total: int
+) -> None:
+    """Each member's hits: with --json one object, the members' ids,
+    coordinates or values under ``per_step``; else CSV led by
+    ``quarry_file,quarry_step``, then each member's columns named as in every
+    output (:mod:`quarry.outputs.columns`)."""
+    from quarry.outputs.columns import FILE, INDEX, ROW, STEP, own_name
+
+    if args.json:
+        for entry, part in zip(per_step, sel.selections, strict=True):
+            if args.values:
+                entry["values"] = {n: part.values(n).tolist() for n in names}
+            elif args.coords or args.coords_of:
+                coords = part.coords_of(args.coords_of) if args.coords_of else part.coords()
+                entry["coords"] = coords.tolist()
+            else:
+                entry["ids"] = part.ids().tolist()
+        print(json.dumps({"query": args.query, "count": total, "per_step": per_step}))
+        return
+    tables: list[dict[str, Any]] = []
+    for part in sel.selections:
+        if args.coords_of:
+            coords = part.coords_of(args.coords_of)
+            tables.append({f"{INDEX}{k}": coords[:, k] for k in range(coords.shape[1])})
+        else:
+            table = part.columns(names if args.values else [], indices=bool(args.coords))
+            if args.coords:
+                table.pop(ROW, None)
+            tables.append(table)
+    own = [*(tables[0] if tables else [ROW])]
+    print(",".join([own_name(FILE, own), own_name(STEP, own), *own]))
+    for (member, _), table in zip(sel, tables, strict=True):
+        lead = f"{member.file},{'' if member.step is None else member.step}"
+        for row in zip(*(c.tolist() for c in table.values()), strict=True):
+            cells = (repr(x) if isinstance(x, float) else str(x) for x in row)
+            print(",".join([lead, *cells]))
 
 
 def cmd_index_many(args: Any) -> int:

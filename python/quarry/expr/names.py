@@ -33,7 +33,6 @@ the rule above leaves one variable.
 from __future__ import annotations
 
 import operator
-import re
 import unicodedata
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
@@ -47,7 +46,6 @@ from quarry.errors import (
 from quarry.formats.base import VariableInfo
 
 _GLOB = frozenset("*?[")
-_STEP = re.compile(r"(.*?)(\d+)")
 
 
 def _components(path: str) -> tuple[str, ...]:
@@ -182,7 +180,6 @@ write the one you mean, or narrow the search to one group with --path GROUP (pat
             name,
             [info.path for _, info in tops],
             [_spelling_for(parts, table, ctx) for parts, _ in tops],
-            _context_hint([parts for parts, _ in tops]),
         )
     if ctx is None:
         raise UnknownVariableError(name, source, suggest(name, variables))
@@ -266,23 +263,6 @@ def _written(tail: tuple[str, ...]) -> str:
             return dotted
     slashed = "/".join(tail)
     return f"`{slashed}`" if "`" not in slashed else "/" + slashed
-
-
-def _context_hint(tops: list[tuple[str, ...]]) -> str:
-    """How a context can choose: a step group if the matches differ by step
-    (``Step#0``, ``Step#1``), else any group."""
-    first_difference = next(
-        (i for i, col in enumerate(zip(*tops, strict=False)) if len(set(col)) > 1), None
-    )
-    if first_difference is not None:
-        groups = [t[first_difference] for t in tops if first_difference < len(t) - 1]
-        steps = [_STEP.fullmatch(g) for g in groups]
-        if len(groups) == len(tops) and all(steps) and len({m[1] for m in steps if m}) == 1:
-            return (
-                f"or choose a step with --path {groups[0]} (path= in Python), "
-                "or ask every step with --per-step"
-            )
-    return "or narrow the search to one group with --path GROUP (path= in Python)"
 
 
 def matching_groups(variables: Sequence[VariableInfo], context: str) -> list[str]:

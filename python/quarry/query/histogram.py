@@ -7,6 +7,13 @@ bins that straddle a histogram edge are read. Edges are computed the way
 ``numpy.histogram_bin_edges`` computes them, with the data's min and max
 from the index when there is no selection. Weighted and 2-D/3-D histograms
 read the selected values. Missing values are never counted.
+
+Over several tables (the steps of a series, :func:`combine`) the edges are
+shared: computed once, as NumPy would from all the tables' values laid end
+to end, then each table's counts come by the same paths and are summed.
+Where the edges need the selected values (automatic bins under a selection)
+or the values themselves are binned (weights, 2-D/3-D), the tables' values
+are read and binned together, so the answer is NumPy's on the concatenation.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -60,6 +67,71 @@ class Histogram:
             "path": self.path,
             "values_read": self.values_read,
         }
+
+
+@dataclass(frozen=True)
+class Part:
+    """What one table gives a histogram: its executor, the rows (None: all),
+    the variables to bin and the weight variable."""
+
+    executor: Executor
+    rows: _core.RowSet | None
+    variables: list[VariableInfo]
+    weights: VariableInfo | None = None
+
+
+def combine(parts: Sequence[Part], bins: Bins = 10, range: Range = None) -> Histogram:
+    """The histogram of several tables' rows together, with shared edges;
+    one part is :func:`compute`'s answer.
+
+    Examples
+    --------
+    >>> import quarry, h5py, numpy as np, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "s.h5")
+    >>> with h5py.File(path, "w") as f:
+    ...     f["Step#0/e"], f["Step#1/e"] = np.arange(4.0), np.arange(4.0) + 4
+    >>> with quarry.open(path) as ds:
+    ...     _ = ds.build_index(block_len=2)
+    ...     h = ds.histogram("e", bins=4)  # over both steps
+    >>> h.counts.tolist(), h.edges.tolist(), h.path
+    ([2, 2, 2, 2], [0.0, 1.75, 3.5, 5.25, 7.0], 'index')
+    """
+    if len(parts) == 1:
+        (one,) = parts
+        return compute(one.executor, one.rows, one.variables, bins, range, one.weights)
+    with _bins_errors():
+        if all(len(p.variables) == 1 and p.weights is None for p in parts):
+            edges = _shared_edges(parts, bins, range)
+            if edges is not None:
+                shared = cast("Bins", edges)
+                each = [compute(p.executor, p.rows, p.variables, shared) for p in parts]
+                paths = {h.path for h in each}
+                path = paths.pop() if len(paths) == 1 else "index+data"
+                counts = np.asarray(np.sum([h.counts for h in each], axis=0, dtype=np.int64))
+                return Histogram(counts, edges, path, sum(h.values_read for h in each))
+        read = [_read(p) for p in parts]
+        columns = [np.concatenate(axis) for axis in zip(*(c for c, _ in read), strict=True)]
+        weights = None if read[0][1] is None else np.concatenate([w for _, w in read])
+        return _numpy(columns, weights, bins, range)
+
+
+def _shared_edges(parts: Sequence[Part], bins: Bins, range: Range) -> npt.NDArray[Any] | None:
+    """Edges for every part of a 1-D histogram, or None where only the
+    values themselves give them (automatic bins over selected rows, or a
+    table without an index)."""
+    dtype = np.result_type(*(p.variables[0].dtype for p in parts))
+    if not (isinstance(bins, int) and range is None):
+        return np.histogram_bin_edges(np.empty(0, dtype=dtype), bins=bins, range=range)  # type: ignore[arg-type]
+    ends: list[Any] = []  # the stored values' type: exact for every int64
+    for p in parts:
+        column = p.executor._column(p.variables[0])
+        if p.rows is not None or column is None:
+            return None
+        stats = column_stats(column)
+        if stats.count:
+            ends += [stats.min, stats.max]
+    probe = np.array([min(ends), max(ends)] if ends else [], dtype=dtype)
+    return np.histogram_bin_edges(probe, bins=bins)
 
 
 def compute(
@@ -132,7 +204,14 @@ def _from_data(
     range: Range,
     weights: VariableInfo | None,
 ) -> Histogram:
-    ids = rows.to_ids() if rows is not None else None
+    columns, w = _read(Part(executor, rows, variables, weights))
+    return _numpy(columns, w, bins, range)
+
+
+def _read(part: Part) -> tuple[list[npt.NDArray[Any]], npt.NDArray[Any] | None]:
+    """The part's variables and weight at its rows (every row when None)."""
+    executor = part.executor
+    ids = part.rows.to_ids() if part.rows is not None else None
     n = executor.table.n_rows
 
     def at(var: VariableInfo) -> npt.NDArray[Any]:
@@ -140,8 +219,14 @@ def _from_data(
             return executor.values_at(var, np.arange(n, dtype=np.int64))
         return executor.values_at(var, ids)
 
-    columns = [at(v) for v in variables]
-    w = at(weights) if weights is not None else None
+    columns = [at(v) for v in part.variables]
+    return columns, at(part.weights) if part.weights is not None else None
+
+
+def _numpy(
+    columns: list[npt.NDArray[Any]], w: npt.NDArray[Any] | None, bins: Bins, range: Range
+) -> Histogram:
+    """NumPy's histogram of the rows where no column (nor the weight) is missing."""
     keep = np.ones(len(columns[0]), dtype=bool)
     for c in [*columns, *([w] if w is not None else [])]:
         if c.dtype.kind == "f":

@@ -12,7 +12,7 @@ from quarry.errors import ShapeMismatchError
 from quarry.expr.plan import PlanNode
 from quarry.parallel.threads import jobs, on_own_threads
 from quarry.query.execute import Executor, Table
-from quarry.query.histogram import Histogram, compute
+from quarry.query.histogram import Histogram, Part, combine
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -224,11 +224,15 @@ class Selection:
         name) or ``numpy.histogramdd`` (two or three), unpacking as
         ``counts, edges``; see :mod:`quarry.query.histogram` for when the
         index answers without reading data."""
+        return combine([self.histogram_part(names, weights)], bins, range)
+
+    def histogram_part(self, names: str | list[str], weights: str | None = None) -> Part:
+        """What :meth:`histogram` bins: the hits of ``names`` (and ``weights``)."""
         variables = [
             self._table_variable(n) for n in ([names] if isinstance(names, str) else names)
         ]
         weight = self._table_variable(weights) if weights is not None else None
-        return compute(self._executor, self.rows, variables, bins, range, weight)
+        return Part(self._executor, self.rows, variables, weight)
 
     def coords_of(self, name: str) -> npt.NDArray[np.int64]:
         """N-d indices of the hits in variable ``name``'s own array: where a

@@ -133,7 +133,7 @@ def track(
     members = series.members
     anchor = _anchor(members, at_step)
     ds = series.dataset(anchor.file)
-    sel = ds.query(query, anchor.group)
+    sel = ds.query_table(query, anchor.group)
     id_info = _id_variable(ds, id_var, anchor)
     ids = np.asarray(sel.values(id_info.path)).astype(np.int64)
     _no_repeats(ids, id_info, anchor)
