@@ -98,15 +98,18 @@ def test_bins_bound_the_rows_checked(tmp_path, data):
     with h5py.File(path, "w") as f:
         f["energy"] = columns["energy"]
     checked = {}
-    for bins in (16, 128, 1024):
-        with quarry.open(path) as ds:
-            ds.build_index(bins=bins, precision=0, block_len=BLOCK)
+    for bins in (16, 128, 1024):  # `quarry index --bins`, then `query --explain`
+        built = _cli(
+            "index", path, "--bins", str(bins), "--precision", "0", "--block-size", str(BLOCK)
+        )
+        assert built.returncode == 0, built.stderr
         total = 0
         for literal in BETWEEN:
-            count, stats = _count_with_stats(path, f"energy > {literal}")
-            assert count == np.count_nonzero(columns["energy"] > literal)
-            assert stats.rows_checked <= 2 * N / bins
-            total += stats.rows_checked
+            done = _cli("query", path, f"energy > {literal}", "--explain", "--json")
+            answer = json.loads(done.stdout)
+            assert answer["count"] == np.count_nonzero(columns["energy"] > literal)
+            assert answer["stats"]["rows_checked"] <= 2 * N / bins
+            total += answer["stats"]["rows_checked"]
         checked[bins] = total
     assert checked[1024] < checked[128] < checked[16]
 
