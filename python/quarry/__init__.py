@@ -28,7 +28,7 @@ from quarry.errors import (
     UnknownVariableError,
     UnsupportedVariableError,
 )
-from quarry.query import Selection
+from quarry.query import QueryStats, Selection
 from quarry.series import Series, SeriesSelection, open_series
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "HistogramError",
     "IndexMissingError",
     "QuarryError",
+    "QueryStats",
     "QuerySyntaxError",
     "Selection",
     "SelectionFileError",

@@ -11,6 +11,7 @@ __all__ = [
     "CorruptBlockError",
     "IndexFile",
     "RowSet",
+    "Tally",
     "build_blocks",
     "evaluate",
     "jobs",
@@ -79,6 +80,7 @@ class Column:
         hi: float | int,
         hi_incl: bool,
         blocks: tuple[int, int] | None = None,
+        tally: Tally | None = None,
     ) -> tuple[int, RowSet]: ...
     def leaf(
         self,
@@ -87,16 +89,28 @@ class Column:
         hi: float | int,
         hi_incl: bool,
         domain: RowSet | None = None,
+        tally: Tally | None = None,
     ) -> tuple[RowSet, RowSet]: ...
     def block_bounds(
         self, lo: float | int, lo_incl: bool, hi: float | int, hi_incl: bool
     ) -> list[int]: ...
     def histogram(
-        self, edges: npt.NDArray[np.float64], domain: RowSet | None = None
+        self,
+        edges: npt.NDArray[np.float64],
+        domain: RowSet | None = None,
+        tally: Tally | None = None,
     ) -> tuple[list[int], RowSet]: ...
-    def missing(self) -> RowSet: ...
+    def missing(self, tally: Tally | None = None) -> RowSet: ...
     def stats(self) -> list[tuple[int, float, float, float | int, float | int]]:
         """Per block: (count, sum, M2, min, max) of the non-missing values."""
+
+@final
+class Tally:
+    """What index calls did, added up over every call it is passed to."""
+
+    def __new__(cls) -> Tally: ...
+    @property
+    def bitmaps_decoded(self) -> int: ...
 
 @final
 class IndexFile:

@@ -80,3 +80,18 @@ def test_per_writer_blocks_read_as_one_array_per_step(tmp_path):
                 sel = ds.query(f"/Step#{s}/pos > 0")
                 np.testing.assert_array_equal(sel.ids(), np.flatnonzero(values > 0))
                 np.testing.assert_array_equal(sel.values(f"/Step#{s}/pos"), values[values > 0])
+
+
+def test_reading_leaves_no_profiling_file_behind(tmp_path):
+    """ADIOS2's BP5 reader writes /tmp/<name>_<pid>_profiling.json on close;
+    Quarry's reads remove it (the name is unique to this test)."""
+    path = os.path.join(tmp_path, f"quarry-{os.getpid()}-{id(tmp_path)}.bp")
+    with adios2.Stream(path, "w") as stream:
+        for _ in stream.steps(1):
+            stream.write("energy", np.arange(10.0), [10], [0], [10])
+    debris = os.path.join("/tmp", f"{os.path.basename(path)}_{os.getpid():x}_profiling.json")
+    with quarry.open(path) as ds:
+        assert ds.query("energy > 4").count() == 5
+    assert not os.path.exists(debris)
+    listed = sorted(os.listdir(tmp_path))
+    assert listed == [os.path.basename(path)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 import threading
@@ -56,7 +57,8 @@ def test_histograms_and_aggregates_do_not_depend_on_threads(tmp_path):
     rng = np.random.default_rng(5)
     path = str(tmp_path / "h.h5")
     energy = rng.gamma(2.0, 0.5, 50_000)
-    write(path, {"energy": energy, "x": rng.normal(0, 1, 50_000)}, "contiguous")
+    x = rng.normal(0, 1, 50_000)
+    write(path, {"energy": energy, "x": x}, "contiguous")
     answers = []
     for n in (1, 3):
         with quarry.open(path, jobs=n) as ds:
@@ -68,6 +70,14 @@ def test_histograms_and_aggregates_do_not_depend_on_threads(tmp_path):
     np.testing.assert_array_equal(answers[0][1], answers[1][1])
     np.testing.assert_array_equal(answers[0][2], answers[1][2])
     assert answers[0][3] == answers[1][3]
+    # and the serial answer is NumPy's
+    mean = math.fsum(energy) / len(energy)
+    assert answers[0][3] == pytest.approx(mean, rel=4 * np.finfo(np.float64).eps)
+    want = np.flatnonzero((energy > mean) & (x * x > 0.5))
+    np.testing.assert_array_equal(answers[0][0], want)
+    counts, edges = np.histogram(energy[want], bins=50)
+    np.testing.assert_array_equal(answers[0][1], counts)
+    assert answers[0][2] == pytest.approx(edges[0], rel=1e-15)  # the first edge
 
 
 def test_the_choice_belongs_to_the_calling_thread():

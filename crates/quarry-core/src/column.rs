@@ -1,6 +1,7 @@
 //! All blocks of one indexed variable, evaluated together in parallel.
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rayon::prelude::*;
 use roaring::{MultiOps, RoaringBitmap};
@@ -24,6 +25,27 @@ pub struct ColumnIndex<K> {
 
 /// Where one block lies: (buffer number, byte offset, byte length).
 pub type BlockSpan = (u32, u64, u64);
+
+/// What evaluations did, counted where the work happens: a caller makes one
+/// per query, passes it to every call and reads it afterwards (`EXPLAIN
+/// ANALYZE`'s numbers). One relaxed add per block, off the per-row paths.
+#[derive(Debug, Default)]
+pub struct Tally {
+    bitmaps_decoded: AtomicU64,
+}
+
+impl Tally {
+    /// Roaring bitmaps (bins' and missing rows') decoded from index bytes.
+    pub fn bitmaps_decoded(&self) -> u64 {
+        self.bitmaps_decoded.load(Ordering::Relaxed)
+    }
+
+    fn decoded(&self, n: usize) {
+        if n > 0 {
+            self.bitmaps_decoded.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+}
 
 /// Which entries of one block an interval takes whole, and which straddle it.
 struct BlockPlan {
@@ -137,27 +159,36 @@ impl<K: Key> ColumnIndex<K> {
         b: usize,
         data: &[&[u8]],
         entries: impl Iterator<Item = usize>,
+        tally: &Tally,
     ) -> Result<RoaringBitmap> {
         let bytes = self.bytes(data, b);
         let bitmaps = entries
             .map(|i| self.headers[b].bitmap(bytes, i))
             .collect::<Result<Vec<_>>>()?;
+        tally.decoded(bitmaps.len());
         Ok(bitmaps.union())
     }
 
     /// Rows of block `b` that surely satisfy the plan.
-    fn sure(&self, b: usize, data: &[&[u8]], plan: &BlockPlan) -> Result<RoaringBitmap> {
+    fn sure(
+        &self,
+        b: usize,
+        data: &[&[u8]],
+        plan: &BlockPlan,
+        tally: &Tally,
+    ) -> Result<RoaringBitmap> {
         let header = &self.headers[b];
         let n_entries = header.entries.len();
         if plan.inside.len() * 2 <= n_entries {
-            return self.union(b, data, plan.inside.clone());
+            return self.union(b, data, plan.inside.clone(), tally);
         }
         // Most bins are inside: take everything and remove the few that are not.
         let mut all = RoaringBitmap::new();
         all.insert_range(0..header.n_rows);
         let outside = (0..plan.inside.start).chain(plan.inside.end..n_entries);
-        let removed = self.union(b, data, outside)?;
+        let removed = self.union(b, data, outside, tally)?;
         let missing = header.missing(self.bytes(data, b))?;
+        tally.decoded(1);
         Ok(all - removed - missing)
     }
 
@@ -178,8 +209,8 @@ impl<K: Key> ColumnIndex<K> {
 
     /// Count of rows that surely satisfy `iv`, and the candidate rows the
     /// caller must check against the values. No sure bitmap is decoded.
-    pub fn count(&self, data: &[&[u8]], iv: &Interval<K>) -> Result<(u64, RowSet)> {
-        self.count_blocks(data, iv, 0..self.headers.len())
+    pub fn count(&self, data: &[&[u8]], iv: &Interval<K>, tally: &Tally) -> Result<(u64, RowSet)> {
+        self.count_blocks(data, iv, 0..self.headers.len(), tally)
     }
 
     /// [`Self::count`] on the blocks `blocks` only (a rank's share); rows of
@@ -189,6 +220,7 @@ impl<K: Key> ColumnIndex<K> {
         data: &[&[u8]],
         iv: &Interval<K>,
         blocks: Range<usize>,
+        tally: &Tally,
     ) -> Result<(u64, RowSet)> {
         let per_block = (0..self.headers.len())
             .into_par_iter()
@@ -201,7 +233,8 @@ impl<K: Key> ColumnIndex<K> {
                     .iter()
                     .map(|e| e.count)
                     .sum();
-                Ok((sure, self.union(b, data, plan.boundary.iter().copied())?))
+                let candidates = self.union(b, data, plan.boundary.iter().copied(), tally)?;
+                Ok((sure, candidates))
             })
             .collect::<Result<Vec<_>>>()?;
         let sure = per_block.iter().map(|(s, _)| s).sum();
@@ -219,6 +252,7 @@ impl<K: Key> ColumnIndex<K> {
         data: &[&[u8]],
         iv: &Interval<K>,
         domain: Option<&RowSet>,
+        tally: &Tally,
     ) -> Result<(RowSet, RowSet)> {
         if let Some(d) = domain {
             self.check_table(d)?;
@@ -231,8 +265,8 @@ impl<K: Key> ColumnIndex<K> {
                     return Ok((RoaringBitmap::new(), RoaringBitmap::new()));
                 }
                 let plan = Self::plan(&self.headers[b], iv);
-                let mut sure = self.sure(b, data, &plan)?;
-                let mut cand = self.union(b, data, plan.boundary.iter().copied())?;
+                let mut sure = self.sure(b, data, &plan, tally)?;
+                let mut cand = self.union(b, data, plan.boundary.iter().copied(), tally)?;
                 if let Some(dom) = dom {
                     sure &= dom;
                     cand &= dom;
@@ -258,6 +292,7 @@ impl<K: Key> ColumnIndex<K> {
         data: &[&[u8]],
         edges: &[f64],
         domain: Option<&RowSet>,
+        tally: &Tally,
     ) -> Result<(Vec<u64>, RowSet)> {
         if edges.len() < 2 || !edges.windows(2).all(|w| w[0] < w[1]) {
             return Err(CoreError::Invalid(
@@ -300,13 +335,16 @@ impl<K: Key> ColumnIndex<K> {
                         (Some(a), Some(z)) if a == z => {
                             counts[a] += match dom {
                                 None => e.count,
-                                Some(d) => header.bitmap(bytes, i)?.intersection_len(d),
+                                Some(d) => {
+                                    tally.decoded(1);
+                                    header.bitmap(bytes, i)?.intersection_len(d)
+                                }
                             };
                         }
                         _ => straddling.push(i),
                     }
                 }
-                let mut candidates = self.union(b, data, straddling.into_iter())?;
+                let mut candidates = self.union(b, data, straddling.into_iter(), tally)?;
                 if let Some(d) = dom {
                     candidates &= d;
                 }
@@ -328,11 +366,12 @@ impl<K: Key> ColumnIndex<K> {
     }
 
     /// Rows whose value is missing (NaN).
-    pub fn missing(&self, data: &[&[u8]]) -> Result<RowSet> {
+    pub fn missing(&self, data: &[&[u8]], tally: &Tally) -> Result<RowSet> {
         let blocks = (0..self.headers.len())
             .into_par_iter()
             .map(|b| self.headers[b].missing(self.bytes(data, b)))
             .collect::<Result<Vec<_>>>()?;
+        tally.decoded(blocks.len());
         RowSet::from_blocks(self.n_rows, self.block_len, blocks)
     }
 
@@ -433,6 +472,40 @@ mod tests {
     }
 
     #[test]
+    fn tally_counts_the_bitmaps_each_call_decodes() {
+        // Bins [0, 10), [10, 20), ... ; 4 blocks of 25 rows.
+        let values: Vec<f64> = (0..100).map(|i| f64::from(i % 50)).collect();
+        let edges: Vec<f64> = (1..5).map(|k| f64::from(k * 10)).collect();
+        let blocks = build_blocks(&values, &edges, 25).unwrap();
+        let (shards, spans) = layout(&blocks);
+        let data = views(&shards);
+        let col = ColumnIndex::<f64>::open(&data, &spans, 100, 25).unwrap();
+        let on_edges = Interval {
+            lo: 10.0,
+            lo_incl: true,
+            hi: 30.0,
+            hi_incl: false,
+        };
+        let tally = Tally::default();
+        col.count(&data, &on_edges, &tally).unwrap();
+        assert_eq!(
+            tally.bitmaps_decoded(),
+            0,
+            "a count on edges decodes nothing"
+        );
+        let between = Interval {
+            lo: 15.0,
+            ..on_edges
+        };
+        let (sure, cand) = col.count(&data, &between, &tally).unwrap();
+        // One straddling bin, [10, 20), in each block that holds rows of it.
+        assert_eq!(tally.bitmaps_decoded(), 2);
+        assert_eq!((sure, cand.len()), (20, 20));
+        col.missing(&data, &tally).unwrap();
+        assert_eq!(tally.bitmaps_decoded(), 2 + 4);
+    }
+
+    #[test]
     fn sure_plus_checked_candidates_is_exact() {
         let values: Vec<f64> = (0..10_007)
             .map(|i| {
@@ -478,7 +551,7 @@ mod tests {
         .enumerate()
         {
             let expect = oracle(&values, &iv);
-            let (sure, cand) = col.leaf(&data, &iv, None).unwrap();
+            let (sure, cand) = col.leaf(&data, &iv, None, &Tally::default()).unwrap();
             let checked: Vec<u64> = cand
                 .to_ids()
                 .into_iter()
@@ -488,19 +561,26 @@ mod tests {
             got.extend(checked);
             got.sort_unstable();
             assert_eq!(got, expect, "{iv:?}");
-            let (count, cand2) = col.count(&data, &iv).unwrap();
+            let (count, cand2) = col.count(&data, &iv, &Tally::default()).unwrap();
             assert_eq!(cand2, cand);
             assert_eq!(count, sure.len());
             // Two ranks' shares add up to the whole; candidates stay in their share.
             let n_blocks = cand.blocks().len();
             let cut = (i * 3) % (n_blocks + 1);
-            let (low, low_cand) = col.count_blocks(&data, &iv, 0..cut).unwrap();
-            let (high, high_cand) = col.count_blocks(&data, &iv, cut..n_blocks).unwrap();
+            let (low, low_cand) = col
+                .count_blocks(&data, &iv, 0..cut, &Tally::default())
+                .unwrap();
+            let (high, high_cand) = col
+                .count_blocks(&data, &iv, cut..n_blocks, &Tally::default())
+                .unwrap();
             assert_eq!(low + high, count);
             assert_eq!(low_cand.or(&high_cand).unwrap(), cand);
             assert!(low_cand.block_counts()[cut..].iter().all(|&n| n == 0));
             let bounds = col.block_bounds(&iv);
-            let missing = col.missing(&data).unwrap().block_counts();
+            let missing = col
+                .missing(&data, &Tally::default())
+                .unwrap()
+                .block_counts();
             let counts = sure
                 .block_counts()
                 .into_iter()
@@ -510,7 +590,7 @@ mod tests {
                 assert_eq!(*bound, s + c + m, "block {b}");
             }
         }
-        assert_eq!(col.missing(&data).unwrap().len(), 100);
+        assert_eq!(col.missing(&data, &Tally::default()).unwrap().len(), 100);
     }
 
     #[test]
@@ -541,7 +621,9 @@ mod tests {
             vec![-1.0, 1000.0],
         ] {
             for dom in [None, Some(&domain)] {
-                let (mut counts, cand) = col.histogram(&data, &hist_edges, dom).unwrap();
+                let (mut counts, cand) = col
+                    .histogram(&data, &hist_edges, dom, &Tally::default())
+                    .unwrap();
                 for id in cand.to_ids() {
                     let v = values[id as usize];
                     let n = hist_edges.len() - 1;

@@ -117,9 +117,10 @@ pub enum Op {
     Exp,
     Ln,
     Log10,
-    /// Minimum ignoring NaN (`NumPy`'s `fmin`).
+    /// Minimum, NaN if either side is NaN (`NumPy`'s `minimum`): a
+    /// comparison that reads NaN stays unknown through `min`.
     Min,
-    /// Maximum ignoring NaN (`NumPy`'s `fmax`).
+    /// Maximum, NaN if either side is NaN (`NumPy`'s `maximum`).
     Max,
 }
 
@@ -238,13 +239,34 @@ impl Program {
                         Op::Mul => a.iter_mut().zip(b).for_each(|(x, y)| *x *= y),
                         Op::Div => a.iter_mut().zip(b).for_each(|(x, y)| *x /= y),
                         Op::Pow => a.iter_mut().zip(b).for_each(|(x, y)| *x = x.powf(*y)),
-                        Op::Min => a.iter_mut().zip(b).for_each(|(x, y)| *x = x.min(*y)),
-                        _ => a.iter_mut().zip(b).for_each(|(x, y)| *x = x.max(*y)),
+                        Op::Min => a.iter_mut().zip(b).for_each(|(x, y)| *x = nan_min(*x, *y)),
+                        _ => a.iter_mut().zip(b).for_each(|(x, y)| *x = nan_max(*x, *y)),
                     }
                     top -= 1;
                 }
             }
         }
+    }
+}
+
+/// The smaller of `a` and `b`, NaN if either is: `f64::min` would drop the
+/// NaN and turn an unknown comparison into a true one.
+#[inline]
+fn nan_min(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.min(b)
+    }
+}
+
+/// The larger of `a` and `b`, NaN if either is (see [`nan_min`]).
+#[inline]
+fn nan_max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
     }
 }
 
@@ -438,6 +460,28 @@ mod tests {
         let domain = RowSet::from_sorted_ids(5, 2, &[1, 3]).unwrap();
         let (t, u) = scan_compare(&cols, &cmp, 5, 2, Some(&domain)).unwrap();
         assert_eq!((t.to_ids(), u.to_ids()), (vec![3], vec![1]));
+    }
+
+    #[test]
+    fn min_and_max_propagate_nan() {
+        // max(a, b) > 1 on a row where b is NaN is unknown, never true.
+        let a = [2.0f64, 0.5, 3.0, f64::NAN];
+        let b = [f64::NAN, 0.2, 0.1, 5.0];
+        let cols = [Values::F64(&a), Values::F64(&b)];
+        let one = Program::new(vec![Op::Const(1.0)], 2).unwrap();
+        for (op, want_true) in [(Op::Max, vec![2]), (Op::Min, vec![])] {
+            let cmp = Comparison {
+                left: Program::new(vec![Op::Load(0), Op::Load(1), op], 2).unwrap(),
+                cmp: Cmp::Gt,
+                right: one.clone(),
+            };
+            let (t, u) = scan_compare(&cols, &cmp, 4, 3, None).unwrap();
+            assert_eq!((t.to_ids(), u.to_ids()), (want_true, vec![0, 3]));
+        }
+        let p = Program::new(vec![Op::Load(0), Op::Load(1), Op::Min], 2).unwrap();
+        let v = evaluate(&cols, &p, 4).unwrap();
+        assert!(v[0].is_nan() && v[3].is_nan());
+        assert_eq!((v[1], v[2]), (0.2, 0.1));
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use proptest::prelude::*;
 use quarry_core::binning::{bin_of, equal_weight_edges, variable_edges, BinLookup};
-use quarry_core::column::{build_blocks, BlockSpan, BuiltBlock, ColumnIndex};
+use quarry_core::column::{build_blocks, BlockSpan, BuiltBlock, ColumnIndex, Tally};
 use quarry_core::eval::Interval;
 use quarry_core::key::Key;
 use quarry_core::rowset::RowSet;
@@ -32,8 +32,8 @@ fn answer<K: Key + quarry_core::key::Widen<K>>(
     let (shards, spans) = layout(&blocks);
     let data: Vec<&[u8]> = shards.iter().map(Vec::as_slice).collect();
     let col = ColumnIndex::<K>::open(&data, &spans, values.len() as u64, block_len as u64).unwrap();
-    let (sure, cand) = col.leaf(&data, iv, None).unwrap();
-    let (count, cand2) = col.count(&data, iv).unwrap();
+    let (sure, cand) = col.leaf(&data, iv, None, &Tally::default()).unwrap();
+    let (count, cand2) = col.count(&data, iv, &Tally::default()).unwrap();
     assert_eq!(count, sure.len());
     assert_eq!(cand, cand2);
     assert!(
@@ -44,15 +44,23 @@ fn answer<K: Key + quarry_core::key::Widen<K>>(
     ids.extend(
         cand.to_ids()
             .into_iter()
-            .filter(|&i| iv.contains(values[i as usize])),
+            .filter(|&i| inside(values[i as usize], iv)),
     );
     ids.sort_unstable();
     ids
 }
 
+/// `lo (<|<=) v (<|<=) hi` with the language's own comparisons, not the
+/// crate's `Interval::contains`: NaN is inside nothing, -0.0 equals 0.0.
+fn inside<K: PartialOrd + Copy>(v: K, iv: &Interval<K>) -> bool {
+    let above = if iv.lo_incl { v >= iv.lo } else { v > iv.lo };
+    let below = if iv.hi_incl { v <= iv.hi } else { v < iv.hi };
+    above && below
+}
+
 fn brute<K: Key>(values: &[K], iv: &Interval<K>) -> Vec<u64> {
     (0..values.len() as u64)
-        .filter(|&i| iv.contains(values[i as usize]))
+        .filter(|&i| inside(values[i as usize], iv))
         .collect()
 }
 

@@ -273,6 +273,30 @@ enum Inner {
 /// (count of valid values, sum, M2, min, max) of one block.
 type BlockStats = (u64, f64, f64, Py<PyAny>, Py<PyAny>);
 
+/// What a query's index calls did (bitmaps decoded), added up over every
+/// call it is passed to.
+#[pyclass(frozen, module = "quarry._core")]
+#[derive(Default)]
+struct Tally(column::Tally);
+
+#[pymethods]
+impl Tally {
+    #[new]
+    fn new() -> Self {
+        Self::default()
+    }
+
+    #[getter]
+    fn bitmaps_decoded(&self) -> u64 {
+        self.0.bitmaps_decoded()
+    }
+}
+
+/// The caller's tally, or a throwaway one.
+fn tally_or_own<'a>(tally: Option<&'a Tally>, own: &'a column::Tally) -> &'a column::Tally {
+    tally.map_or(own, |t| &t.0)
+}
+
 /// One indexed variable: all its blocks, in one index file or spread over
 /// several (the shards ranks wrote).
 #[pyclass(frozen, module = "quarry._core")]
@@ -382,7 +406,8 @@ impl Column {
 
     /// Count of rows surely inside, and the candidate rows to check; only
     /// in blocks `[first, stop)` when `blocks` is given.
-    #[pyo3(signature = (lo, lo_incl, hi, hi_incl, blocks=None))]
+    #[pyo3(signature = (lo, lo_incl, hi, hi_incl, blocks=None, tally=None))]
+    #[allow(clippy::too_many_arguments)]
     fn count<'py>(
         &self,
         py: Python<'py>,
@@ -391,17 +416,21 @@ impl Column {
         hi: &Bound<'py, PyAny>,
         hi_incl: bool,
         blocks: Option<(usize, usize)>,
+        tally: Option<&Tally>,
     ) -> PyResult<(u64, RowSet)> {
         let data = &self.buffers()[..];
+        let own = column::Tally::default();
+        let tally = tally_or_own(tally, &own);
         with_column!(self, c, K => {
             let iv = interval::<K>(lo, lo_incl, hi, hi_incl)?;
             let blocks = blocks.map_or(0..usize::MAX, |(first, stop)| first..stop);
-            detach(py, || c.count_blocks(data, &iv, blocks)).map(|(n, cand)| (n, RowSet(cand))).map_err(to_py)
+            detach(py, || c.count_blocks(data, &iv, blocks, tally)).map(|(n, cand)| (n, RowSet(cand))).map_err(to_py)
         })
     }
 
     /// Rows surely inside and candidate rows, restricted to `domain` if given.
-    #[pyo3(signature = (lo, lo_incl, hi, hi_incl, domain=None))]
+    #[pyo3(signature = (lo, lo_incl, hi, hi_incl, domain=None, tally=None))]
+    #[allow(clippy::too_many_arguments)]
     fn leaf<'py>(
         &self,
         py: Python<'py>,
@@ -410,12 +439,15 @@ impl Column {
         hi: &Bound<'py, PyAny>,
         hi_incl: bool,
         domain: Option<&RowSet>,
+        tally: Option<&Tally>,
     ) -> PyResult<(RowSet, RowSet)> {
         let data = &self.buffers()[..];
         let domain = domain.map(|d| &d.0);
+        let own = column::Tally::default();
+        let tally = tally_or_own(tally, &own);
         with_column!(self, c, K => {
             let iv = interval::<K>(lo, lo_incl, hi, hi_incl)?;
-            detach(py, || c.leaf(data, &iv, domain)).map(|(s, cand)| (RowSet(s), RowSet(cand))).map_err(to_py)
+            detach(py, || c.leaf(data, &iv, domain, tally)).map(|(s, cand)| (RowSet(s), RowSet(cand))).map_err(to_py)
         })
     }
 
@@ -435,23 +467,29 @@ impl Column {
 
     /// Counts of `domain`'s rows per histogram bin (last bin closed) from the
     /// index, and the candidate rows whose values the caller must count.
-    #[pyo3(signature = (edges, domain=None))]
+    #[pyo3(signature = (edges, domain=None, tally=None))]
     fn histogram(
         &self,
         py: Python<'_>,
         edges: PyReadonlyArray1<'_, f64>,
         domain: Option<&RowSet>,
+        tally: Option<&Tally>,
     ) -> PyResult<(Vec<u64>, RowSet)> {
         let data = &self.buffers()[..];
         let edges = edges.as_slice()?;
         let domain = domain.map(|d| &d.0);
-        with_column!(self, c, K => detach(py, || c.histogram(data, edges, domain)).map(|(n, cand)| (n, RowSet(cand))).map_err(to_py))
+        let own = column::Tally::default();
+        let tally = tally_or_own(tally, &own);
+        with_column!(self, c, K => detach(py, || c.histogram(data, edges, domain, tally)).map(|(n, cand)| (n, RowSet(cand))).map_err(to_py))
     }
 
     /// Rows whose value is missing.
-    fn missing(&self, py: Python<'_>) -> PyResult<RowSet> {
+    #[pyo3(signature = (tally=None))]
+    fn missing(&self, py: Python<'_>, tally: Option<&Tally>) -> PyResult<RowSet> {
         let data = &self.buffers()[..];
-        with_column!(self, c, K => detach(py, || c.missing(data)).map(RowSet).map_err(to_py))
+        let own = column::Tally::default();
+        let tally = tally_or_own(tally, &own);
+        with_column!(self, c, K => detach(py, || c.missing(data, tally)).map(RowSet).map_err(to_py))
     }
 
     /// Per block: (count of valid values, sum, M2 = sum of squared deviations from the mean, min, max).
@@ -747,6 +785,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RowSet>()?;
     m.add_class::<IndexFile>()?;
     m.add_class::<Column>()?;
+    m.add_class::<Tally>()?;
     m.add_function(wrap_pyfunction!(build_blocks, m)?)?;
     m.add_function(wrap_pyfunction!(variable_edges, m)?)?;
     m.add_function(wrap_pyfunction!(evaluate, m)?)?;

@@ -164,6 +164,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     q.add_argument("--quiet", action="store_true", help="no progress bar")
     q.add_argument(
+        "--explain",
+        action="store_true",
+        help="also say what answering took, like EXPLAIN ANALYZE: rows checked, bitmaps "
+        'decoded, bytes read (with --json: a "stats" object; else one line on stderr)',
+    )
+    q.add_argument(
         "--load",
         metavar="FILE",
         help="the hits of a selection saved with --save, instead of running a QUERY: "
@@ -374,7 +380,13 @@ def _cmd_query(args: argparse.Namespace) -> int:
         print(f"quarry: error: {swapped}", file=sys.stderr)
         return 2
     if split_query_inputs(args):
+        if args.explain:
+            print("quarry: error: --explain takes one file and one query", file=sys.stderr)
+            return 2
         return cmd_query_many(args)
+    if args.explain and (args.comm is not None or args.out_per_rank):
+        print("quarry: error: --explain runs in one process, without mpiexec", file=sys.stderr)
+        return 2
     start = time.perf_counter()
     with quarry.open(args.file, index=args.index) as ds:
         if args.load:
@@ -404,11 +416,23 @@ def _cmd_query(args: argparse.Namespace) -> int:
             sel.save(args.save)
             result["saved"] = args.save
         if args.ids or args.coords or args.coords_of or args.values:
-            return _emit_rows(args, ds, sel, result, start)
-        result["count"] = sel.count()
-        result["elapsed_ms"] = round((time.perf_counter() - start) * 1e3, 3)
-        print(json.dumps(result) if args.json else result["count"])
-    return 0
+            status = _emit_rows(args, ds, sel, result, start)
+        else:
+            result["count"] = sel.count()
+            result["elapsed_ms"] = round((time.perf_counter() - start) * 1e3, 3)
+            _explain(args, sel, result)
+            print(json.dumps(result) if args.json else result["count"])
+            status = 0
+        if args.explain and not args.json:
+            stats = sel.stats().to_dict()
+            print("explain: " + " ".join(f"{k}={v}" for k, v in stats.items()), file=sys.stderr)
+    return status
+
+
+def _explain(args: argparse.Namespace, sel: Any, result: dict[str, Any]) -> None:
+    """Add the selection's work so far to a JSON answer under --explain."""
+    if args.explain:
+        result["stats"] = sel.stats().to_dict()
 
 
 def _swapped_query(inputs: list[str]) -> str | None:
@@ -481,6 +505,7 @@ def _emit_rows(
     if args.out:
         result["out"] = args.out
     result["elapsed_ms"] = round((time.perf_counter() - start) * 1e3, 3)
+    _explain(args, sel, result)
     if args.json:
         print(json.dumps(result))
     else:

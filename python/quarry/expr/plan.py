@@ -255,8 +255,9 @@ FUNCS: dict[str, Callable[..., npt.NDArray[np.float64]]] = {
     "exp": np.exp,
     "log": np.log,
     "log10": np.log10,
-    "min": np.fmin,
-    "max": np.fmax,
+    # NaN-propagating, as the core's scan: max(a, nan) > 1 is unknown.
+    "min": np.minimum,
+    "max": np.maximum,
 }
 
 

@@ -11,6 +11,8 @@ per step, the blocks in writer order.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -197,3 +199,9 @@ class ADIOS2Driver:
 
     def close(self) -> None:
         self._reader.close()
+        # ADIOS2's BP5 reader writes /tmp/<name>_<pid in hex>_profiling.json
+        # when it closes, whatever its "Profile" parameter says (2.12): a read
+        # must leave nothing behind, so remove it.
+        name = os.path.basename(os.path.normpath(self.path))
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join("/tmp", f"{name}_{os.getpid():x}_profiling.json"))

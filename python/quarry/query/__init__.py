@@ -2,5 +2,6 @@
 
 from quarry.query.execute import Executor, Table
 from quarry.query.selection import Selection
+from quarry.query.stats import QueryStats
 
-__all__ = ["Executor", "Selection", "Table"]
+__all__ = ["Executor", "QueryStats", "Selection", "Table"]

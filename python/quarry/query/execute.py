@@ -36,6 +36,7 @@ from quarry.expr.plan import (
 from quarry.formats.base import Driver, VariableInfo
 from quarry.formats.subarray import read_view
 from quarry.index.store import IndexStore
+from quarry.query.stats import CountingDriver, QueryStats, Work
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -123,12 +124,22 @@ class Executor:
         self._missing: dict[str, _core.RowSet] = {}
         # Scanned values by (variable, blocks): whole columns, or a share's rows.
         self._columns: dict[tuple[str, tuple[int, int] | None], npt.NDArray[np.generic]] = {}
+        self._work = Work()
+        # Every read of values goes through this, so bytes_read sees them all.
+        self._source = CountingDriver(driver, self._work)
 
     def share_caches(self, other: Executor) -> None:
-        """Use ``other``'s whole-column caches (missing rows, scanned values):
-        executors answering parts of one table read each column once."""
+        """Use ``other``'s whole-column caches (missing rows, scanned values)
+        and add this executor's work to its totals: executors answering parts
+        of one table read each column once and report as one query."""
         self._missing = other._missing
         self._columns = other._columns
+        self._work = other._work
+        self._source = CountingDriver(self.driver, self._work)
+
+    def stats(self) -> QueryStats:
+        """What the evaluations so far did (rows checked, bitmaps decoded, bytes read)."""
+        return self._work.snapshot()
 
     # -- helpers ---------------------------------------------------------
     def _empty(self) -> _core.RowSet:
@@ -161,7 +172,7 @@ class Executor:
         if values is None:
             start, stop = self._part_rows()
             if self.table.axis_of(var) is None and var.subarray is None:
-                values = self.driver.read(var.path, start, stop)
+                values = self._source.read(var.path, start, stop)
             else:  # coordinates and subarrays are laid out over the table first
                 values = self._whole(var)[start:stop]
             self._columns[(var.key, self.blocks)] = values
@@ -180,6 +191,7 @@ class Executor:
         share of it (rows renumbered from its first block, the answer placed
         back)."""
         if self.blocks is None:
+            self._work.scanned(domain, self.table.n_rows, self.table.block_len)
             return scan(self.table.n_rows, domain)
         first, stop = self.blocks
         within = domain if domain is not None else self.part
@@ -188,6 +200,7 @@ class Executor:
         # Every row of the share: no domain, so the core scans densely
         # rather than row by row through a bitmap.
         everything = len(share) == share.n_rows
+        self._work.scanned(None if everything else share, share.n_rows, self.table.block_len)
         t, u = scan(share.n_rows, None if everything else share)
         return t.place_blocks(first, self.table.n_rows), u.place_blocks(first, self.table.n_rows)
 
@@ -196,7 +209,7 @@ class Executor:
         core then touches only the pages of the rows it evaluates."""
         values = self._columns.get((var.key, None))
         if values is None:
-            values = read_view(self.driver, var)
+            values = read_view(self._source, var)
             axis = self.table.axis_of(var)
             if axis is not None:  # a coordinate, repeated over the table's other axes
                 along = [1] * len(self.table.shape)
@@ -213,15 +226,15 @@ class Executor:
         if axis is None:
             if var.subarray is not None:
                 ids = var.subarray.base_ids(ids)
-            return self.driver.gather(var.path, ids)
+            return self._source.gather(var.path, ids)
         along = np.unravel_index(ids, self.table.shape)[axis].astype(np.int64)
-        return read_view(self.driver, var)[along]
+        return read_view(self._source, var)[along]
 
     def _missing_rows(self, var: VariableInfo, col: _core.Column) -> _core.RowSet:
         rows = self._missing.get(var.key)
         if rows is None:
             with self._reading(var):
-                rows = col.missing()
+                rows = col.missing(self._work.tally)
             self._missing[var.key] = rows
         return rows
 
@@ -248,7 +261,9 @@ class Executor:
             if col is not None:
                 iv = plan.interval
                 with self._reading(plan.var):
-                    sure, cand = col.count(iv.lo, iv.lo_incl, iv.hi, iv.hi_incl, self.blocks)
+                    sure, cand = col.count(
+                        iv.lo, iv.lo_incl, iv.hi, iv.hi_incl, self.blocks, self._work.tally
+                    )
                 return int(sure) + len(self._passing(plan, cand))
         return len(self.rows(plan))
 
@@ -302,6 +317,7 @@ class Executor:
             all(b[k] > 0 for b in bounds.values()) for k in range(len(next(iter(bounds.values()))))
         ]
         if not all(live):
+            self._work.blocks_skipped += live.count(False)
             kept = _core.RowSet.full_blocks(self.table.n_rows, self.table.block_len, live)
             domain = kept if domain is None else domain & kept
 
@@ -337,7 +353,8 @@ class Executor:
         if cand.is_empty():
             return np.empty(0, dtype=np.int64)
         ids = cand.to_ids()
-        values = self.driver.gather(leaf.var.path, ids)
+        self._work.rows_checked += len(ids)
+        values = self._source.gather(leaf.var.path, ids)
         return ids[leaf.interval.mask(values)]
 
     def _range(self, leaf: RangeLeaf, domain: _core.RowSet | None, want_unknown: bool) -> Pair:
@@ -368,7 +385,7 @@ class Executor:
         if iv.empty:
             return self._empty(), u
         with self._reading(leaf.var):
-            sure, cand = col.leaf(iv.lo, iv.lo_incl, iv.hi, iv.hi_incl, domain)
+            sure, cand = col.leaf(iv.lo, iv.lo_incl, iv.hi, iv.hi_incl, domain, self._work.tally)
         passing = self._passing(leaf, cand)
         return (sure | self._from_ids(passing) if len(passing) else sure), u
 
@@ -398,13 +415,16 @@ class Executor:
         u = self._empty()
         if want_unknown:
             with self._reading(var):
-                u = back((col.missing() & base_domain).to_ids())
+                u = back((col.missing(self._work.tally) & base_domain).to_ids())
         if iv.empty:
             return self._empty(), u
         with self._reading(var):
-            sure, cand = col.leaf(iv.lo, iv.lo_incl, iv.hi, iv.hi_incl, base_domain)
+            sure, cand = col.leaf(
+                iv.lo, iv.lo_incl, iv.hi, iv.hi_incl, base_domain, self._work.tally
+            )
         ids = cand.to_ids()
-        passing = ids[iv.mask(self.driver.gather(var.path, ids))] if len(ids) else ids
+        self._work.rows_checked += len(ids)
+        passing = ids[iv.mask(self._source.gather(var.path, ids))] if len(ids) else ids
         hits = np.union1d(sure.to_ids(), passing).astype(np.int64)
         return back(hits), u
 

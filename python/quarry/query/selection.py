@@ -13,6 +13,7 @@ from quarry.expr.plan import PlanNode
 from quarry.parallel.threads import jobs, on_own_threads
 from quarry.query.execute import Executor, Table
 from quarry.query.histogram import Histogram, Part, combine
+from quarry.query.stats import QueryStats
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -97,6 +98,25 @@ class Selection:
             assert self.plan is not None, "a loaded selection comes with its rows"
             self._rows = self._executor.rows(self.plan)
         return self._rows
+
+    def stats(self) -> QueryStats:
+        """What answering has done so far, as ``EXPLAIN ANALYZE`` shows it:
+        candidate rows checked, bitmaps decoded, bytes read from the data file,
+        rows and blocks scanned, blocks skipped by zone maps (see
+        :class:`quarry.query.stats.QueryStats`).
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "s.h5")
+        >>> with h5py.File(path, "w") as f:
+        ...     _ = f.create_dataset("x", data=np.arange(100.0))
+        >>> with quarry.open(path) as ds:
+        ...     sel = ds.query("x * 2 > 150")          # arithmetic: a scan
+        ...     sel.count(), sel.stats().rows_scanned, sel.stats().bytes_read
+        (24, 100, 800)
+        """
+        return self._executor.stats()
 
     def save(self, path: str) -> None:
         """Keep the rows on disk (compact: a Roaring bitmap per block) to fetch

@@ -1,0 +1,117 @@
+"""What a query did, as DuckDB's ``EXPLAIN ANALYZE`` shows it: counted where
+the work happens (the executor, the core's bitmap decoding, the driver's
+reads), so a test can tell an index lookup from a scan and a check of one
+bin's rows from a check of a whole block."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from quarry import _core
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from quarry.formats.base import Driver, VariableInfo
+
+
+@dataclass(frozen=True)
+class QueryStats:
+    """The work behind one selection's answers so far.
+
+    Examples
+    --------
+    >>> import quarry, h5py, numpy as np, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "s.h5")
+    >>> with h5py.File(path, "w") as f:
+    ...     _ = f.create_dataset("energy", data=np.linspace(0, 2, 1000))
+    >>> with quarry.open(path) as ds:
+    ...     _ = ds.build_index()
+    ...     sel = ds.query("1.5 < energy < 1.6")   # edges at every 2-digit decimal
+    ...     n = sel.count()
+    ...     sel.stats()
+    QueryStats(rows_checked=0, bitmaps_decoded=0, bytes_read=0, rows_scanned=0, \
+blocks_scanned=0, blocks_skipped=0)
+    """
+
+    rows_checked: int
+    """Candidate rows (of bins straddling a range's end) whose stored values
+    were read to check them."""
+    bitmaps_decoded: int
+    """Roaring bitmaps decoded from the index (bins' rows, missing rows)."""
+    bytes_read: int
+    """Bytes of values asked of the data file: candidates, scanned columns,
+    values at the hits. A memory-mapped column a scan reads counts whole,
+    although only the pages of the rows it evaluates are touched."""
+    rows_scanned: int
+    """Rows a scan evaluated (unindexed variables, arithmetic), summed over
+    the comparisons that scanned."""
+    blocks_scanned: int
+    """Blocks in which a scan evaluated at least one row, summed likewise."""
+    blocks_skipped: int
+    """Blocks an AND ruled out from its ranges' zone maps (each bin's in-block
+    minimum and maximum) before reading any bitmap."""
+
+    def to_dict(self) -> dict[str, int]:
+        """The numbers by name, for ``--explain --json``."""
+        return dataclasses.asdict(self)
+
+
+class Work:
+    """Running totals of one query's work, shared by the executors answering
+    parts of it. Not thread-safe across queries: each query has its own."""
+
+    def __init__(self) -> None:
+        self.tally = _core.Tally()
+        self.rows_checked = 0
+        self.bytes_read = 0
+        self.rows_scanned = 0
+        self.blocks_scanned = 0
+        self.blocks_skipped = 0
+
+    def scanned(self, domain: _core.RowSet | None, n_rows: int, block_len: int) -> None:
+        """Count a scan over ``domain`` (None: every one of ``n_rows`` rows)."""
+        if domain is None:
+            self.rows_scanned += n_rows
+            self.blocks_scanned += -(-n_rows // block_len)
+        else:
+            self.rows_scanned += len(domain)
+            self.blocks_scanned += sum(1 for c in domain.block_counts() if c)
+
+    def snapshot(self) -> QueryStats:
+        return QueryStats(
+            rows_checked=self.rows_checked,
+            bitmaps_decoded=self.tally.bitmaps_decoded,
+            bytes_read=self.bytes_read,
+            rows_scanned=self.rows_scanned,
+            blocks_scanned=self.blocks_scanned,
+            blocks_skipped=self.blocks_skipped,
+        )
+
+
+class CountingDriver:
+    """A driver that adds the bytes of every read through it to ``work``."""
+
+    def __init__(self, driver: Driver, work: Work) -> None:
+        self.driver = driver
+        self.work = work
+        self.path = driver.path
+
+    def variables(self) -> list[VariableInfo]:
+        return self.driver.variables()
+
+    def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
+        values = self.driver.read(var, start, stop)
+        self.work.bytes_read += values.nbytes
+        return values
+
+    def gather(self, var: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
+        values = self.driver.gather(var, positions)
+        self.work.bytes_read += values.nbytes
+        return values
+
+    def close(self) -> None:
+        self.driver.close()
