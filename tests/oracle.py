@@ -11,7 +11,9 @@ Semantics, from DESIGN.md:
   value, with Python's exact int/float/Fraction comparisons on each value: a
   float value against the float64 nearest a decimal literal (``x.astype('f8')
   > 0.1``), an integer value against the literal's exact value, an integer
-  literal exactly whatever the variable.
+  literal exactly whatever the variable. Arithmetic on integer literals alone
+  (``2**53 + 1``; ``+ - *`` and ``**`` with a non-negative exponent) is exact
+  integer arithmetic, so it is an integer literal too (README, Semantics).
 - Every other comparison is evaluated in float64 (arithmetic included); ``min``
   and ``max`` of two values are NumPy's ``minimum``/``maximum`` (NaN in, NaN out).
 - A comparison that reads a NaN (or compares with a NaN literal) is unknown;
@@ -148,13 +150,13 @@ class _Parser:
     def sum_(self) -> object:
         node = self.term()
         while (op := self.take("+", "-")) is not None:
-            node = Op(op, (node, self.term()))
+            node = _integer_literal(op, node, self.term())
         return node
 
     def term(self) -> object:
         node = self.unary()
         while (op := self.take("*", "/")) is not None:
-            node = Op(op, (node, self.unary()))
+            node = _integer_literal(op, node, self.unary())
         return node
 
     def unary(self) -> object:
@@ -171,7 +173,7 @@ class _Parser:
     def power(self) -> object:
         base = self.atom()
         if self.take("**"):
-            return Op("**", (base, self.unary()))
+            return _integer_literal("**", base, self.unary())
         return base
 
     def atom(self) -> object:
@@ -192,6 +194,16 @@ class _Parser:
             self.expect(")")
             return node
         raise SyntaxError(f"oracle: unexpected {text!r}")
+
+
+def _integer_literal(op: str, a: object, b: object) -> object:
+    """``a op b``, a literal when both are integer literals and the integer
+    result is exact (and of a size a test uses); else an operation."""
+    if isinstance(a, Lit) and isinstance(b, Lit):
+        x, y = (int(t.text) if t.text.lstrip("-").isdigit() else None for t in (a, b))
+        if x is not None and y is not None and (op in "+-*" or (op == "**" and 0 <= y <= 256)):
+            return Lit(str({"+": x + y, "-": x - y, "*": x * y}[op] if op != "**" else x**y))
+    return Op(op, (a, b))
 
 
 # --- evaluation -------------------------------------------------------------

@@ -39,8 +39,11 @@ def test_integers_compare_exactly_with_any_literal():
     assert oracle_ids("x < 9.007199254740993e15", {"x": x}).tolist() == [0]  # exact decimal
     assert oracle_ids("u >= 18446744073709551615", {"u": u}).tolist() == [1]
     assert oracle_ids("u > 1e400 || u < -1e400", {"u": u}).tolist() == []
-    # arithmetic is float64: 2**53 + 1 rounds to 2**53
+    # arithmetic on a variable is float64: x + 0 rounds 2**53 + 1 to 2**53
     assert oracle_ids("x + 0 == 9007199254740993", {"x": x}).tolist() == [0, 1]
+    # arithmetic on integer literals alone is exact: an integer literal
+    assert oracle_ids("x == 2**53 + 1", {"x": x}).tolist() == [1]
+    assert oracle_ids("x == 2**63 - 1", {"x": x}).tolist() == [2]
 
 
 def test_floats_compare_with_the_literals_float64():

@@ -235,11 +235,39 @@ def fold(node: Arith) -> Arith:
     return node
 
 
+#: Integer literals fold exactly while the result fits in this many bits;
+#: beyond, float64 gives +-inf, which compares the same with every stored
+#: value, and hostile text (``9**9**9``) cannot build a gigantic integer.
+_EXACT_BITS = 4096
+
+
 def _apply(op: str, a: Number, b: Number) -> Number:
-    if isinstance(a, int) and isinstance(b, int) and op in "+-*":
-        return {"+": a + b, "-": a - b, "*": a * b}[op]
+    """``a op b`` for two folded literals: exact for integers (``2**53 + 1``
+    compares exactly with an int64 column), float64 otherwise.
+
+    Examples
+    --------
+    >>> _apply("+", _apply("**", 2, 53), 1), _apply("**", 9, 9**9), _apply("**", 2, -1)
+    (9007199254740993, inf, 0.5)
+    """
+    if isinstance(a, int) and isinstance(b, int):
+        exact = _exact_int(op, a, b)
+        if exact is not None:
+            return exact
     with np.errstate(all="ignore"):
         return float(ARITH[op](np.float64(as_float(a)), np.float64(as_float(b))))
+
+
+def _exact_int(op: str, a: int, b: int) -> int | None:
+    """``a op b`` as an exact integer, or None where float64 must do it
+    (``/``, negative powers, results past :data:`_EXACT_BITS`)."""
+    if op in "+-":  # at most one bit longer than the longer operand
+        return a + b if op == "+" else a - b
+    if op == "*":
+        return a * b if a.bit_length() + b.bit_length() <= _EXACT_BITS else None
+    if op == "**" and b >= 0:
+        return a**b if abs(a) <= 1 or a.bit_length() * b <= _EXACT_BITS else None
+    return None
 
 
 ARITH: dict[str, Callable[..., npt.NDArray[np.float64]]] = {
