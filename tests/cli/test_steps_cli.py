@@ -46,6 +46,8 @@ def test_the_total_with_or_without_a_glob_path(sim):
     assert run("query", path, QUERY, "--path", "Step#*").stdout.strip() == str(total)
     out = json.loads(run("query", path, QUERY, "--json").stdout)
     assert out["count"] == total and out["members"] == len(STEP_SIZES)
+    # each bare name, and the variable it meant in every step
+    assert out["resolved"] == {"px": [f"/Step#{s}/px" for s in range(len(STEP_SIZES))]}
     out = json.loads(run("query", path, QUERY, "--per-step").stdout)
     assert out["per_step"] == [
         {"file": path, "step": s, "count": len(hits(c))} for s, c in enumerate(steps)

@@ -132,6 +132,7 @@ def answer_series(args: Any, sel: SeriesSelection, start: float) -> int:
             "query": args.query,
             "files": list(dict.fromkeys(r["file"] for r in per_step)),
             "members": len(per_step),
+            "resolved": _resolved(sel),
             "count": total,
             "elapsed_ms": round((time.perf_counter() - start) * 1e3, 3),
         }
@@ -183,6 +184,15 @@ def _print_rows(
         for row in zip(*(c.tolist() for c in table.values()), strict=True):
             cells = (repr(x) if isinstance(x, float) else str(x) for x in row)
             print(",".join([lead, *cells]))
+
+
+def _resolved(sel: SeriesSelection) -> dict[str, list[str]]:
+    """Each name as written -> the full path it resolved to in every member."""
+    out: dict[str, list[str]] = {}
+    for _, part in sel:
+        for name, path in part.resolved.items():
+            out.setdefault(name, []).append(path)
+    return out
 
 
 def cmd_index_many(args: Any) -> int:
