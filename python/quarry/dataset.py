@@ -75,6 +75,31 @@ def open(
     return Dataset(os.fspath(path), None if index is None else os.fspath(index), jobs)
 
 
+def _units(attrs: dict[str, Any]) -> dict[str, Any]:
+    """What a variable's attributes say of its units, for ``info``: CF's
+    ``units``; openPMD's ``unitSI`` and ``unitDimension`` (with the latter
+    written in SI base units, ``kg·m/s``).
+
+    Examples
+    --------
+    >>> _units({"unitSI": 1e-6, "unitDimension": [1, 0, 0, 0, 0, 0, 0], "position": [0]})
+    {'unitSI': 1e-06, 'unitDimension': [1, 0, 0, 0, 0, 0, 0], 'si_units': 'm'}
+    """
+    from quarry.formats import openpmd
+
+    out: dict[str, Any] = {}
+    if isinstance(attrs.get("units"), str):
+        out["units"] = attrs["units"]
+    factor = openpmd.unit_si(attrs)
+    if factor is not None:
+        out["unitSI"] = factor
+    dimension = attrs.get("unitDimension")
+    if isinstance(dimension, list) and len(dimension) == 7:
+        out["unitDimension"] = dimension
+        out["si_units"] = openpmd.unit_text(dimension)
+    return out
+
+
 class _Planned(NamedTuple):
     """What planning a query gives, cached per query text."""
 
@@ -524,6 +549,7 @@ class Dataset:
                 entry["decoding"] = v.decoding
             if v.dims:
                 entry["dims"] = list(v.dims)
+            entry.update(_units(v.attrs))
             if v.attrs:
                 entry["attrs"] = v.attrs
             if v.problem:

@@ -633,6 +633,12 @@ def _cmd_info(args: argparse.Namespace) -> int:
         mark = "indexed" if v["indexed"] else (v.get("unsupported") or "not indexed")
         if v.get("decoding"):
             mark += f"  [{v['decoding']}]"
+        if v.get("units"):
+            mark += f"  units {v['units']}"
+        if "unitSI" in v:
+            mark += f"  unitSI {v['unitSI']:g}"
+        if "si_units" in v:
+            mark += f"  ({v['si_units']})"
         stats = v.get("stats")
         if stats and stats["count"]:
             mark += (
