@@ -247,9 +247,11 @@ class Series:
         path: str | None = None,
         jobs: int | None = None,
         opened: Sequence[Dataset] = (),
+        si: bool = False,
     ) -> None:
         self.files = files
         self.jobs = jobs
+        self.si = si
         self.index = index
         self.path = path
         self._datasets: dict[str, Dataset] = {ds.path: ds for ds in opened}
@@ -282,7 +284,7 @@ class Series:
 
             if self.index is not None and self._index_dir:
                 os.makedirs(self.index, exist_ok=True)
-            ds = Dataset(file, self.index, self.jobs)
+            ds = Dataset(file, self.index, self.jobs, self.si)
             self._datasets[file] = ds
         return ds
 
@@ -617,6 +619,7 @@ def open_series(
     index: str | os.PathLike[str] | None = None,
     path: str | None = None,
     jobs: int | None = None,
+    si: bool = False,
 ) -> Series:
     """Open many files and/or step groups as one series.
 
@@ -624,8 +627,8 @@ def open_series(
     files, or a list of any of these. ``index`` is where the per-file indexes
     live (default: beside each file; a directory for read-only data). ``path``
     names the step groups (a glob such as ``Step#*``); by default they are found
-    by name (see :func:`step_groups`). ``jobs``: threads per file's work, as
-    for :func:`quarry.open`.
+    by name (see :func:`step_groups`). ``jobs``: threads per file's work, and
+    ``si``: values in SI units (openPMD's ``unitSI``), as for :func:`quarry.open`.
 
     Examples
     --------
@@ -640,7 +643,7 @@ def open_series(
     """
     sidecars = () if index is None else (os.fspath(index),)
     files = expand_sources(sources, sidecars)
-    return Series(files, None if index is None else os.fspath(index), path, jobs)
+    return Series(files, None if index is None else os.fspath(index), path, jobs, si=si)
 
 
 @dataclass

@@ -37,7 +37,8 @@ def _count(iteration: int, species: str) -> int:
 
 def write(path: str, encoding: str = "group", seed: int = 0) -> Written:
     """An openPMD series at ``path`` (``run.h5``, ``run_%T.h5``, ``run.bp``...),
-    ``encoding`` one of ``group``, ``file`` (the path holds ``%T``)."""
+    ``encoding`` one of ``group``, ``file`` (the path holds ``%T``), ``variable``
+    (ADIOS2 only)."""
     import openpmd_api as io
 
     rng = np.random.default_rng(seed)
@@ -45,6 +46,8 @@ def write(path: str, encoding: str = "group", seed: int = 0) -> Written:
     series = io.Series(path, io.Access.create)
     if encoding == "group":
         series.iteration_encoding = io.Iteration_Encoding.group_based
+    elif encoding == "variable":
+        series.iteration_encoding = io.Iteration_Encoding.variable_based
     iterations = series.write_iterations()
     for it in ITERATIONS:
         iteration = iterations[it]
