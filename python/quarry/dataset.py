@@ -49,6 +49,7 @@ def open(
     path: str | os.PathLike[str],
     index: str | os.PathLike[str] | None = None,
     jobs: int | None = None,
+    si: bool = False,
 ) -> Dataset:
     """Open a data file for indexing and querying.
 
@@ -59,6 +60,10 @@ def open(
     is read-only. ``jobs`` is how
     many threads its builds and queries use (0: one per core; None: as the
     caller set with :func:`quarry.parallel.threads`, one per core by default).
+    ``si=True`` makes every variable with openPMD's ``unitSI`` mean its
+    values in SI units, ``stored * unitSI`` in float64, in queries, values,
+    outputs and histograms; by default values are the stored ones (see
+    :mod:`quarry.expr.scaled` for how the index still answers).
 
     Examples
     --------
@@ -72,7 +77,32 @@ def open(
     35
     >>> ds.close()
     """
-    return Dataset(os.fspath(path), None if index is None else os.fspath(index), jobs)
+    return Dataset(os.fspath(path), None if index is None else os.fspath(index), jobs, si)
+
+
+def _units(attrs: dict[str, Any]) -> dict[str, Any]:
+    """What a variable's attributes say of its units, for ``info``: CF's
+    ``units``; openPMD's ``unitSI`` and ``unitDimension`` (with the latter
+    written in SI base units, ``kg·m/s``).
+
+    Examples
+    --------
+    >>> _units({"unitSI": 1e-6, "unitDimension": [1, 0, 0, 0, 0, 0, 0], "position": [0]})
+    {'unitSI': 1e-06, 'unitDimension': [1, 0, 0, 0, 0, 0, 0], 'si_units': 'm'}
+    """
+    from quarry.formats import openpmd
+
+    out: dict[str, Any] = {}
+    if isinstance(attrs.get("units"), str):
+        out["units"] = attrs["units"]
+    factor = openpmd.unit_si(attrs)
+    if factor is not None:
+        out["unitSI"] = factor
+    dimension = attrs.get("unitDimension")
+    if isinstance(dimension, list) and len(dimension) == 7:
+        out["unitDimension"] = dimension
+        out["si_units"] = openpmd.unit_text(dimension)
+    return out
 
 
 class _Planned(NamedTuple):
@@ -88,10 +118,14 @@ class _Planned(NamedTuple):
 class Dataset:
     """One data file, opened read-only, with its index if it has one."""
 
-    def __init__(self, path: str, index_path: str | None = None, jobs: int | None = None) -> None:
+    def __init__(
+        self, path: str, index_path: str | None = None, jobs: int | None = None, si: bool = False
+    ) -> None:
         self.path = path
         self.jobs = jobs
         """Threads for builds and queries (see :func:`quarry.open`)."""
+        self.si = si
+        """Whether values are in SI units (openPMD's ``unitSI``; see :func:`quarry.open`)."""
         # Given (a file, or a directory for indexes: the data's own may be
         # read-only), else found beside the file or in QUARRY_INDEX_PATH.
         self._index_given = index_path is not None
@@ -135,6 +169,17 @@ class Dataset:
         if info.problem is not None:
             raise UnsupportedVariableError(f"cannot query {info.path}: {info.problem}")
         return info if var.index is None else view_of(info, var.index)
+
+    def si_factor(self, info: VariableInfo) -> float | None:
+        """What ``si=True`` multiplies ``info``'s stored values by: its
+        openPMD ``unitSI``; None where it has none."""
+        from quarry.formats.openpmd import unit_si
+
+        return unit_si(info.attrs)
+
+    @property
+    def _factor(self) -> Callable[[VariableInfo], float | None] | None:
+        return self.si_factor if self.si else None
 
     # -- index -----------------------------------------------------------
     @property
@@ -341,7 +386,12 @@ class Dataset:
             if len(self._plans) >= 1024:
                 self._plans.clear()
             self._plans[key] = cached
-        selection = Selection(self, query, cached.plan, Executor(self.driver, store, cached.table))
+        selection = Selection(
+            self,
+            query,
+            cached.plan,
+            Executor(self.driver, store, cached.table, factor=self._factor),
+        )
         selection.aggregates = cached.aggregates
         selection.variables = cached.variables
         selection.resolved = cached.resolved
@@ -356,7 +406,7 @@ class Dataset:
         if series is None:
             from quarry.series import Series
 
-            series = Series([self.path], self.index_path, path, self.jobs, opened=[self])
+            series = Series([self.path], self.index_path, path, self.jobs, [self], self.si)
             self._steps[path] = series
         groups = {m.group.rstrip("/") for m in series.members if m.group}
         spread: set[str] = set()
@@ -393,7 +443,7 @@ class Dataset:
             return info
 
         aggregator = Aggregator(self.driver, store, by_key, self._aggregate_stats)
-        plan = compile_plan(cond, lookup, query, aggregator)
+        plan = compile_plan(cond, lookup, query, aggregator, self._factor)
         # Every variable the query reads row by row forms the table, even one
         # whose comparison folded away (``nan < x`` is unknown on every row of
         # x); variables seen only inside aggregates do not.
@@ -473,7 +523,9 @@ class Dataset:
         store = self.index if self.has_index else None
         block_len = store.block_len if store is not None else DEFAULT_BLOCK_LEN
         table = table_of(variables + ([weight] if weight else []), block_len)
-        return Part(Executor(self.driver, store, table), None, variables, weight)
+        return Part(
+            Executor(self.driver, store, table, factor=self._factor), None, variables, weight
+        )
 
     def load_selection(self, path: str) -> Selection:
         """A selection saved with :meth:`quarry.Selection.save`, ready to give
@@ -487,7 +539,12 @@ class Dataset:
             # The index was rebuilt with other blocks: the same rows, re-cut.
             rows = _core.RowSet.from_ids(rows.to_ids(), rows.n_rows, store.block_len)
         table = Table(tuple(int(s) for s in header["shape"]), rows.block_len, dims)
-        selection = Selection(self, str(header["query"]), None, Executor(self.driver, store, table))
+        selection = Selection(
+            self,
+            str(header["query"]),
+            None,
+            Executor(self.driver, store, table, factor=self._factor),
+        )
         selection._rows = rows
         selection.path = header.get("path")
         return selection
@@ -524,6 +581,7 @@ class Dataset:
                 entry["decoding"] = v.decoding
             if v.dims:
                 entry["dims"] = list(v.dims)
+            entry.update(_units(v.attrs))
             if v.attrs:
                 entry["attrs"] = v.attrs
             if v.problem:

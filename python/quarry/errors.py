@@ -94,7 +94,7 @@ class AmbiguousNameError(QuarryError, KeyError):
     'x' matches 2 variables in separate groups: /a/x (write a.x), /b/x (write b.x); write \
 the one you mean, or narrow the search to one group with --path GROUP (path= in Python)
     >>> print(AmbiguousNameError("x", ["/data/0/x", "/data/1/x"]))  # doctest: +ELLIPSIS
-    '...; write the one you mean, or choose a step with --path 0 (path= in Python), or ask \
+    '...; write the one you mean, or choose a step with --path data/0 (path= in Python), or ask \
 every step with --per-step
     """
 
@@ -130,8 +130,11 @@ def _context_hint(paths: list[str]) -> str:
     if first is not None and all(first < len(parts) - 1 for parts in split):
         steps = [re.fullmatch(r"(.*?)(\d+)", parts[first]) for parts in split]
         if all(steps) and len({m.group(1) for m in steps if m}) == 1:
+            step = split[0][first]
+            if first and step.isdigit():  # openPMD's iteration, named with its parent: data/100
+                step = f"{split[0][first - 1]}/{step}"
             return (
-                f"or choose a step with --path {split[0][first]} (path= in Python), "
+                f"or choose a step with --path {step} (path= in Python), "
                 "or ask every step with --per-step"
             )
     return "or narrow the search to one group with --path GROUP (path= in Python)"

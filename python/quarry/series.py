@@ -9,9 +9,12 @@ then by step number.
 
 Step groups are found by their names: the top-level groups whose names end in
 a number (``^(.*?)(\\d+)$``) and share one prefix are the steps, in numeric
-order. A file without them is one member whose step is ``None``. A context
-``path`` chooses the members instead: every group it names is one (``Step#*``,
-``run/Step#1*``, or a plain ``Step#3`` to pick one step of every file).
+order. In an openPMD file the iterations are the steps (the groups its
+``basePath`` names, ``/data/<iteration>``; see :mod:`quarry.formats.openpmd`),
+the step being the iteration number. A file without them is one member whose
+step is ``None``. A context ``path`` chooses the members instead: every group
+it names is one (``Step#*``, ``run/Step#1*``, or a plain ``Step#3`` to pick
+one step of every file).
 
 A query is evaluated in each member, its bare names resolving inside the
 member's step group (see :mod:`quarry.expr.names`), and gives per-member
@@ -172,9 +175,12 @@ class Member:
         return inner
 
 
-def step_groups(variables: Sequence[VariableInfo]) -> list[tuple[int, str]]:
+def step_groups(
+    variables: Sequence[VariableInfo], context: str | None = None
+) -> list[tuple[int, str]]:
     """(step number, group path) of a file's step groups, in step order: the
-    top-level groups whose names end in a number and share one prefix (the
+    groups the format's ``context`` names (openPMD's ``/data/*``) if given, else
+    the top-level groups whose names end in a number and share one prefix (the
     prefix most groups share, if several do).
 
     Examples
@@ -184,7 +190,12 @@ def step_groups(variables: Sequence[VariableInfo]) -> list[tuple[int, str]]:
     >>> paths = ["/Step#10/x", "/Step#2/x", "/Step#2/y", "/mesh3/m", "/notes"]
     >>> step_groups([VariableInfo(p, (1,), np.dtype("f4")) for p in paths])
     [(2, '/Step#2'), (10, '/Step#10')]
+    >>> pmd = ["/data/10/particles/e/x", "/data/2/particles/e/x"]
+    >>> step_groups([VariableInfo(p, (1,), np.dtype("f4")) for p in pmd], "/data/*")
+    [(2, '/data/2'), (10, '/data/10')]
     """
+    if context is not None:
+        return _groups_named(variables, context)
     by_prefix: dict[str, dict[str, int]] = {}
     for info in variables:
         parts = [p for p in info.path.split("/") if p]
@@ -199,21 +210,26 @@ def step_groups(variables: Sequence[VariableInfo]) -> list[tuple[int, str]]:
     return sorted((step, "/" + name) for name, step in by_prefix[prefix].items())
 
 
-def _groups_named(variables: Sequence[VariableInfo], path: str) -> list[tuple[int, str]]:
+def _groups_named(
+    variables: Sequence[VariableInfo], path: str, steps: str | None = None
+) -> list[tuple[int, str]]:
     """(step number, group path) of the groups a context path names; the step
-    is the number ending the deepest group name that ends in one, else the
-    group's position."""
+    is that of the step group holding it where the format names them
+    (``steps``: openPMD's iterations), else the number ending the deepest
+    group name that ends in one, else the group's position."""
     from quarry.expr.names import matching_groups
 
+    holders = step_groups(variables, steps) if steps is not None else []
     out = []
     for k, group in enumerate(matching_groups(variables, path)):
         step = k
-        for part in reversed([p for p in group.split("/") if p]):
+        held = [s for s, g in holders if group == g or group.startswith(g + "/")]
+        for part in [] if held else reversed([p for p in group.split("/") if p]):
             match = _STEP_NAME.match(part)
             if match:
                 step = int(match.group(2))
                 break
-        out.append((step, group))
+        out.append((held[0] if held else step, group))
     return sorted(out, key=lambda sg: (sg[0], natural_key(sg[1])))
 
 
@@ -231,9 +247,11 @@ class Series:
         path: str | None = None,
         jobs: int | None = None,
         opened: Sequence[Dataset] = (),
+        si: bool = False,
     ) -> None:
         self.files = files
         self.jobs = jobs
+        self.si = si
         self.index = index
         self.path = path
         self._datasets: dict[str, Dataset] = {ds.path: ds for ds in opened}
@@ -266,7 +284,7 @@ class Series:
 
             if self.index is not None and self._index_dir:
                 os.makedirs(self.index, exist_ok=True)
-            ds = Dataset(file, self.index, self.jobs)
+            ds = Dataset(file, self.index, self.jobs, self.si)
             self._datasets[file] = ds
         return ds
 
@@ -280,9 +298,11 @@ class Series:
         if self._members is None:
             members: list[Member] = []
             for file in self.files:
-                variables = self.dataset(file).variables()
+                ds = self.dataset(file)
+                variables = ds.variables()
+                context = ds.driver.step_context
                 if self.path is not None:
-                    groups = _groups_named(variables, self.path)
+                    groups = _groups_named(variables, self.path, context)
                     if not groups:
                         from quarry.expr.names import _names, _suggest_groups
 
@@ -290,7 +310,7 @@ class Series:
                             self.path, file, _suggest_groups(self.path, _names(variables))
                         )
                 else:
-                    groups = step_groups(variables)
+                    groups = step_groups(variables, context)
                 if groups:
                     members.extend(Member(file, step, group) for step, group in groups)
                 else:
@@ -599,6 +619,7 @@ def open_series(
     index: str | os.PathLike[str] | None = None,
     path: str | None = None,
     jobs: int | None = None,
+    si: bool = False,
 ) -> Series:
     """Open many files and/or step groups as one series.
 
@@ -606,8 +627,8 @@ def open_series(
     files, or a list of any of these. ``index`` is where the per-file indexes
     live (default: beside each file; a directory for read-only data). ``path``
     names the step groups (a glob such as ``Step#*``); by default they are found
-    by name (see :func:`step_groups`). ``jobs``: threads per file's work, as
-    for :func:`quarry.open`.
+    by name (see :func:`step_groups`). ``jobs``: threads per file's work, and
+    ``si``: values in SI units (openPMD's ``unitSI``), as for :func:`quarry.open`.
 
     Examples
     --------
@@ -622,7 +643,7 @@ def open_series(
     """
     sidecars = () if index is None else (os.fspath(index),)
     files = expand_sources(sources, sidecars)
-    return Series(files, None if index is None else os.fspath(index), path, jobs)
+    return Series(files, None if index is None else os.fspath(index), path, jobs, si=si)
 
 
 @dataclass

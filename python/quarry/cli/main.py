@@ -89,6 +89,14 @@ def _parser() -> argparse.ArgumentParser:
             "globs allowed; the shortest match wins)",
         )
 
+    def si_option(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument(
+            "--si",
+            action="store_true",
+            help="openPMD: values in SI units (stored value * unitSI, in float64), in the "
+            "query and every output (default: the stored values)",
+        )
+
     ix = sub.add_parser("index", help="build the index of a file (or one per file of many)")
     ix.add_argument(
         "files", nargs="+", metavar="FILE", help="data file(s), a glob pattern or a directory"
@@ -196,6 +204,7 @@ def _parser() -> argparse.ArgumentParser:
     index_option(q)
     jobs_option(q)
     path_option(q)
+    si_option(q)
 
     hist = sub.add_parser("hist", help="histogram of 1-3 variables, optionally of a selection")
     hist.add_argument("file")
@@ -219,6 +228,7 @@ def _parser() -> argparse.ArgumentParser:
     index_option(hist)
     jobs_option(hist)
     path_option(hist)
+    si_option(hist)
 
     plot = sub.add_parser("plot", help="all rows as a grey density, a selection in colour")
     plot.add_argument("file")
@@ -231,6 +241,7 @@ def _parser() -> argparse.ArgumentParser:
     index_option(plot)
     jobs_option(plot)
     path_option(plot)
+    si_option(plot)
 
     tr = sub.add_parser(
         "track", help="select particles at one step and follow their ids through every step"
@@ -388,7 +399,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
         print("quarry: error: --explain runs in one process, without mpiexec", file=sys.stderr)
         return 2
     start = time.perf_counter()
-    with quarry.open(args.file, index=args.index) as ds:
+    with quarry.open(args.file, index=args.index, si=args.si) as ds:
         if args.load:
             sel = ds.load_selection(args.load)
             args.query = sel.query
@@ -537,7 +548,7 @@ def _cmd_hist(args: argparse.Namespace) -> int:
             "quarry: error: --edges and --range take numbers separated by commas", file=sys.stderr
         )
         return 2
-    with quarry.open(args.file, index=args.index) as ds:
+    with quarry.open(args.file, index=args.index, si=args.si) as ds:
         target: Any = names if len(names) > 1 else names[0]
         hist = ds.histogram(
             target,
@@ -574,7 +585,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     if not (args.png or args.svg):
         print("quarry: error: give --png FILE or --svg FILE", file=sys.stderr)
         return 2
-    with quarry.open(args.file, index=args.index) as ds:
+    with quarry.open(args.file, index=args.index, si=args.si) as ds:
         everything = ds.histogram([args.x, args.y], bins=args.bins, path=args.path)
         hits = ds.query(args.where, args.path)
         parts = [hits] if isinstance(hits, quarry.Selection) else hits.selections  # steps
@@ -658,6 +669,12 @@ def _cmd_info(args: argparse.Namespace) -> int:
         mark = "indexed" if v["indexed"] else (v.get("unsupported") or "not indexed")
         if v.get("decoding"):
             mark += f"  [{v['decoding']}]"
+        if v.get("units"):
+            mark += f"  units {v['units']}"
+        if "unitSI" in v:
+            mark += f"  unitSI {v['unitSI']:g}"
+        if "si_units" in v:
+            mark += f"  ({v['si_units']})"
         stats = v.get("stats")
         if stats and stats["count"]:
             mark += (

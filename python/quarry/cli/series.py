@@ -82,7 +82,7 @@ def cmd_query_many(args: Any) -> int:
     if args.query is None:
         return _usage("give the data file(s) and then a query, e.g. quarry query run.h5 'x > 1'")
     start = time.perf_counter()
-    with quarry.open_series(args.files, index=args.index, path=args.path) as series:
+    with quarry.open_series(args.files, index=args.index, path=args.path, si=args.si) as series:
         return answer_series(args, series.query(args.query), start)
 
 
@@ -311,11 +311,11 @@ def cmd_batch(args: Any, rows: list[str]) -> int:
     items = read_batch(args.batch) if args.batch != "-" else parse_batch(sys.stdin.read())
     labelled = [(f"line {n}", q) for n, q in items]
     if not args.per_step and not many(args.files):
-        with quarry.open(args.files[0], index=args.index) as ds:
+        with quarry.open(args.files[0], index=args.index, si=args.si) as ds:
             for _, query, count in evaluate(labelled, lambda q: ds.query(q, args.path).count()):
                 print(json.dumps({"query": query, "count": count}), flush=True)
         return 0
-    with quarry.open_series(args.files, index=args.index, path=args.path) as series:
+    with quarry.open_series(args.files, index=args.index, path=args.path, si=args.si) as series:
 
         def answer(query: str) -> Any:
             sel = series.query(query)

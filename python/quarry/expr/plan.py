@@ -298,13 +298,26 @@ def compile_plan(
     resolve: Callable[[Var], VariableInfo],
     query: str = "",
     aggregate: Aggregate | None = None,
+    factor: Callable[[VariableInfo], float | None] | None = None,
 ) -> PlanNode:
     """Turn a parsed condition into a plan, resolving every name. Aggregates
     (``mean(x)``) are computed through ``aggregate`` and become numbers, so
-    ``x > mean(x)`` is an index lookup like ``x > 1.5``."""
+    ``x > mean(x)`` is an index lookup like ``x > 1.5``.
+
+    ``factor`` gives the number a variable's stored values are multiplied by
+    to become the values the query means (openPMD's ``unitSI`` under
+    ``si=True``), None for none: arithmetic and aggregates then see
+    ``x * factor`` in float64, and a comparison of ``x`` with a number
+    becomes the exact range of stored values it holds for (see
+    :mod:`quarry.expr.scaled`), still an index lookup."""
+
+    from quarry.expr.scaled import scaled, scaled_range_leaf
+
+    def scale(node: Arith) -> Arith:
+        return node if factor is None else scaled(node, lambda v: factor(resolve(v)))
 
     def arith(node: Arith) -> Arith:
-        return fold(_resolved(node, resolve, aggregate, query))
+        return fold(_resolved(node, resolve, aggregate, query, scale))
 
     def build(node: Cond) -> PlanNode:
         match node:
@@ -320,10 +333,14 @@ def compile_plan(
                     left, right, op = right, left, _FLIP[op]
                 if isinstance(left, Var) and isinstance(right, Num):
                     var = resolve(left)
+                    by = factor(var) if factor is not None else None
+                    if by is not None:
+                        return scaled_range_leaf(var, op, right.value, by)
                     exact = right.exact if right.exact is not None else right.value
                     return range_leaf(var, op, exact if var.dtype.kind in "iu" else right.value)
                 if isinstance(left, Num) and isinstance(right, Num):
                     return Const(_compare_numbers(op, left.value, right.value))
+                left, right = scale(left), scale(right)
                 variables = tuple(
                     {resolve(v).key: resolve(v) for v in _vars(left) + _vars(right)}.values()
                 )
@@ -338,12 +355,13 @@ def _resolved(
     resolve: Callable[[Var], VariableInfo],
     aggregate: Aggregate | None,
     query: str,
+    scale: Callable[[Arith], Arith] = lambda node: node,
 ) -> Arith:
     """``node`` with every name replaced by its variable's full path and
-    every aggregate by its value."""
+    every aggregate by its value (of the values ``scale`` makes of it)."""
 
     def inner(x: Arith) -> Arith:
-        return _resolved(x, resolve, aggregate, query)
+        return _resolved(x, resolve, aggregate, query, scale)
 
     match node:
         case Var():
@@ -358,7 +376,7 @@ def _resolved(
                 raise QuerySyntaxError(f"{func}() needs a variable to aggregate", query, node.pos)
             if aggregate is None:
                 raise QuerySyntaxError(f"{func}() needs a data set to compute", query, node.pos)
-            return Num(aggregate(func, over), node.pos)
+            return Num(aggregate(func, scale(over)), node.pos)
         case Call(func=func, args=args):
             return Call(func, tuple(inner(a) for a in args), node.pos)
     return node

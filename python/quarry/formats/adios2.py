@@ -7,6 +7,14 @@ read as hyperslabs; attributes named ``<var>/_FillValue`` and friends are
 CF-decoded as for Zarr. Per-writer blocks without a global shape (local
 arrays, as particle codes write them rank by rank) read as one 1-D array
 per step, the blocks in writer order.
+
+An openPMD series (root attribute ``openPMD``; see
+:mod:`quarry.formats.openpmd`) written file-based or group-based names its
+variables by iteration already (``/data/<iteration>/particles/...``): each
+keeps that name, read at the one ADIOS2 step that holds it, so iterations are
+the steps as in HDF5. Its constant record components (attributes ``value``
+and ``shape`` with no variable) read as arrays. Variable-based encoding
+(every iteration in one variable, one ADIOS2 step each) is refused for now.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from quarry.errors import SourceError
-from quarry.formats import cf
+from quarry.formats import cf, openpmd
 from quarry.formats.base import (
     VariableInfo,
     gather_by_spans,
@@ -88,21 +96,68 @@ class ADIOS2Driver:
         self._names: dict[str, tuple[str, int]] = {}
         self._attrs: dict[str, dict[str, Any]] = {}
         self._local: dict[str, tuple[list[int], npt.NDArray[np.int64]]] = {}
-
-    def _variable_attrs(self, name: str, attributes: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key in attributes:
+        self._constants: dict[str, np.ndarray[Any, Any]] = {}
+        # Attribute names by the variable or group they belong to.
+        self._owned: dict[str, dict[str, str]] = {}
+        for key in self._reader.available_attributes():
             owner, _, attr = key.rpartition("/")
-            if owner.strip("/") == name.strip("/"):
-                out[attr] = self._reader.read_attribute(key)
+            self._owned.setdefault(owner.strip("/"), {})[attr] = key
+        root = {a: self._reader.read_attribute(k) for a, k in self._owned.get("", {}).items()}
+        self.step_context = openpmd.iterations_context(root)
+        if self.step_context is not None and "variable" in str(root.get("iterationEncoding")):
+            # Its particle counts change from step to step, which this driver
+            # does not follow yet: refuse rather than answer wrongly.
+            self._reader.close()
+            raise SourceError(
+                f"{path} is an openPMD series written with variable-based iteration "
+                "encoding, which Quarry cannot read yet; write it file-based or group-based "
+                "(openpmd-api: iteration_encoding)"
+            )
+
+    def _variable_attrs(self, name: str) -> dict[str, Any]:
+        owned = self._owned.get(name.strip("/"), {})
+        out = {attr: self._reader.read_attribute(key) for attr, key in owned.items()}
+        if self.step_context is not None and "unitDimension" not in out:
+            record = self._owned.get(name.strip("/").rpartition("/")[0], {})
+            if "unitDimension" in record:
+                out["unitDimension"] = self._reader.read_attribute(record["unitDimension"])
         return out
+
+    def _constant_infos(self, variables: dict[str, Any]) -> list[VariableInfo]:
+        """openPMD constant record components: groups of attributes with
+        ``value`` and ``shape`` and no variable of their own."""
+        if self.step_context is None:
+            return []
+        names = {n.strip("/") for n in variables}
+        infos = []
+        for owner, owned in sorted(self._owned.items()):
+            if "value" not in owned or "shape" not in owned or owner in names:
+                continue
+            attrs = self._variable_attrs(owner)
+            found = openpmd.constant(attrs)
+            if found is None:
+                continue
+            shape, value = found
+            path = "/" + owner
+            self._constants[path] = value
+            infos.append(
+                VariableInfo(
+                    path=path,
+                    shape=shape,
+                    dtype=value.dtype,
+                    problem=variable_problem(shape, value.dtype),
+                    decoding=f"openPMD constant: every value is {value.item()!r}",
+                    attrs=plain_attrs(attrs),
+                )
+            )
+        return infos
 
     def variables(self) -> list[VariableInfo]:
         if self._infos is not None:
             return self._infos
         infos: list[VariableInfo] = []
-        attributes = self._reader.available_attributes()
-        for name, meta in sorted(self._reader.available_variables().items()):
+        variables = self._reader.available_variables()
+        for name, meta in sorted(variables.items()):
             code = _TYPES.get(meta.get("Type", ""))
             shape_text = meta.get("Shape", "").strip()
             shape = tuple(int(s) for s in shape_text.split(",")) if shape_text else ()
@@ -110,7 +165,7 @@ class ADIOS2Driver:
             problem = None if code else f"ADIOS2 type {meta.get('Type')!r} is not supported"
             if meta.get("SingleValue") == "true":
                 problem = "a single value per step, not an array"
-            attrs = self._variable_attrs(name, attributes)
+            attrs = self._variable_attrs(name)
             steps = int(meta.get("AvailableStepsCount", "1"))
             local = not shape and problem is None
             blocks: list[list[dict[str, str]]] = (
@@ -118,6 +173,8 @@ class ADIOS2Driver:
             )
             for step in range(steps):
                 path = f"/Step#{step}/{name.strip('/')}"
+                if self.step_context is not None and steps == 1:
+                    path = "/" + name.strip("/")  # openPMD: named by its iteration
                 step_shape, step_problem = shape, problem
                 if local:
                     step_shape, step_problem = self._local_blocks(path, blocks[step])
@@ -134,6 +191,7 @@ class ADIOS2Driver:
                         attrs=plain_attrs(attrs),
                     )
                 )
+        infos += self._constant_infos(variables)
         self._infos = infos
         self._by_path = {v.path: v for v in infos}
         return infos
@@ -170,6 +228,8 @@ class ADIOS2Driver:
 
     def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
         self.variables()
+        if var in self._constants:
+            return np.full(max(stop - start, 0), self._constants[var])
         name, step = self._names[var]
         info = self._info(var)
         if var in self._local:
@@ -195,6 +255,8 @@ class ADIOS2Driver:
 
     def gather(self, var: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
         info = self._info(var)
+        if var in self._constants:
+            return np.full(len(positions), self._constants[var])
         return gather_by_spans(self, var, info.size, positions)
 
     def close(self) -> None:

@@ -170,6 +170,9 @@ class Driver(Protocol):
     """One open data file."""
 
     path: str
+    step_context: str | None
+    """The context path naming the file's step groups where its format says
+    where they are (openPMD's iterations: ``/data/*``); None: found by name."""
 
     def variables(self) -> list[VariableInfo]:
         """Every array in the file, supported or not."""

@@ -3,6 +3,11 @@
 Uncompressed contiguous datasets are read through a memory map at their file
 offset, so scattered hits cost only the pages they touch; chunked or
 compressed ones are read span by span through h5py.
+
+In an openPMD file (see :mod:`quarry.formats.openpmd`) the iterations are the
+steps, a constant record component (a group with ``value`` and ``shape``)
+reads as an array filled with its value, and each component carries its
+record's ``unitDimension``.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import h5py
 import numpy as np
 
 from quarry.errors import SourceError
+from quarry.formats import openpmd
 from quarry.formats.base import (
     VariableInfo,
     gather_by_spans,
@@ -64,12 +70,45 @@ class HDF5Driver:
         self._datasets: dict[str, Any] = {}
         self._maps: dict[str, npt.NDArray[np.generic] | None] = {}
         self._infos: list[VariableInfo] | None = None
+        self.step_context = openpmd.iterations_context(self._file.attrs)
+        # openPMD constant record components: path -> the value filling them
+        self._constants: dict[str, np.ndarray[Any, Any]] = {}
+
+    def _constant(self, name: str, group: Any) -> VariableInfo | None:
+        found = openpmd.constant(group.attrs)
+        if found is None:
+            return None
+        shape, value = found
+        dtype = queryable_dtype(value.dtype).newbyteorder("=")
+        path = "/" + name
+        self._constants[path] = value.astype(dtype)
+        return VariableInfo(
+            path=path,
+            shape=shape,
+            dtype=dtype,
+            problem=variable_problem(shape, dtype),
+            decoding=f"openPMD constant: every value is {value.item()!r}",
+            attrs=plain_attrs(group.attrs),
+        )
+
+    def _record_attrs(self, obj: Any) -> dict[str, Any]:
+        """A dataset's attributes; in openPMD, with its record's ``unitDimension``."""
+        attrs = plain_attrs(obj.attrs)
+        if self.step_context is not None and "unitDimension" not in attrs:
+            record = plain_attrs(obj.parent.attrs)
+            if "unitDimension" in record:
+                attrs["unitDimension"] = record["unitDimension"]
+        return attrs
 
     def variables(self) -> list[VariableInfo]:
         if self._infos is None:
             infos: list[VariableInfo] = []
 
             def visit(name: str, obj: Any) -> None:
+                if isinstance(obj, h5py.Group) and self.step_context is not None:
+                    info = self._constant(name, obj)
+                    if info is not None:
+                        infos.append(info)
                 if isinstance(obj, h5py.Dataset):
                     path = "/" + name
                     stored = obj.dtype
@@ -89,7 +128,7 @@ class HDF5Driver:
                             compression=obj.compression,
                             problem=problem,
                             decoding=None if dtype is stored else f"{stored} read as {dtype}",
-                            attrs=plain_attrs(obj.attrs),
+                            attrs=self._record_attrs(obj),
                         )
                     )
 
@@ -119,6 +158,8 @@ class HDF5Driver:
         return mm
 
     def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
+        if var in self._constants:
+            return np.full(max(stop - start, 0), self._constants[var])
         ds = self._dataset(var)
         mm = self._memmap(var)
         if mm is not None:
@@ -126,6 +167,8 @@ class HDF5Driver:
         return _native(read_flat(ds.shape, start, stop, lambda r0, r1: ds[r0:r1]))
 
     def gather(self, var: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
+        if var in self._constants:
+            return np.full(len(positions), self._constants[var])
         mm = self._memmap(var)
         if mm is not None:
             return _native(mm[positions])

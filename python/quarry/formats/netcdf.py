@@ -48,6 +48,7 @@ class NetCDFDriver:
         import netCDF4
 
         self.path = path
+        self.step_context: str | None = None
         try:
             self._ds = netCDF4.Dataset(path, "r")
         except OSError as exc:

@@ -114,6 +114,7 @@ class RawDriver:
     def __init__(self, path: str, layout: RawLayout) -> None:
         layout.check(path)
         self.path = path
+        self.step_context: str | None = None
         self.layout = layout
         dtype = np.dtype(layout.dtype)
         self._array = np.memmap(

@@ -51,6 +51,7 @@ class ZarrDriver:
         import zarr
 
         self.path = path
+        self.step_context: str | None = None
         try:
             self._root = zarr.open_group(path, mode="r")
         except Exception as exc:  # zarr raises several types for a bad store

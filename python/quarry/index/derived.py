@@ -148,6 +148,7 @@ class DerivedDriver:
     def __init__(self, base: Driver, derived: list[DerivedVariable]) -> None:
         self.base = base
         self.path = base.path
+        self.step_context = base.step_context
         self.derived = {d.info.path: d for d in derived}
 
     def variables(self) -> list[VariableInfo]:

@@ -16,7 +16,7 @@ import contextlib
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -108,10 +108,14 @@ class Executor:
         store: IndexStore | None,
         table: Table,
         blocks: tuple[int, int] | None = None,
+        factor: Callable[[VariableInfo], float | None] | None = None,
     ) -> None:
         self.driver = driver
         self.store = store
         self.table = table
+        self.factor = factor
+        """What a variable's values read are multiplied by (openPMD's ``unitSI``
+        with ``si=True``; see :meth:`physical`); plans carry it themselves."""
         self.blocks = blocks
         """The blocks ``[first, stop)`` this executor answers for (a rank's
         share); None: all."""
@@ -219,16 +223,30 @@ class Executor:
             self._columns[(var.key, None)] = values
         return values
 
+    def scales(self, var: VariableInfo) -> float | None:
+        """The factor ``var``'s values are multiplied by, if any."""
+        return self.factor(var) if self.factor is not None else None
+
+    def physical(self, var: VariableInfo, values: npt.NDArray[np.generic]) -> npt.NDArray[Any]:
+        """Stored values of ``var`` as the user asked for them: multiplied by
+        its factor in float64 (as CF's ``scale_factor`` is applied), or as
+        they are."""
+        by = self.scales(var)
+        if by is None:
+            return values
+        with np.errstate(over="ignore", invalid="ignore"):  # inf, NaN: as the product says
+            return values.astype(np.float64) * by
+
     def values_at(self, var: VariableInfo, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
         """Values of ``var`` at table rows ``ids`` (a coordinate: at their index
-        along its axis)."""
+        along its axis), as :meth:`physical` gives them."""
         axis = self.table.axis_of(var)
         if axis is None:
             if var.subarray is not None:
                 ids = var.subarray.base_ids(ids)
-            return self._source.gather(var.path, ids)
+            return self.physical(var, self._source.gather(var.path, ids))
         along = np.unravel_index(ids, self.table.shape)[axis].astype(np.int64)
-        return read_view(self._source, var)[along]
+        return self.physical(var, read_view(self._source, var)[along])
 
     def _missing_rows(self, var: VariableInfo, col: _core.Column) -> _core.RowSet:
         rows = self._missing.get(var.key)

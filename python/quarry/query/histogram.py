@@ -125,7 +125,7 @@ def _shared_edges(parts: Sequence[Part], bins: Bins, range: Range) -> npt.NDArra
     ends: list[Any] = []  # the stored values' type: exact for every int64
     for p in parts:
         column = p.executor._column(p.variables[0])
-        if p.rows is not None or column is None:
+        if p.rows is not None or column is None or p.executor.scales(p.variables[0]) is not None:
             return None
         stats = column_stats(column)
         if stats.count:
@@ -144,7 +144,8 @@ def compute(
 ) -> Histogram:
     """The histogram of ``variables`` over ``rows`` (all rows when None)."""
     with _bins_errors():
-        if len(variables) == 1 and weights is None:
+        # The index bins stored values: values in other units are binned as read.
+        if len(variables) == 1 and weights is None and executor.scales(variables[0]) is None:
             column = executor._column(variables[0])
             if column is not None:
                 fast = _from_index(executor, column, rows, variables[0], bins, range)

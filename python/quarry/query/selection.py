@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -152,7 +153,7 @@ class Selection:
         if cached is None:
             ids = self.ids()
             if len(ids) == 0:
-                cached = np.empty(0, dtype=var.dtype)
+                cached = self._executor.physical(var, np.empty(0, dtype=var.dtype))
             else:
                 cached = self._executor.values_at(var, ids)
             self._values[var.key] = cached
@@ -218,7 +219,7 @@ class Selection:
         if executor.blocks is not None:
             first, stop = max(first, executor.blocks[0]), min(stop, executor.blocks[1])
         stop = max(first, stop)
-        part = Executor(executor.driver, executor.store, self.table, (first, stop))
+        part = Executor(executor.driver, executor.store, self.table, (first, stop), executor.factor)
         assert part.part is not None
         part.share_caches(executor)
         selection = Selection(self.dataset, self.query, self.plan, part)
@@ -314,6 +315,8 @@ class Selection:
             # A part of a variable named with its subscripts is its own column.
             key = var.key if "[" in name else var.path
             if key not in chosen:
+                if self._executor.scales(var) is not None:  # the values are in SI units now
+                    var = replace(var, attrs={**var.attrs, "unitSI": 1.0})
                 chosen[key] = (key, var, self.values(name))
         return build_table(own, list(chosen.values()))
 

@@ -99,6 +99,7 @@ class CountingDriver:
         self.driver = driver
         self.work = work
         self.path = driver.path
+        self.step_context = driver.step_context
 
     def variables(self) -> list[VariableInfo]:
         return self.driver.variables()
