@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 import quarry
 from quarry.errors import StaleIndexError
+from quarry.formats.base import file_system, fingerprint
 from quarry.index import fresh, layout, verify
 
 QUARRY = [sys.executable, "-m", "quarry.cli.main"]
@@ -57,6 +58,20 @@ def overwrite_keeping_times(path: str, name: str, rows: slice, value: float) -> 
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     after = os.stat(path)
     assert (after.st_size, after.st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+
+
+def racy_window(monkeypatch: pytest.MonkeyPatch, ns: int) -> None:
+    """Set the racy window for coarse and for fine timestamps alike."""
+    monkeypatch.setattr(fresh, "RACY_NS", ns)
+    monkeypatch.setattr(fresh, "FINE_RACY_NS", ns)
+
+
+@pytest.fixture(autouse=True)
+def moments_after_the_write(monkeypatch):
+    """Every index here is built, and queried, moments after its file was
+    written, however loaded the machine: a window of 1,000 s makes that so.
+    Tests that mean "long after" set the window to 0."""
+    racy_window(monkeypatch, 10**12)
 
 
 @pytest.fixture
@@ -99,7 +114,7 @@ def test_moved_times_over_unchanged_values_answer_and_are_recorded(mod, monkeypa
     # ctime moved just now: too recent to be recorded as proof ...
     assert not os.path.exists(checked)
     # ... unless the clock says it is old enough (as it is a few seconds later)
-    monkeypatch.setattr(fresh, "RACY_NS", 0)
+    racy_window(monkeypatch, 0)
     with quarry.open(path) as ds:
         assert ds.query("px > 0.4 && n < 0").count() == int(
             ((data["px"] > 0.4) & (data["n"] < 0)).sum()
@@ -130,7 +145,7 @@ def test_a_racily_clean_stat_is_not_trusted(mod, monkeypatch):
         ds.query("n == 7777").count()
     # had the build been long after the write, the stat would be trusted and
     # only verify would see the change (the README says so)
-    monkeypatch.setattr(fresh, "RACY_NS", -(10**12))
+    racy_window(monkeypatch, -(10**12))
     with quarry.open(path) as ds:
         assert ds.index.trusted
         assert ds.query("n == 7777").count() == int((data["n"] == 7777).sum())
@@ -225,7 +240,7 @@ def test_verify_accepts_moved_times_again(mod, monkeypatch):
     os.utime(path)
     with quarry.open(path) as ds, pytest.raises(StaleIndexError):
         ds.query("px > 0.5").count()
-    monkeypatch.setattr(fresh, "RACY_NS", 0)
+    racy_window(monkeypatch, 0)
     with quarry.open(path) as ds:
         assert ds.verify().ok
         assert ds.index.trusted
@@ -270,7 +285,7 @@ def test_verify_a_series_and_an_index_elsewhere(tmp_path):
 def test_an_unwritable_index_directory_still_answers(mod, monkeypatch):
     path, data = mod
     overwrite_keeping_times(path, "px", slice(0, 1), data["px"][:1])
-    monkeypatch.setattr(fresh, "RACY_NS", 0)
+    racy_window(monkeypatch, 0)
 
     def refuse(path: str, data: bytes) -> None:
         raise PermissionError(13, "Permission denied", path)
@@ -314,7 +329,7 @@ def _without_new_fields(index_path: str) -> None:
 def test_an_index_from_before_ctime_was_recorded_is_read_and_checked(mod, monkeypatch):
     path, data = mod
     _without_new_fields(path + ".qidx")
-    monkeypatch.setattr(fresh, "RACY_NS", 0)
+    racy_window(monkeypatch, 0)
     with quarry.open(path) as ds:
         assert not ds.index.trusted
         assert ds.query("px > 0.5").count() == int((data["px"] > 0.5).sum())
@@ -327,7 +342,7 @@ def test_an_index_from_before_ctime_was_recorded_is_read_and_checked(mod, monkey
 
 def test_a_trusted_open_reads_nothing_but_a_stat(mod, monkeypatch):
     path, data = mod
-    monkeypatch.setattr(fresh, "RACY_NS", 0)  # as if built well after the file was written
+    racy_window(monkeypatch, 0)  # as if built well after the file was written
 
     def no_reading(*args: object) -> None:
         raise AssertionError("the source was read to check it")
@@ -356,3 +371,20 @@ def test_crc32_catches_every_change_within_32_bits(block, at, flip):
     values = {"/v": np.frombuffer(block, "u1"), "/w": np.frombuffer(bytes(changed), "u1")}
     crcs = verify.source_crcs(lambda p, a, b: values[p][a:b], [("/v", 4096), ("/w", 4096)], 4096)
     assert crcs["/v"] != crcs["/w"]
+
+
+def test_fine_local_timestamps_shorten_the_racy_window(tmp_path, monkeypatch):
+    """Sub-second times on a local file system come from this machine's clock:
+    a tenth of a second makes them proof; anything else waits two seconds."""
+    monkeypatch.setattr(fresh, "RACY_NS", 2 * 10**9)
+    monkeypatch.setattr(fresh, "FINE_RACY_NS", 10**8)
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"12345678")
+    stamp = fingerprint(str(path))
+    local = file_system(str(path)) in ("ext4", "xfs", "btrfs", "tmpfs", "overlay", "zfs", "f2fs")
+    assert stamp["fine_times"] == int(local and stamp["mtime_ns"] % 10**9 != 0)
+    written = max(stamp["mtime_ns"], stamp["ctime_ns"])
+    assert fresh.trusted(stamp, written + 3 * 10**9)
+    assert fresh.trusted(stamp, written + 2 * 10**8) == bool(stamp["fine_times"])
+    assert not fresh.trusted({**stamp, "fine_times": 0}, written + 2 * 10**8)
+    assert not fresh.trusted({**stamp, "fine_times": 1}, written + 5 * 10**7)

@@ -7,8 +7,10 @@ these few calls, so a new format is one small module.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -118,6 +120,9 @@ def fingerprint(path: str) -> dict[str, int]:
     A write moves the modification time, and ``touch -r`` can put it back,
     but only the kernel sets the status-change time (ctime): restoring a
     time, or renaming another file into place, moves ctime or the inode.
+    ``fine_times`` (1 or 0) says whether those times are exact to a tick of
+    this machine's clock: sub-second, on a local file system (see
+    :mod:`quarry.index.fresh` for why it matters).
 
     Examples
     --------
@@ -127,26 +132,79 @@ def fingerprint(path: str) -> dict[str, int]:
     ...     _ = f.write(b"1234")
     >>> stamp = fingerprint(d)
     >>> stamp["size"], stamp["files"], sorted(stamp)
-    (4, 1, ['ctime_ns', 'files', 'ino', 'mtime_ns', 'size'])
+    (4, 1, ['ctime_ns', 'files', 'fine_times', 'ino', 'mtime_ns', 'size'])
     """
     st = os.stat(path)
     if not os.path.isdir(path):
-        return {
+        stamp = {
             "size": st.st_size,
             "mtime_ns": st.st_mtime_ns,
             "ctime_ns": st.st_ctime_ns,
             "ino": st.st_ino,
         }
-    size, latest, changed, files = 0, st.st_mtime_ns, st.st_ctime_ns, 0
-    for root, _, names in os.walk(path):
-        folder = os.stat(root)
-        latest, changed = max(latest, folder.st_mtime_ns), max(changed, folder.st_ctime_ns)
-        for name in names:
-            entry = os.stat(os.path.join(root, name))
-            size += entry.st_size
-            latest, changed = max(latest, entry.st_mtime_ns), max(changed, entry.st_ctime_ns)
-            files += 1
-    return {"size": size, "mtime_ns": latest, "ctime_ns": changed, "ino": st.st_ino, "files": files}
+    else:
+        size, latest, changed, files = 0, st.st_mtime_ns, st.st_ctime_ns, 0
+        for root, _, names in os.walk(path):
+            folder = os.stat(root)
+            latest, changed = max(latest, folder.st_mtime_ns), max(changed, folder.st_ctime_ns)
+            for name in names:
+                entry = os.stat(os.path.join(root, name))
+                size += entry.st_size
+                latest, changed = max(latest, entry.st_mtime_ns), max(changed, entry.st_ctime_ns)
+                files += 1
+        stamp = {"size": size, "mtime_ns": latest, "ctime_ns": changed, "ino": st.st_ino}
+        stamp["files"] = files
+    stamp["fine_times"] = int(
+        bool(stamp["mtime_ns"] % 10**9 and stamp["ctime_ns"] % 10**9)
+        and file_system(path) in _LOCAL_FILE_SYSTEMS
+    )
+    return stamp
+
+
+#: File systems whose timestamps come from this machine's own clock, so
+#: that sub-second times are exact to a tick of it; a network file system's
+#: come from a server whose clock may differ from ours.
+_LOCAL_FILE_SYSTEMS = frozenset(
+    {"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "overlay", "zfs", "f2fs", "bcachefs"}
+)
+
+
+def file_system(path: str) -> str:
+    """The type of the file system holding ``path`` (``ext4``, ``nfs``,
+    ``lustre``...), from the longest mount point above it in
+    ``/proc/self/mountinfo``; ``""`` where that cannot be read.
+
+    Examples
+    --------
+    >>> file_system("/proc") == "proc" or file_system("/proc") == ""
+    True
+    """
+    target = os.path.realpath(path)
+    best, kind = -1, ""
+    for point, fs_type in _mounts():
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) > best:
+            best, kind = len(point), fs_type
+    return kind
+
+
+@functools.lru_cache(maxsize=1)
+def _mounts() -> tuple[tuple[str, str], ...]:
+    """(mount point, file system type) of every mount, read once per process."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:  # not Linux: every file system counts as remote
+        return ()
+    mounts = []
+    for line in lines:
+        before, _, after = line.partition(" - ")
+        fields = before.split()
+        if len(fields) >= 5 and after:
+            # mountinfo escapes spaces and the like as octal (\040)
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+            mounts.append((point, after.split()[0]))
+    return tuple(mounts)
 
 
 def variable_problem(shape: tuple[int, ...], dtype: np.dtype[np.generic]) -> str | None:

@@ -14,11 +14,16 @@ the source once and compares:
   per-block CRC-32 (:mod:`quarry.index.verify`) before it answers, and
   refused if a block differs.
 
-A time is safely older when it is :data:`RACY_NS` before the reading began.
+A time is safely older when it is a *racy window* before the reading began.
 A write that lands in the same tick of a coarse clock (one second on some
 file systems, two on FAT) just after a build read the data leaves size and
 every time as recorded: the index would be *racily clean*, so such a time is
-never taken as proof.
+never taken as proof. The window is :data:`RACY_NS` (2 s: the coarsest
+timestamps, and the clock skew between a client and a network file server)
+unless the stat says its times are fine (``fine_times``: sub-second times on
+a local file system, which the kernel stamps from a clock ticking every few
+milliseconds); then it is :data:`FINE_RACY_NS`. A file written and indexed
+at once on a laptop's disk is trusted a tenth of a second later, not two.
 
 When a check finds columns unchanged, it records the source's new stat and
 those columns beside the index (``<index>.checked``, written atomically and
@@ -43,6 +48,9 @@ from quarry.formats.base import fingerprint
 #: the coarsest timestamps in use (FAT's two seconds) and some clock skew
 #: between a client and a network file server.
 RACY_NS = 2 * 10**9
+#: The same for sub-second times on a local file system: ten times the
+#: kernel's coarsest timestamp tick (10 ms at 100 Hz).
+FINE_RACY_NS = 10**8
 #: The stat fields that prove nothing moved; size, mtime and file count are
 #: the ones that only a write moves.
 _STAT_FIELDS = ("size", "mtime_ns", "ctime_ns", "ino", "files")
@@ -62,10 +70,13 @@ def trusted(stamp: dict[str, Any], read_ns: int | None) -> bool:
     (True, False)
     >>> trusted({"size": 8, "mtime_ns": 10**18}, 10**18 + 5 * 10**9)
     False
+    >>> trusted({**stamp, "fine_times": 1}, 10**18 + 2 * 10**8)  # sub-second, local
+    True
     """
     if read_ns is None or "ctime_ns" not in stamp or "ino" not in stamp:
         return False
-    return max(int(stamp["mtime_ns"]), int(stamp["ctime_ns"])) + RACY_NS < read_ns
+    window = FINE_RACY_NS if stamp.get("fine_times") else RACY_NS
+    return max(int(stamp["mtime_ns"]), int(stamp["ctime_ns"])) + window < read_ns
 
 
 def same(now: dict[str, Any], recorded: dict[str, Any], fields: tuple[str, ...]) -> bool:
