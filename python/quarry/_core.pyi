@@ -11,6 +11,7 @@ __all__ = [
     "CorruptBlockError",
     "IndexFile",
     "RowSet",
+    "__version__",
     "build_blocks",
     "evaluate",
     "jobs",
@@ -19,6 +20,8 @@ __all__ = [
     "set_jobs",
     "variable_edges",
 ]
+
+__version__: str
 
 class CorruptBlockError(Exception):
     """Index bytes that do not parse."""
