@@ -65,6 +65,7 @@ __all__ = [
 ]
 
 
-__version__: str = _core.__version__
-"""The one version number: the Cargo workspace's, compiled into the Rust core
-(and written by maturin into the distribution's metadata)."""
+# The one version number: the Cargo workspace's, compiled into the Rust core (and
+# written by maturin into the distribution's metadata). A core built from a source
+# older than that export says "unknown", as an uninstalled tree used to.
+__version__: str = getattr(_core, "__version__", "0.0.0+unknown")
