@@ -3,9 +3,9 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?= -q
-PY_PATHS := python tests $(wildcard benches)
+PY_PATHS := python tests docs $(wildcard benches)
 
-.PHONY: help install demo test test-rust test-python lint fmt bench clean
+.PHONY: help install demo test test-rust test-python lint fmt bench docs dist test-wheel clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -14,10 +14,14 @@ $(PY):
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-install: $(PY)  ## build the Rust core and install quarry (editable) with test/plot/lint extras
+# Before the distribution was renamed quarry-index, `make install` installed the clone
+# as "quarry": its record is removed, so that the environment holds one Quarry.
+install: $(PY)  ## build the Rust core and install quarry (editable) with test/plot/lint/docs/dist extras
+	@$(PY) -c "import importlib.metadata as m, sys; sys.exit(0 if 'Exact, fast range queries' in (m.metadata('quarry')['Summary'] or '') else 1)" 2>/dev/null \
+		&& $(PY) -m pip uninstall -y -q quarry || true
 	@echo "==> Building quarry's Rust core (cargo, release) and installing quarry into $(VENV)."
 	@echo "    The first build compiles the Rust crates: a few minutes on 2 cores. Later runs take seconds."
-	$(PY) -m pip install -e '.[test,plot,lint]'
+	$(PY) -m pip install -e '.[test,plot,lint,docs,dist]'
 
 demo: install  ## generate a sample, index it, run queries, draw a histogram (in ./quarry-demo)
 	$(VENV)/bin/quarry demo
@@ -49,5 +53,17 @@ bench: install  ## run the benchmarks; rewrite benches/REPORT*.md (uses ../share
 	$(PY) benches/series.py
 	$(PY) benches/parallel.py
 
+docs: install  ## build the documentation (docs/_build/html) and run its examples; warnings are errors
+	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+	$(VENV)/bin/sphinx-build -W --keep-going -q -b doctest docs docs/_build/doctest
+
+dist: install  ## build the abi3 manylinux wheel and the sdist into dist/ (reuses target/)
+	rm -f dist/quarry_index-*
+	$(VENV)/bin/maturin build --release --out dist
+	$(VENV)/bin/maturin sdist --out dist
+
+test-wheel: dist  ## install the wheel into a fresh venv with no cargo/rustc on PATH and run it
+	$(PY) tests/packaging/check_wheel.py dist
+
 clean:
-	rm -rf target $(VENV) python/quarry/*.so quarry-demo
+	rm -rf target $(VENV) python/quarry/*.so quarry-demo dist docs/_build

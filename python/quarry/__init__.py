@@ -1,12 +1,17 @@
 """Quarry: exact, fast range queries over scientific array files.
 
+Installed with ``pip install quarry-index``; imported as ``quarry``. The name
+``quarry`` on the Python Package Index is an unrelated Minecraft protocol
+library that installs the same import name: the two cannot share an
+environment, and importing this package beside it fails, naming both.
+
 >>> import quarry
 >>> quarry.__version__
 '0.1.0'
 """
 
-from typing import Any
-
+# _clash first: importing it refuses to go on beside the Minecraft library.
+from quarry import _clash, _core  # noqa: F401
 from quarry.dataset import Dataset, open
 from quarry.errors import (
     AmbiguousNameError,
@@ -61,14 +66,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # The version is looked up on first use: importlib.metadata costs tens of
-    # milliseconds, which every CLI call would otherwise pay.
-    if name == "__version__":
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            return version("quarry")
-        except PackageNotFoundError:  # a source tree that was never installed
-            return "0.0.0+unknown"
-    raise AttributeError(f"module 'quarry' has no attribute {name!r}")
+# The one version number: the Cargo workspace's, compiled into the Rust core (and
+# written by maturin into the distribution's metadata). A core built from a source
+# older than that export says "unknown", as an uninstalled tree used to.
+__version__: str = getattr(_core, "__version__", "0.0.0+unknown")

@@ -12,6 +12,7 @@ __all__ = [
     "IndexFile",
     "RowSet",
     "Tally",
+    "__version__",
     "build_blocks",
     "evaluate",
     "jobs",
@@ -20,6 +21,8 @@ __all__ = [
     "set_jobs",
     "variable_edges",
 ]
+
+__version__: str
 
 class CorruptBlockError(Exception):
     """Index bytes that do not parse."""

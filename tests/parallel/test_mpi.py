@@ -2,7 +2,7 @@
 
 Each test launches ``mpiexec -n N`` (oversubscribed on a 2-core machine) on
 tests/parallel/mpi_cases.py or the CLI. They skip where mpi4py or mpiexec
-is missing (``pip install 'quarry[mpi]'`` brings both).
+is missing (``pip install 'quarry-index[mpi]'`` brings both).
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from quarry.index import layout
 BIN = os.path.dirname(sys.executable)
 MPIEXEC = shutil.which("mpiexec", path=BIN) or shutil.which("mpiexec")
 pytest.importorskip("mpi4py")
-pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (pip install 'quarry[mpi]')")
+pytestmark = pytest.mark.skipif(
+    MPIEXEC is None, reason="no mpiexec (pip install 'quarry-index[mpi]')"
+)
 HERE = os.path.dirname(__file__)
 
 

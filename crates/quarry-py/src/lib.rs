@@ -794,5 +794,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_jobs, m)?)?;
     m.add_function(wrap_pyfunction!(jobs, m)?)?;
     m.add("CorruptBlockError", m.py().get_type::<CorruptBlockError>())?;
+    // The one version number: the Cargo workspace's, which maturin also writes
+    // into the wheel's metadata (pyproject.toml declares it dynamic).
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -42,8 +42,8 @@ def _count(text: str) -> int:
 
 
 class _Version(argparse.Action):
-    """``--version``: the installed version, looked up only when asked
-    (importlib.metadata would slow every command's start)."""
+    """``--version``: the version compiled into the Rust core (the Cargo
+    workspace's), printed without parsing the rest of the command line."""
 
     def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs=0, help="print the version and exit")

@@ -146,5 +146,5 @@ def _require(module: str, extra: str, path: str) -> None:
     if importlib.util.find_spec(module) is None:
         raise SourceError(
             f"{path} needs the {module} package, which is not installed: "
-            f"pip install 'quarry[{extra}]'"
+            f"pip install 'quarry-index[{extra}]'"
         )

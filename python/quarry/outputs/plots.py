@@ -24,7 +24,7 @@ def _matplotlib(path: str) -> tuple[Any, Any]:
         import matplotlib.pyplot as plt
         from matplotlib.colors import LogNorm
     except ImportError:
-        raise OutputError("drawing needs matplotlib: pip install 'quarry[plot]'") from None
+        raise OutputError("drawing needs matplotlib: pip install 'quarry-index[plot]'") from None
     return plt, LogNorm
 
 

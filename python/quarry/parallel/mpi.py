@@ -44,7 +44,7 @@ def world() -> Any | None:
     except ImportError:
         raise ParallelError(
             "started by mpiexec with several ranks, but mpi4py is not installed; "
-            "install it with: pip install 'quarry[mpi]'"
+            "install it with: pip install 'quarry-index[mpi]'"
         ) from None
     comm = MPI.COMM_WORLD
     return comm if comm.size > 1 else None
