@@ -6,7 +6,6 @@ same after the command as before it."""
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 import h5py
