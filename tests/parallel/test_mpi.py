@@ -207,12 +207,28 @@ def test_a_mistake_under_mpiexec_is_reported_once_with_the_serial_code(data, arg
     assert "Abort" not in done.stderr and "stopping every rank" not in done.stderr
 
 
-def test_commands_that_run_in_one_process_say_so(data):
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["info", "{d}/run_0.h5"],
+        ["hist", "{d}/run_0.h5", "a", "--where", "b > 0", "--json"],
+        ["plot", "{d}/run_0.h5", "a", "d", "--where", "b > 0", "--png", "{out}/plot.png"],
+        ["track", "{d}/run_0.h5", "a > 0.5", "--at-step", "0", "--id-var", "b", "--json"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_commands_that_run_in_one_process_say_so(data, tmp_path, argv):
+    """The README: hist, plot, track and info "run in one process and say so
+    under mpiexec": rank 0 alone says it, on one line, and every rank exits 1."""
     directory, _ = data
-    done = mpirun(
-        2, os.path.join(BIN, "quarry"), "info", os.path.join(directory, "run_0.h5"), expect=1
+    argv = [a.format(d=directory, out=tmp_path) for a in argv]
+    done = mpirun(2, os.path.join(BIN, "quarry"), *argv, expect=1)
+    said = f"quarry: error: quarry {argv[0]} runs in one process; start it without mpiexec"
+    assert done.stderr.splitlines() == [said + " (index and query share work over ranks)"], (
+        done.stderr
     )
-    assert "quarry info runs in one process; start it without mpiexec" in done.stderr
+    assert done.stdout == ""
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_out_per_rank_needs_mpiexec(data, capsys):
