@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import mpi_cases
 import numpy as np
@@ -29,9 +30,26 @@ pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (pip install
 HERE = os.path.dirname(__file__)
 
 
+def mpiexec_environment() -> dict[str, str]:
+    """The environment for mpiexec: this one, with HWLOC_XMLFILE naming a
+    file that does not exist. MPICH's launcher (hydra) otherwise writes the
+    machine's topology to /tmp/hydra_hwloc_xmlfile_XXXXXX (a fixed
+    directory, not TMPDIR) for its ranks to load, and leaves it there when a
+    rank aborts. With HWLOC_XMLFILE set it writes none, and hwloc, finding
+    no file there, discovers the topology itself (binding to cores still
+    works), as the ranks would have without the shared file."""
+    missing = os.path.join(tempfile.gettempdir(), "no-hwloc-topology-file.xml")
+    assert not os.path.exists(missing)
+    return {**os.environ, "HWLOC_XMLFILE": missing}
+
+
 def mpirun(n: int, *argv: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        [MPIEXEC, "-n", str(n), *argv], capture_output=True, text=True, timeout=300
+        [MPIEXEC, "-n", str(n), *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=mpiexec_environment(),
     )
     assert done.returncode == expect, done.stdout + done.stderr
     return done
