@@ -53,13 +53,18 @@ def pytest_configure(config: pytest.Config) -> None:
     # Before Hypothesis' own pytest_configure reads the option.
     if SEED is not None and config.getoption("hypothesis_seed", None) is None:
         config.option.hypothesis_seed = str(SEED)
-    session_temporary = tempfile.mkdtemp(prefix="quarry-tests-")
-    os.environ["TMPDIR"] = tempfile.tempdir = session_temporary
-    config.stash[_TEMPORARY] = session_temporary
 
 
+#: The session's temporary directory, and what the tests left in it.
 _TEMPORARY = pytest.StashKey[str]()
 _LEFT = pytest.StashKey[list[str]]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # Before pytest first asks tempfile where tmp_path's folders go.
+    folder = tempfile.mkdtemp(prefix="quarry-tests-")
+    os.environ["TMPDIR"] = tempfile.tempdir = folder
+    session.config.stash[_TEMPORARY] = folder
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -73,7 +78,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     session.config.stash[_LEFT] = left
     if left:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    elif exitstatus == pytest.ExitCode.OK:
+    elif exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         shutil.rmtree(folder, ignore_errors=True)
 
 
