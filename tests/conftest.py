@@ -4,11 +4,21 @@ is tried first next time), ``thorough`` (1000 examples), or ``ci`` (no
 database on a fresh machine, one seed for the whole run, printed in the header
 and the summary). ``QUARRY_HYPOTHESIS_PROFILE`` chooses; ``CI`` in the
 environment means ``ci``. ``QUARRY_HYPOTHESIS_SEED=N`` (or ``--hypothesis-seed=N``)
-reruns a seed under any profile."""
+reruns a seed under any profile.
+
+The session's temporary directory: every temporary file the tests write,
+and every process they start (which inherits ``TMPDIR``: the CLI, mpiexec
+and its ranks), goes into one new directory of this session, so that what
+is left behind can be told from other processes' files in /tmp. At the end,
+anything left there besides pytest's own ``tmp_path`` folders fails the run,
+named; the directory is removed when the run passes and kept (its path
+printed) when it does not."""
 
 import os
 import random
+import shutil
 import sys
+import tempfile
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -45,6 +55,33 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.hypothesis_seed = str(SEED)
 
 
+#: The session's temporary directory, and what the tests left in it.
+_TEMPORARY = pytest.StashKey[str]()
+_LEFT = pytest.StashKey[list[str]]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # Before pytest first asks tempfile where tmp_path's folders go.
+    folder = tempfile.mkdtemp(prefix="quarry-tests-")
+    os.environ["TMPDIR"] = tempfile.tempdir = folder
+    session.config.stash[_TEMPORARY] = folder
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run when a test left something in the session's temporary
+    directory (pytest's own tmp_path folders, ``pytest-of-USER``, aside)."""
+    folder = session.config.stash.get(_TEMPORARY, None)
+    if folder is None:
+        return
+    left = sorted(n for n in os.listdir(folder) if not n.startswith("pytest-of-"))
+    session.config.stash[_LEFT] = left
+    if left:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    elif exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _seed_line(config: pytest.Config) -> str | None:
     seed = config.getoption("hypothesis_seed", None)
     if seed is None:
@@ -62,3 +99,12 @@ def pytest_terminal_summary(
     line = _seed_line(config)
     if line is not None:
         terminalreporter.write_line(line)
+    folder, left = config.stash.get(_TEMPORARY, None), config.stash.get(_LEFT, [])
+    if left:
+        terminalreporter.write_line(
+            f"tests left {len(left)} file(s) in the temporary directory {folder}: "
+            + ", ".join(left),
+            red=True,
+        )
+    elif folder is not None and os.path.isdir(folder):
+        terminalreporter.write_line(f"the tests' temporary files are kept in {folder}")

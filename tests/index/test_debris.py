@@ -1,5 +1,9 @@
 """Killed builds: SIGTERM cleans up like Ctrl-C, and a later build removes
-what a SIGKILLed one left, never a running build's files."""
+what a SIGKILLed one left, never a running build's files.
+
+Each build is stopped at a known point (its temporary file just created, two
+variables' blocks written, the manifest written but not yet renamed) by a
+hook that waits on a pipe, and killed there: no timer races the build."""
 
 from __future__ import annotations
 
@@ -7,8 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import h5py
@@ -50,17 +52,6 @@ def start_writer(index: str, stage: str) -> tuple[subprocess.Popen[str], str]:
     path = proc.stdout.readline().strip()  # printed once its file is locked
     assert path and os.path.exists(path), proc.wait()
     return proc, path
-
-
-def wait_for(condition: Callable[[], bool], proc: subprocess.Popen[bytes], what: str) -> bool:
-    """Poll ``condition`` until it holds (True) or ``proc`` ends (False)."""
-    deadline = time.monotonic() + 60
-    while not condition():
-        if proc.poll() is not None:
-            return False
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.002)
-    return True
 
 
 @pytest.mark.parametrize("stage", ["created", "blocks", "shard"])
@@ -110,13 +101,58 @@ def test_what_is_not_debris_stays(tmp_path):
     assert empty.exists() and other.exists() and os.path.exists(shard.path)
 
 
+#: ``quarry index`` stopped at a chosen point of its build: there it prints
+#: "stopped" and waits on stdin, so the test kills it at that point, no race.
+STOPPED_BUILD = """
+import sys
+from quarry.cli.main import main
+from quarry.index import layout
+
+point, argv = sys.argv[1], sys.argv[2:]
+
+def stop():
+    print("stopped", flush=True)
+    sys.stdin.readline()  # until killed
+
+def stop_after(owner, name, calls):
+    original, made = getattr(owner, name), [0]
+    def wrapper(*args, **kwargs):
+        result = original(*args, **kwargs)
+        made[0] += 1
+        if made[0] == calls:
+            stop()
+        return result
+    setattr(owner, name, wrapper)
+
+def stop_before(owner, name):
+    original = getattr(owner, name)
+    def wrapper(*args, **kwargs):
+        stop()
+        return original(*args, **kwargs)
+    setattr(owner, name, wrapper)
+
+if point == "created":  # the temporary file locked, its header written
+    stop_after(layout.IndexWriter, "__init__", 1)
+elif point == "blocks":  # two variables' blocks written, on the writer thread
+    stop_after(layout.BlockWriter, "add_all", 2)
+elif point == "publishing":  # the manifest written and synced, not yet renamed
+    stop_before(layout, "_publish")
+sys.exit(main(argv))
+"""
+
+#: Where a build is stopped, each leaving a different temporary file.
+POINTS = ["created", "blocks", "publishing"]
+ROWS, BLOCK_LEN = 50_003, 4096
+
+
 @pytest.fixture
-def big(tmp_path):
-    path = str(tmp_path / "big.h5")
+def indexed(tmp_path):
+    """A file of four variables whose index holds one of them."""
+    path = str(tmp_path / "run.h5")
     rng = np.random.default_rng(1)
     with h5py.File(path, "w") as f:
         for name in "abcd":
-            f[name] = rng.normal(size=2_500_000)
+            f[name] = rng.normal(size=ROWS)
     with quarry.open(path) as ds:
         ds.build_index(["a"])
     return path
@@ -126,43 +162,63 @@ def temporaries(folder: Path) -> list[Path]:
     return [p for p in folder.iterdir() if p.name.endswith(".tmp")]
 
 
-def start_build(path: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [*QUARRY, "index", path, "--block-size", "4096", "--quiet"], stderr=subprocess.PIPE
+def stopped_build(path: str, point: str) -> subprocess.Popen[str]:
+    """``quarry index`` of every variable of ``path``, stopped at ``point``."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            STOPPED_BUILD,
+            point,
+            "index",
+            path,
+            "--block-size",
+            str(BLOCK_LEN),
+            "--quiet",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if line != "stopped\n":
+        _, err = proc.communicate()
+        pytest.fail(f"the build did not stop at {point}: {line!r} {err}")
+    return proc
 
 
-@pytest.mark.parametrize("written", [16, 17])  # the header alone; a variable's blocks too
-def test_a_later_build_removes_what_a_sigkilled_one_left(big, written):
-    folder = Path(big).parent
-    before = Path(big + ".qidx").read_bytes()
-    proc = start_build(big)
-    in_time = wait_for(
-        lambda: any(p.stat().st_size >= written for p in temporaries(folder)), proc, "the build"
-    )
+@pytest.mark.parametrize("point", POINTS)
+def test_a_later_build_removes_what_a_sigkilled_one_left(indexed, point):
+    folder = Path(indexed).parent
+    before = Path(indexed + ".qidx").read_bytes()
+    proc = stopped_build(indexed, point)
     proc.kill()
-    proc.communicate()
-    if not in_time:
-        pytest.skip("the build finished before it could be killed")
+    proc.communicate()  # reaped
+    assert proc.returncode == -signal.SIGKILL
     [left] = temporaries(folder)
-    assert Path(big + ".qidx").read_bytes() == before
-    subprocess.run([*QUARRY, "index", big, "--vars", "a", "--quiet"], check=True)
+    assert left.stat().st_size >= 16  # locked, so a later build may remove it
+    assert Path(indexed + ".qidx").read_bytes() == before  # killed before the rename
+    with quarry.open(indexed) as ds, h5py.File(indexed) as f:
+        assert ds.query("a > 1").count() == int((f["a"][()] > 1).sum())  # the old index answers
+    subprocess.run([*QUARRY, "index", indexed, "--quiet"], check=True)
     assert temporaries(folder) == []
-    with quarry.open(big) as ds, h5py.File(big) as f:
-        assert ds.query("a > 1").count() == int((f["a"][()] > 1).sum())
-    assert not left.exists()
+    _, manifest = layout.read_manifest(indexed + ".qidx")
+    assert sorted(manifest["variables"]) == ["/a", "/b", "/c", "/d"]
+    with quarry.open(indexed) as ds, h5py.File(indexed) as f:
+        for name in "abcd":
+            assert ds.query(f"{name} > 1").count() == int((f[name][()] > 1).sum())
 
 
-def test_sigterm_cleans_up_like_ctrl_c(big):
-    folder = Path(big).parent
-    before = Path(big + ".qidx").read_bytes()
-    proc = start_build(big)
-    in_time = wait_for(lambda: bool(temporaries(folder)), proc, "the build")
+@pytest.mark.parametrize("point", POINTS)
+def test_sigterm_cleans_up_like_ctrl_c(indexed, point):
+    folder = Path(indexed).parent
+    before = Path(indexed + ".qidx").read_bytes()
+    proc = stopped_build(indexed, point)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate()
-    if not in_time:
-        pytest.skip("the build finished before it could be stopped")
     assert proc.returncode == 128 + signal.SIGTERM, err
-    assert err.decode().strip() == "quarry: terminated"
+    assert err.strip() == "quarry: terminated"
     assert temporaries(folder) == []
-    assert Path(big + ".qidx").read_bytes() == before
+    assert Path(indexed + ".qidx").read_bytes() == before

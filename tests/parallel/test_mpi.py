@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import mpi_cases
 import numpy as np
@@ -31,9 +32,26 @@ pytestmark = pytest.mark.skipif(
 HERE = os.path.dirname(__file__)
 
 
+def mpiexec_environment() -> dict[str, str]:
+    """The environment for mpiexec: this one, with HWLOC_XMLFILE naming a
+    file that does not exist. MPICH's launcher (hydra) otherwise writes the
+    machine's topology to /tmp/hydra_hwloc_xmlfile_XXXXXX (a fixed
+    directory, not TMPDIR) for its ranks to load, and leaves it there when a
+    rank aborts. With HWLOC_XMLFILE set it writes none, and hwloc, finding
+    no file there, discovers the topology itself (binding to cores still
+    works), as the ranks would have without the shared file."""
+    missing = os.path.join(tempfile.gettempdir(), "no-hwloc-topology-file.xml")
+    assert not os.path.exists(missing)
+    return {**os.environ, "HWLOC_XMLFILE": missing}
+
+
 def mpirun(n: int, *argv: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        [MPIEXEC, "-n", str(n), *argv], capture_output=True, text=True, timeout=300
+        [MPIEXEC, "-n", str(n), *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=mpiexec_environment(),
     )
     assert done.returncode == expect, done.stdout + done.stderr
     return done
@@ -209,12 +227,28 @@ def test_a_mistake_under_mpiexec_is_reported_once_with_the_serial_code(data, arg
     assert "Abort" not in done.stderr and "stopping every rank" not in done.stderr
 
 
-def test_commands_that_run_in_one_process_say_so(data):
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["info", "{d}/run_0.h5"],
+        ["hist", "{d}/run_0.h5", "a", "--where", "b > 0", "--json"],
+        ["plot", "{d}/run_0.h5", "a", "d", "--where", "b > 0", "--png", "{out}/plot.png"],
+        ["track", "{d}/run_0.h5", "a > 0.5", "--at-step", "0", "--id-var", "b", "--json"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_commands_that_run_in_one_process_say_so(data, tmp_path, argv):
+    """The README: hist, plot, track and info "run in one process and say so
+    under mpiexec": rank 0 alone says it, on one line, and every rank exits 1."""
     directory, _ = data
-    done = mpirun(
-        2, os.path.join(BIN, "quarry"), "info", os.path.join(directory, "run_0.h5"), expect=1
+    argv = [a.format(d=directory, out=tmp_path) for a in argv]
+    done = mpirun(2, os.path.join(BIN, "quarry"), *argv, expect=1)
+    said = f"quarry: error: quarry {argv[0]} runs in one process; start it without mpiexec"
+    assert done.stderr.splitlines() == [said + " (index and query share work over ranks)"], (
+        done.stderr
     )
-    assert "quarry info runs in one process; start it without mpiexec" in done.stderr
+    assert done.stdout == ""
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_out_per_rank_needs_mpiexec(data, capsys):
