@@ -117,3 +117,41 @@ def test_failed_build_keeps_the_old_index(small, tmp_path):
         ds.build_index(["x", "c"])
     assert Path(small + ".qidx").read_bytes() == before
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+def test_a_slow_disk_holds_the_indexing_back(tmp_path, monkeypatch):
+    """Finished blocks wait for the writer thread a few spans at most: on a
+    disk slower than the indexing the memory stays bounded."""
+    import threading
+    import time
+
+    import h5py
+
+    import quarry
+    from quarry.index import build, layout
+
+    path = str(tmp_path / "slow.h5")
+    with h5py.File(path, "w") as f:
+        f["x"] = np.random.default_rng(1).normal(size=40 * 256)
+    monkeypatch.setattr(build, "READ_SPAN", 256)
+    produced, written, ahead = [0], [0], []
+    lock = threading.Lock()
+    add_all = layout.BlockWriter.add_all
+
+    def slow_add_all(self, blobs):
+        time.sleep(0.01)
+        with lock:
+            written[0] += 1
+        return add_all(self, blobs)
+
+    def progress(_rows: int) -> None:
+        with lock:
+            produced[0] += 1
+            ahead.append(produced[0] - written[0])
+
+    monkeypatch.setattr(layout.BlockWriter, "add_all", slow_add_all)
+    with quarry.open(path) as ds:
+        ds.build_index(block_len=64, progress=progress)
+        assert ds.query("x > 0.5").count() == int((ds.query("x > -inf").values("x") > 0.5).sum())
+    assert len(ahead) == 40
+    assert max(ahead) <= build.MAX_WRITES_IN_FLIGHT + 1

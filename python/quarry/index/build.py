@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 
 #: Rows read from the file per step of the build (several blocks at once).
 READ_SPAN = 1 << 22
+#: Spans of finished blocks that may wait for the writer thread.
+MAX_WRITES_IN_FLIGHT = 2
 #: Edges come from 64 evenly spread spans of 1024 rows: 64 samples per bin
 #: at the default 1024 bins, enough for equal-weight cut points.
 SAMPLE_SPANS = 64
@@ -133,9 +136,12 @@ def index_blocks(
     """Index blocks ``[first, stop)`` of each variable in ``runs`` into
     ``writer``. A reader thread reads span k+1 and a writer thread writes
     span k-1 while the core indexes span k (file I/O and the core both
-    release the GIL); the one writer thread keeps blocks in order."""
+    release the GIL); the one writer thread keeps blocks in order. At most
+    :data:`MAX_WRITES_IN_FLIGHT` spans of blocks wait for it, so a disk slower
+    than the indexing bounds the memory instead of queueing the whole index."""
     parts: dict[str, VariablePart] = {}
     writes: dict[str, list[Future[list[tuple[int, int, int]]]]] = {}
+    in_flight: deque[Future[list[tuple[int, int, int]]]] = deque()
     with ThreadPoolExecutor(1) as reader, ThreadPoolExecutor(1) as write_thread:
         for var in variables:
             if var.path not in runs:
@@ -157,6 +163,9 @@ def index_blocks(
                 built = _core.build_blocks(indexed_values(values), edges, opts.block_len)
                 part.source_crc32.extend(crc for _, crc in built)
                 pending_writes.append(write_thread.submit(writer.add_all, [b for b, _ in built]))
+                in_flight.append(pending_writes[-1])
+                while len(in_flight) > MAX_WRITES_IN_FLIGHT:  # a slow disk holds the indexing back
+                    in_flight.popleft().result()
                 if progress is not None:
                     progress(len(values))
         # Spans are known once the writes are done; waiting only here lets
