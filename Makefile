@@ -43,11 +43,12 @@ fmt:  ## format Rust and Python
 	$(VENV)/bin/ruff format $(PY_PATHS)
 	$(VENV)/bin/ruff check --fix $(PY_PATHS)
 
-bench: install  ## run the benchmarks; rewrite benches/REPORT*.md (uses ../shared/bench or generates data)
+bench: install  ## run the benchmarks; rewrite benches/REPORT*.{json,md} and README's figures
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) benches/run.py
 	$(PY) benches/series.py
 	$(PY) benches/parallel.py
+	$(PY) benches/readme_figures.py
 
 clean:
 	rm -rf target $(VENV) python/quarry/*.so quarry-demo
