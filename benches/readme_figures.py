@@ -230,7 +230,7 @@ def losses(run: dict[str, Any], series: dict[str, Any]) -> list[str]:
         *(f"- {word}: " + "; ".join(items) + "." for word, items in found.items() if items),
         "",
         "These are answers where decoding many rows from the index, reading a scanned "
-        "column from the file, or opening a series costs more than NumPy's pass over "
+        "column from the file, or opening a file or a series costs more than NumPy's pass over "
         "columns already in memory. The fix is the cost-based choice between the index "
         "and a scan (issue 11), not a weaker baseline.",
         "",
