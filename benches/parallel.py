@@ -33,7 +33,19 @@ import numpy as np
 import quarry
 from run import QUERIES as RUN_QUERIES
 from series import ensure
-from timing import header, load, load_limit, log, machine, make_data_script, summarise
+from timing import (
+    OTHERS_LIMIT,
+    _snap,
+    header,
+    load,
+    loaded,
+    log,
+    machine,
+    make_data_script,
+    max_others,
+    others,
+    summarise,
+)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA_DIR = os.path.join(REPO, "benches", "data")
@@ -154,15 +166,18 @@ def run_config(path: str, ranks: int, jobs: int, runs: int) -> dict[str, Any]:
     if ranks > 1:
         cmd = [os.path.join(BIN, "mpiexec"), "-n", str(ranks), *cmd]
     before = load()
+    _snap()
     t0 = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t0
     loads = (before, load())
+    busy = others()
     if done.returncode != 0:
         raise SystemExit(f"{cmd} failed:\n{done.stdout}\n{done.stderr}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     result["wall_s"] = wall
     result["loads"] = loads
+    result["others"] = busy
     shutil.rmtree(index, ignore_errors=True)
     return result
 
@@ -203,21 +218,23 @@ def per_block(path: str, blocks: int = 8, runs: int = 3) -> dict[str, Any]:
         before = load()
         for b in range(n_blocks):
             start = b * opts.block_len
-            values = np.ascontiguousarray(ds.driver.read(var.path, start, opts.block_len))
+            stop = start + opts.block_len
+            values = np.ascontiguousarray(ds.driver.read(var.path, start, stop))
             built = _core.build_blocks(values, edges, opts.block_len)  # warm-up
             for _ in range(runs):
                 t0 = time.perf_counter()
-                ds.driver.read(var.path, start, opts.block_len)
+                ds.driver.read(var.path, start, stop)
                 reads.append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
                 _core.build_blocks(values, edges, opts.block_len)
                 indexes.append(time.perf_counter() - t0)
         after = load()
+        busy = others()
     block_bytes = len(built[0][0])
     manifest_entry = len(json.dumps([[1, 123456789012, block_bytes]])) + len(" 4294967295,")
     return {
-        "read": summarise(reads, before, after).as_dict(),
-        "index": summarise(indexes, before, after).as_dict(),
+        "read": summarise(reads, before, after, busy).as_dict(),
+        "index": summarise(indexes, before, after, busy).as_dict(),
         "blocks": n_blocks,
         "block_bytes": block_bytes,
         "raw_bytes": opts.block_len * values.dtype.itemsize,
@@ -347,7 +364,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     meta.update(
         elapsed_s=time.perf_counter() - started,
         load_end=load(),
-        load_limit=load_limit(),
+        others_limit=OTHERS_LIMIT,
+        others_max=max_others(res),
         load_max=max(loads),
     )
     res["meta"] = meta
@@ -379,7 +397,7 @@ def efficiency(serial: list[float], parallel: list[float]) -> str:
 
 def render(res: dict[str, Any]) -> str:
     meta = res["meta"]
-    limit = meta["load_limit"]
+    limit = meta["others_limit"]
     lines = [
         "# Parallel build and query",
         "",
@@ -405,7 +423,7 @@ def render(res: dict[str, Any]) -> str:
         "perfect. An efficiency above 1.00 (marked †) would be a super-linear speed-up "
         "on 2 cores, which is not claimed: compare the ranges in brackets, and read it as "
         "about 1. A configuration whose "
-        f"load average exceeded {limit:.1f} around its runs is marked (!). Every "
+        f"run had other processes using more than {limit} cores is marked (!). Every "
         "configuration's counts, sums of hit rows and exact sums of the x, y, z values "
         "equal NumPy's, step by step.",
         "",
@@ -414,7 +432,7 @@ def render(res: dict[str, Any]) -> str:
         base = by_config["1x1"]
 
         def flag(cfg: dict[str, Any]) -> str:
-            return " (!)" if max(cfg["loads"]) > limit else ""
+            return " (!)" if cfg["others"] > limit else ""
 
         lines += [
             f"## {name}",
@@ -450,8 +468,9 @@ def render_sweep(rows: list[dict[str, Any]], name: str, limit: float) -> str:
         f"On `{name}`, one process on all cores (the default), each option changed alone from the "
         "defaults (block_len 1,048,576, bins 1024, precision 2). Build: median of "
         f"{rows[0]['build']['runs']} builds; queries: median of warm runs; (!) marks a "
-        f"figure taken at a load above {limit:.1f}. The last query's literal falls between "
-        "bin edges: the rows it checks (in brackets) are what more bins bound.",
+        f"figure taken while other processes used more than {limit} cores. The last "
+        "query's literal falls between bin edges: the rows it checks (in brackets) are "
+        "what more bins bound.",
         "",
         head,
         "|---|---:|---:|" + "---:|" * len(SWEEP_QUERIES),
@@ -461,7 +480,7 @@ def render_sweep(rows: list[dict[str, Any]], name: str, limit: float) -> str:
         cells = []
         for q in SWEEP_QUERIES:
             t = row["queries"][q]
-            flag = " (!)" if max(t["load_before"], t["load_after"]) > limit else ""
+            flag = " (!)" if loaded(t, limit) else ""
             extra = f" [{row['rows_checked'][q]:,} rows]" if "between" in q else ""
             cells.append(f"{t['median'] * 1e3:.1f} ms{extra}{flag}")
         lines.append(

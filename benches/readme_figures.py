@@ -77,14 +77,15 @@ def conditions(meta: dict[str, Any]) -> str:
     """One sentence on where and under what load the figures were taken."""
     return (
         f"{meta['cores']} cores, {meta['date']}, load average {meta['load_start']:.2f} at "
-        f"the start and at most {meta['load_max']:.2f} around a measurement; (!) marks a "
-        f"figure taken above {meta['load_limit']:.1f}"
+        f"the start, other processes using at most {meta['others_max']:.2f} cores during a "
+        f"measurement; (!) marks a figure taken while they used more than "
+        f"{meta['others_limit']} cores"
     )
 
 
 def bench_section(res: dict[str, Any]) -> str:
     run, series, par = res["run"], res["series"], res["parallel"]
-    limit = run["meta"]["load_limit"]
+    limit = run["meta"]["others_limit"]
     rows = {(r["query"], r["output"]): r for r in run["rows"]}
     queries = list(dict.fromkeys(r["query"] for r in run["rows"]))
     n = run["n"]
@@ -164,7 +165,7 @@ def bench_section(res: dict[str, Any]) -> str:
 
 
 def series_part(series: dict[str, Any]) -> list[str]:
-    limit = series["meta"]["load_limit"]
+    limit = series["meta"]["others_limit"]
     b, p = series["beam"], series["particles"]
     names = [
         (f"beam halo per step ({b['steps']} steps, derived `r`, std aggregates)", b["halo"]),

@@ -45,12 +45,13 @@ import numpy as np
 
 from run_report import render
 from timing import (
+    OTHERS_LIMIT,
     load,
-    load_limit,
     log,
     machine,
     make_data_script,
     max_load,
+    max_others,
     measure,
     measure_process,
 )
@@ -476,7 +477,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     meta.update(
         elapsed_s=time.perf_counter() - started,
         load_end=load(),
-        load_limit=load_limit(),
+        others_limit=OTHERS_LIMIT,
+        others_max=max_others(res),
         load_max=max_load(res),
     )
     res["meta"] = meta

@@ -73,7 +73,7 @@ def render(res: dict[str, Any]) -> str:
     from run import BOX  # the query texts live with the queries (run imports this module)
 
     meta, b, cli = res["meta"], res["build"], res["cli"]
-    limit = meta["load_limit"]
+    limit = meta["others_limit"]
     cores = meta["cores"]
     read = b["read"]["median"]
     size = b["index_bytes"] / b["raw_bytes"]

@@ -32,14 +32,15 @@ from typing import Any
 import numpy as np
 
 from timing import (
+    OTHERS_LIMIT,
     break_even,
     header,
     load,
-    load_limit,
     log,
     machine,
     make_data_script,
     max_load,
+    max_others,
     measure,
     ms,
     ratio,
@@ -298,7 +299,7 @@ def bench_particles(path: str, runs: int) -> dict[str, Any]:
 
 def render(res: dict[str, Any]) -> str:
     beam, parts, meta = res["beam"], res["particles"], res["meta"]
-    limit = meta["load_limit"]
+    limit = meta["others_limit"]
 
     def rows(what: str, t: dict[str, Any], one_off: float, note: str) -> list[str]:
         return [
@@ -405,7 +406,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         meta.update(
             elapsed_s=time.perf_counter() - started,
             load_end=load(),
-            load_limit=load_limit(),
+            others_limit=OTHERS_LIMIT,
+            others_max=max_others(res),
             load_max=max_load(res),
         )
         res["meta"] = meta

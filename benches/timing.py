@@ -18,10 +18,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-#: A 1-minute load average above this, on the benchmark machine's core count, means
-#: other work competed for the cores while a figure was taken: the figure is flagged.
-LOAD_LIMIT_PER_CORE = 0.5
-
 #: The standard data generator of the benchmark machines, used when present. Another
 #: path can be given with ``--make-data`` or the ``QUARRY_MAKE_DATA`` environment variable.
 DEFAULT_MAKE_DATA = os.path.join(
@@ -40,10 +36,47 @@ def make_data_script(given: str | None = None) -> str | None:
     return path if os.path.exists(path) else None
 
 
+#: Cores that other processes may use during a measurement before it is flagged. The
+#: load average cannot tell: it counts this benchmark's own threads (about 1 at 1
+#: thread, 2 on all cores of this machine), so it is recorded but not the test.
+OTHERS_LIMIT = 0.5
+
+#: The shortest window, in seconds, over which other processes' CPU use is averaged:
+#: /proc/stat counts in ticks of 10 ms, too coarse for a measurement of a few ms.
+OTHERS_WINDOW = 1.0
+
+_snaps: list[tuple[float, float, float]] = []
+
+
+def _snap() -> tuple[float, float, float]:
+    """(wall s, CPU s busy on all cores, CPU s of this process and its waited children)."""
+    with open("/proc/stat") as fh:
+        fields = [float(v) for v in fh.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)
+    busy = (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    t = os.times()
+    snap = (time.monotonic(), busy, t.user + t.system + t.children_user + t.children_system)
+    _snaps.append(snap)
+    del _snaps[:-64]
+    return snap
+
+
+def others() -> float:
+    """Cores used by other processes, averaged over at least the last OTHERS_WINDOW s
+    (busy CPU time of the machine less this process's and its children's)."""
+    end = _snap()
+    start = next((s for s in reversed(_snaps[:-1]) if end[0] - s[0] >= OTHERS_WINDOW), _snaps[0])
+    wall = end[0] - start[0]
+    if wall <= 0:
+        return 0.0
+    return max(0.0, ((end[1] - start[1]) - (end[2] - start[2])) / wall)
+
+
 @dataclass(frozen=True)
 class Timing:
     """Seconds of one repeated measurement: median, quartiles, extremes, run count,
-    and the 1-minute load average just before and just after the runs."""
+    the 1-minute load average just before and just after the runs, and the cores
+    other processes used meanwhile (see :func:`others`)."""
 
     median: float
     q1: float
@@ -53,14 +86,10 @@ class Timing:
     runs: int
     load_before: float
     load_after: float
+    others: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
-
-
-def load_limit() -> float:
-    """The 1-minute load average above which a figure is flagged on this machine."""
-    return LOAD_LIMIT_PER_CORE * len(os.sched_getaffinity(0))
 
 
 def load() -> float:
@@ -68,8 +97,11 @@ def load() -> float:
     return os.getloadavg()[0]
 
 
-def summarise(times: Sequence[float], load_before: float, load_after: float) -> Timing:
-    """The :class:`Timing` of ``times`` (seconds), measured between the two loads.
+def summarise(
+    times: Sequence[float], load_before: float, load_after: float, others: float = 0.0
+) -> Timing:
+    """The :class:`Timing` of ``times`` (seconds), measured between the two loads while
+    other processes used ``others`` cores.
 
     Examples
     --------
@@ -91,6 +123,7 @@ def summarise(times: Sequence[float], load_before: float, load_after: float) -> 
         runs=len(ordered),
         load_before=load_before,
         load_after=load_after,
+        others=others,
     )
 
 
@@ -105,6 +138,7 @@ def measure(fn: Callable[[], object], runs: int = 7, warmup: int = 1) -> dict[st
     >>> t["runs"], t["low"] <= t["median"] <= t["high"]
     (3, True)
     """
+    _snap()
     for _ in range(warmup):
         fn()
     before = load()
@@ -113,7 +147,7 @@ def measure(fn: Callable[[], object], runs: int = 7, warmup: int = 1) -> dict[st
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return summarise(times, before, load()).as_dict()
+    return summarise(times, before, load(), others()).as_dict()
 
 
 def measure_process(
@@ -127,9 +161,9 @@ def measure_process(
     return measure(once, runs=runs, warmup=1)
 
 
-def loaded(t: dict[str, float], limit: float) -> bool:
-    """Whether the load around measurement ``t`` exceeded ``limit``."""
-    return max(t["load_before"], t["load_after"]) > limit
+def loaded(t: dict[str, float], limit: float = OTHERS_LIMIT) -> bool:
+    """Whether other processes used more than ``limit`` cores during measurement ``t``."""
+    return t["others"] > limit
 
 
 def ms(t: dict[str, float], limit: float) -> str:
@@ -137,8 +171,8 @@ def ms(t: dict[str, float], limit: float) -> str:
 
     Examples
     --------
-    >>> t = summarise([0.010, 0.011, 0.012], 0.1, 2.5).as_dict()
-    >>> ms(t, 1.0)
+    >>> t = summarise([0.010, 0.011, 0.012], 0.1, 2.5, others=0.8).as_dict()
+    >>> ms(t, 0.5)
     '11.00 [10.50–11.50] (!)'
     """
     flag = " (!)" if loaded(t, limit) else ""
@@ -224,12 +258,26 @@ def header(meta: dict[str, Any], spread: str = "q1–q3") -> list[str]:
         f"- Versions: {meta['versions']}",
         f"- Load average (1 min): {meta['load_start']:.2f} at the start, "
         f"{meta['load_end']:.2f} at the end, highest around a measurement "
-        f"{meta['load_max']:.2f}",
+        f"{meta['load_max']:.2f}. The load average counts this benchmark's own threads "
+        "(about 1 while it runs on 1 thread, 2 on all cores), so it does not show "
+        "competing work; what does is the CPU time of other processes during a "
+        "measurement (the machine's busy time in /proc/stat less this process's and its "
+        f"children's), at most {meta['others_max']:.2f} cores here.",
         f"- Each time is the median of repeated runs, shown as `median [{spread}]` ({what}). "
-        "A time marked (!) was taken while the load "
-        f"average was above {meta['load_limit']:.1f} ({LOAD_LIMIT_PER_CORE} per core): other "
-        "work shared the cores, so trust it less.",
+        f"A time marked (!) was taken while other processes used more than {OTHERS_LIMIT} "
+        "cores (averaged over at least 1 s): they shared the cores, so trust it less.",
     ]
+
+
+def max_others(results: Any) -> float:
+    """The most cores other processes used during any measurement inside ``results``."""
+    if isinstance(results, dict):
+        if "others" in results:
+            return float(results["others"])
+        return max((max_others(v) for v in results.values()), default=0.0)
+    if isinstance(results, list):
+        return max((max_others(v) for v in results), default=0.0)
+    return 0.0
 
 
 def max_load(results: Any) -> float:
