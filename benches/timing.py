@@ -192,9 +192,11 @@ def ratio(base: dict[str, float], tool: dict[str, float]) -> str:
     --------
     >>> ratio({"median": 0.3}, {"median": 0.1}), ratio({"median": 0.1}, {"median": 0.4})
     ('3.0x', '0.25x')
+    >>> ratio({"median": 0.0003}, {"median": 0.13})
+    '0.0023x'
     """
     r = base["median"] / tool["median"]
-    return f"{r:.1f}x" if r >= 1 else f"{r:.2f}x"
+    return f"{r:.1f}x" if r >= 1 else f"{r:.2g}x"
 
 
 def break_even(one_off_s: float, base: dict[str, float], tool: dict[str, float]) -> str:
