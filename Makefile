@@ -47,11 +47,12 @@ fmt:  ## format Rust and Python
 	$(VENV)/bin/ruff format $(PY_PATHS)
 	$(VENV)/bin/ruff check --fix $(PY_PATHS)
 
-bench: install  ## run the benchmarks; rewrite benches/REPORT*.md (uses ../shared/bench or generates data)
+bench: install  ## run the benchmarks; rewrite benches/REPORT*.{json,md} and README's figures
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) benches/run.py
 	$(PY) benches/series.py
 	$(PY) benches/parallel.py
+	$(PY) benches/readme_figures.py
 
 docs: install  ## build the documentation (docs/_build/html) and run its examples; warnings are errors
 	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html

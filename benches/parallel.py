@@ -4,9 +4,11 @@ ranks, on ``make_data.py particles --n 16777216`` and on 8 steps of it.
 Each configuration is timed inside the processes, between barriers (MPI
 start-up and imports are not counted; they are a constant of the launcher,
 reported once). Parallel efficiency is ``T(1) / (p * T(p))`` from the same
-run. Every configuration's answers are checked against the serial ones.
-Per-block costs measured here feed the model of behaviour at 1,000+ ranks in
-the report. Writes ``benches/REPORT-parallel.md``.
+run. Every configuration's answers (counts, sums of hit rows, sums of the
+x, y, z values) are checked against NumPy. Per-block costs measured here (warm,
+the median over several blocks) feed the model of behaviour at 1,000+ ranks in
+the report. Results go to ``benches/REPORT-parallel.json``;
+``benches/REPORT-parallel.md`` is rendered from it (``--render`` re-renders only).
 
     python benches/parallel.py                 # the issue's sizes
     python benches/parallel.py --n 1048576     # a quick run
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import statistics
@@ -28,12 +31,26 @@ from typing import Any
 import numpy as np
 
 import quarry
-from run import log, machine  # benches/ is on the path
+from run import QUERIES as RUN_QUERIES
 from series import ensure
+from timing import (
+    OTHERS_LIMIT,
+    _snap,
+    header,
+    load,
+    loaded,
+    log,
+    machine,
+    make_data_script,
+    max_others,
+    others,
+    summarise,
+)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA_DIR = os.path.join(REPO, "benches", "data")
 REPORT = os.path.join(REPO, "benches", "REPORT-parallel.md")
+RESULTS = os.path.join(REPO, "benches", "REPORT-parallel.json")
 BIN = os.path.dirname(sys.executable)
 QUERIES = {
     "count energy > 1.0": ("count", "energy > 1.0"),
@@ -42,7 +59,6 @@ QUERIES = {
     "values x,y,z of 1.5 < energy < 1.6": ("values", "1.5 < energy < 1.6"),
     "count ux*ux + uy*uy > 1.0 (scan)": ("count", "ux*ux + uy*uy > 1.0"),
 }
-CONFIGS = [(1, 1), (1, 2), (2, 1)]  # (ranks, threads per rank)
 
 
 # -- the timed work, run in every rank ---------------------------------------------------
@@ -81,23 +97,19 @@ def worker(path: str, index: str, jobs: int, runs: int) -> None:
                 names = ["x", "y", "z"] if output == "values" else []
                 if comm is not None:
                     selections = answer_together(comm, selections, rows, names)
-                answer: Any = None
-                if selections is not None:
+                for s in selections or []:
                     if output == "count":
-                        answer = [s.count() for s in selections]
+                        s.count()
                     else:
-                        answer = [s.ids() for s in selections]
-                        for s in selections:
-                            for n in names:
-                                s.values(n)
+                        s.ids()
+                        for n in names:
+                            s.values(n)
                 barrier()
                 if k:
                     times.append(time.perf_counter() - t0)
             result["queries"][label] = times
             if rank == 0:
-                result["answers"][label] = (
-                    answer if output == "count" else [int(a.sum()) for a in answer]
-                )
+                result["answers"][label] = answer_digest(output, selections or [], names)
     if rank == 0:
         result["index_bytes"] = sum(
             quarry.index.layout.index_size(os.path.join(index, f))
@@ -105,6 +117,42 @@ def worker(path: str, index: str, jobs: int, runs: int) -> None:
             if f.endswith(".qidx")
         )
         print(json.dumps(result), flush=True)
+
+
+def answer_digest(output: str, selections: list[Any], names: list[str]) -> list[Any]:
+    """Per step: the count, with rows the sum of the hit rows, with values the exact
+    sum of each of ``names`` (float64, math.fsum), to compare with NumPy's."""
+    out: list[Any] = []
+    for s in selections:
+        if output == "count":
+            out.append(s.count())
+            continue
+        ids = s.ids()
+        out.append([len(ids), int(ids.sum()), *(math.fsum(s.values(n).tolist()) for n in names)])
+    return out
+
+
+def numpy_answers(path: str) -> dict[str, list[Any]]:
+    """What every configuration must answer, computed by NumPy step by step (float32
+    values compared as float64, Quarry's documented semantics)."""
+    import h5py
+
+    masks = {q.text: q for q in RUN_QUERIES}
+    out: dict[str, list[Any]] = {label: [] for label in QUERIES}
+    with h5py.File(path, "r") as f:
+        for step in sorted(f, key=lambda g: int(g.split("#")[1])):
+            cols = {c: f[f"{step}/{c}"][()] for c in ("x", "y", "z", "ux", "uy", "energy")}
+            wide = {c: v.astype(np.float64) for c, v in cols.items()}
+            for label, (output, text) in QUERIES.items():
+                hits = np.flatnonzero(masks[text].mask(wide))
+                if output == "count":
+                    out[label].append(len(hits))
+                    continue
+                row = [len(hits), int(hits.sum())]
+                if output == "values":
+                    row += [math.fsum(wide[n][hits].tolist()) for n in ("x", "y", "z")]
+                out[label].append(row)
+    return out
 
 
 # -- the driver ---------------------------------------------------------------------------
@@ -117,13 +165,19 @@ def run_config(path: str, ranks: int, jobs: int, runs: int) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--worker", path, index, str(jobs), str(runs)]
     if ranks > 1:
         cmd = [os.path.join(BIN, "mpiexec"), "-n", str(ranks), *cmd]
+    before = load()
+    _snap()
     t0 = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t0
+    loads = (before, load())
+    busy = others()
     if done.returncode != 0:
         raise SystemExit(f"{cmd} failed:\n{done.stdout}\n{done.stderr}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     result["wall_s"] = wall
+    result["loads"] = loads
+    result["others"] = busy
     shutil.rmtree(index, ignore_errors=True)
     return result
 
@@ -146,34 +200,45 @@ def launcher_cost() -> float:
     return statistics.median(times)
 
 
-def per_block(path: str) -> dict[str, float]:
-    """Serial costs per block of the default length, for the scaling model:
-    reading, indexing (one thread), writing; and the manifest's size and
-    write time per block."""
+def per_block(path: str, blocks: int = 8, runs: int = 3) -> dict[str, Any]:
+    """Serial costs per block of the default length, for the scaling model: reading
+    and indexing (one thread), each the median over up to ``blocks`` blocks of ``runs``
+    warm timings per block; and the block's index and manifest entry sizes."""
     from quarry import _core
     from quarry.index.build import edges_of
     from quarry.index.options import BuildOptions
 
     opts = BuildOptions()
+    reads: list[float] = []
+    indexes: list[float] = []
     with quarry.open(path) as ds, quarry.parallel.threads(1):
         var = ds.variable("energy", "Step#0")
-        t0 = time.perf_counter()
-        values = ds.driver.read(var.path, 0, opts.block_len)
-        read = time.perf_counter() - t0
         edges = edges_of(ds.driver, var, opts)
-        t0 = time.perf_counter()
-        built = _core.build_blocks(np.ascontiguousarray(values), edges, opts.block_len)
-        index = time.perf_counter() - t0
-        n_vars = len(ds.index_variables())
+        n_blocks = max(1, min(blocks, var.shape[0] // opts.block_len))
+        before = load()
+        for b in range(n_blocks):
+            start = b * opts.block_len
+            stop = start + opts.block_len
+            values = np.ascontiguousarray(ds.driver.read(var.path, start, stop))
+            built = _core.build_blocks(values, edges, opts.block_len)  # warm-up
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                ds.driver.read(var.path, start, stop)
+                reads.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                _core.build_blocks(values, edges, opts.block_len)
+                indexes.append(time.perf_counter() - t0)
+        after = load()
+        busy = others()
     block_bytes = len(built[0][0])
     manifest_entry = len(json.dumps([[1, 123456789012, block_bytes]])) + len(" 4294967295,")
     return {
-        "read_s": read,
-        "index_s": index,
+        "read": summarise(reads, before, after, busy).as_dict(),
+        "index": summarise(indexes, before, after, busy).as_dict(),
+        "blocks": n_blocks,
         "block_bytes": block_bytes,
         "raw_bytes": opts.block_len * values.dtype.itemsize,
         "manifest_bytes_per_block": manifest_entry,
-        "variables": n_vars,
     }
 
 
@@ -187,23 +252,27 @@ SWEEP = [
 ]
 
 
+#: The sweep's queries: the parallel ones and a literal that falls between bin edges,
+#: where the number of bins bounds the rows checked.
+SWEEP_QUERIES = {**QUERIES, "count energy > 0.31416 (between edges)": ("count", "energy > 0.31416")}
+
+
 def sweep(path: str, runs: int) -> list[dict[str, Any]]:
-    """Build time, index size and query times for each option set in SWEEP
-    (one process, all cores): the evidence for the defaults."""
+    """Build time, index size, query times and rows checked for each option set in
+    SWEEP (one process, all cores, the default): the evidence for the defaults."""
+    from timing import measure
+
     rows = []
     for options in SWEEP:
         index = os.path.join(DATA_DIR, "sweep.qidx")
         with quarry.open(path, index=index) as ds:
-            builds = []
-            for _ in range(runs):
-                t0 = time.perf_counter()
-                ds.build_index(**options)
-                builds.append(time.perf_counter() - t0)
+            build = measure(lambda options=options: ds.build_index(**options), runs, warmup=0)
             size = quarry.index.layout.index_size(index)
-            queries = {}
-            for label, (output, text) in QUERIES.items():
+            queries: dict[str, Any] = {}
+            checked: dict[str, int] = {}
+            for label, (output, text) in SWEEP_QUERIES.items():
 
-                def once(text: str = text, output: str = output) -> None:
+                def once(text: str = text, output: str = output) -> Any:
                     sel = ds.query(text, "Step#0")
                     if output == "count":
                         sel.count()
@@ -212,159 +281,230 @@ def sweep(path: str, runs: int) -> list[dict[str, Any]]:
                         if output == "values":
                             for n in ("x", "y", "z"):
                                 sel.values(n)
+                    return sel
 
-                once()
-                times = []
-                for _ in range(max(runs, 5)):
-                    t0 = time.perf_counter()
-                    once()
-                    times.append(time.perf_counter() - t0)
-                queries[label] = statistics.median(times)
+                queries[label] = measure(once, max(runs, 5))
+                checked[label] = once().stats().rows_checked
         os.remove(index)
         rows.append(
             {
                 "options": options,
-                "build_s": statistics.median(builds),
+                "build": build,
                 "bytes": size,
                 "queries": queries,
+                "rows_checked": checked,
             }
         )
     return rows
 
 
+CONFIG_KEYS = {(1, 1): "1x1", (1, 2): "1x2", (2, 1): "2x1"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--n", type=int, default=1 << 24, help="particles per step")
     p.add_argument("--steps", type=int, default=8, help="steps of the time-series set")
     p.add_argument("--runs", type=int, default=3, help="timed runs per configuration")
+    p.add_argument("--make-data", help="path of make_data.py (default: ../shared/bench)")
+    p.add_argument("--render", action="store_true", help="only re-render the report")
     p.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
         path, index, jobs, runs = args.worker
         worker(path, index, int(jobs), int(runs))
         return 0
-    started = time.time()
-    sets = [ensure("particles", args.n, 1), ensure("particles", args.n, args.steps)]
-    results: dict[str, dict[tuple[int, int], dict[str, Any]]] = {}
-    for path, _ in sets:
-        name = os.path.basename(path)
-        results[name] = {}
-        for ranks, jobs in CONFIGS:
-            log(f"{name}: {ranks} rank(s) x {jobs} thread(s)")
-            results[name][(ranks, jobs)] = run_config(path, ranks, jobs, args.runs)
-        serial = results[name][(1, 1)]["answers"]
-        for config, res in results[name].items():
-            assert res["answers"] == serial, (name, config)
-    costs = per_block(sets[0][0])
-    log("tunables sweep")
-    tunables = sweep(sets[0][0], args.runs)
-    report = render(sets, results, costs, launcher_cost(), args, time.time() - started)
-    report += render_sweep(tunables, os.path.basename(sets[0][0]))
-    with open(REPORT, "w") as f:
-        f.write(report)
-    print(report)
+    if args.render:
+        with open(RESULTS) as fh:
+            res = json.load(fh)
+    else:
+        res = run(args)
+        with open(RESULTS, "w") as fh:
+            json.dump(res, fh, indent=1)
+    with open(REPORT, "w") as fh:
+        fh.write(render(res))
+    log(f"wrote {REPORT}")
     return 0
 
 
-def _eff(base: float, t: float, p: int) -> str:
-    return f"{base / (p * t):.2f}"
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    started = time.perf_counter()
+    meta = machine()
+    make_data = make_data_script(args.make_data)
+    sets = [
+        ensure("particles", args.n, 1, make_data),
+        ensure("particles", args.n, args.steps, make_data),
+    ]
+    results: dict[str, Any] = {}
+    for path, _ in sets:
+        name = os.path.basename(path)
+        want = numpy_answers(path)
+        results[name] = {}
+        for (ranks, jobs), key in CONFIG_KEYS.items():
+            log(f"{name}: {ranks} rank(s) x {jobs} thread(s)")
+            got = run_config(path, ranks, jobs, args.runs)
+            for label, answer in got["answers"].items():
+                assert answer == want[label], (name, key, label, answer, want[label])
+            results[name][key] = got
+    costs = per_block(sets[0][0])
+    log("tunables sweep")
+    tunables = sweep(sets[0][0], args.runs)
+    res = {
+        "n": args.n,
+        "steps": args.steps,
+        "runs": args.runs,
+        "sets": [[os.path.basename(p), src] for p, src in sets],
+        "results": results,
+        "per_block": costs,
+        "launch_s": launcher_cost(),
+        "sweep": tunables,
+    }
+    loads = [x for r in results.values() for c in r.values() for x in c["loads"]]
+    loads += [costs["read"]["load_before"], costs["read"]["load_after"]]
+    meta.update(
+        elapsed_s=time.perf_counter() - started,
+        load_end=load(),
+        others_limit=OTHERS_LIMIT,
+        others_max=max_others(res),
+        load_max=max(loads),
+    )
+    res["meta"] = meta
+    return res
 
 
-def render(
-    sets: list[tuple[str, str]],
-    results: dict[str, dict[tuple[int, int], dict[str, Any]]],
-    costs: dict[str, float],
-    launch: float,
-    args: argparse.Namespace,
-    elapsed: float,
-) -> str:
-    m = machine()
+def _median(data: list[float]) -> float:
+    return float(statistics.median(data))
+
+
+def series_of(cfg: dict[str, Any], key: str) -> list[float]:
+    """The run times of ``key`` (``build_s`` or a query label) in one configuration."""
+    times: list[float] = cfg["build_s"] if key == "build_s" else cfg["queries"][key]
+    return times
+
+
+def cell(xs: list[float], key: str) -> str:
+    """Median [min–max], in s for builds and ms for queries."""
+    if key == "build_s":
+        return f"{_median(xs):.2f} s [{min(xs):.2f}–{max(xs):.2f}]"
+    return f"{_median(xs) * 1e3:.1f} ms [{min(xs) * 1e3:.1f}–{max(xs) * 1e3:.1f}]"
+
+
+def efficiency(serial: list[float], parallel: list[float]) -> str:
+    """T(1) / (2 T(2)), marked † above 1 (super-linear on 2 cores: not claimed)."""
+    e = _median(serial) / (2 * _median(parallel))
+    return f"{e:.2f}" + (" †" if e > 1.0 else "")
+
+
+def render(res: dict[str, Any]) -> str:
+    meta = res["meta"]
+    limit = meta["others_limit"]
     lines = [
         "# Parallel build and query",
         "",
-        f"Generated by `benches/parallel.py` on {time.strftime('%Y-%m-%d %H:%M')}, "
-        f"in {elapsed / 60:.1f} min. Machine: {m['nproc']} cores ({m['cpu']}), "
-        f"{m['memory']}. {m['versions']}; MPICH from the `mpich` wheel.",
+        *header(meta, "min–max"),
+        "- MPICH from the `mpich` wheel. Reproduce: `make bench`, or `python "
+        "benches/parallel.py [--n N] [--runs R]`; `--render` rewrites this file from "
+        "`benches/REPORT-parallel.json`.",
         "",
         "Data: "
-        + "; ".join(f"`{os.path.basename(p)}` ({src})" for p, src in sets)
-        + f", {args.n:,} particles per step, 8 float32/int64 variables per step, "
+        + "; ".join(f"`{name}` ({src})" for name, src in res["sets"])
+        + f", {res['n']:,} particles per step, 8 float32/int64 variables per step, "
         "default build options (1,048,576-row blocks, 1024 bins, precision 2).",
+    ]
+    if res["n"] != 1 << 24:
+        lines.append(f"\n**Reduced size**: N = {res['n']:,} per step, not the standard 16,777,216.")
+    lines += [
         "",
-        "Each time is the median of "
-        f"{args.runs} runs, measured inside the processes between barriers; "
-        f"starting `mpiexec -n 2` with Python, mpi4py and quarry costs {launch:.2f} s "
-        "on top, once per command. Efficiency = T(1 rank, 1 thread) / (p × T) with p "
-        "= ranks × threads = 2; 1.00 is perfect. Every configuration's counts and "
-        "id sums equal the serial run's.",
+        f"Each time is the median of {res['runs']} runs (after one warm-up run for the "
+        "queries; builds are not warmed), measured inside the processes between barriers, "
+        "with the min–max of the runs in brackets; starting `mpiexec -n 2` with Python, "
+        f"mpi4py and quarry costs {res['launch_s']:.2f} s on top, once per command. "
+        "Efficiency = T(1 rank, 1 thread) / (p × T) with p = ranks × threads = 2; 1.00 is "
+        "perfect. An efficiency above 1.00 (marked †) would be a super-linear speed-up "
+        "on 2 cores, which is not claimed: compare the ranges in brackets, and read it as "
+        "about 1. A configuration whose "
+        f"run had other processes using more than {limit} cores is marked (!). Every "
+        "configuration's counts, sums of hit rows and exact sums of the x, y, z values "
+        "equal NumPy's, step by step.",
         "",
     ]
-    for name, by_config in results.items():
-        base = by_config[(1, 1)]
+    for name, by_config in res["results"].items():
+        base = by_config["1x1"]
+
+        def flag(cfg: dict[str, Any]) -> str:
+            return " (!)" if cfg["others"] > limit else ""
+
         lines += [
             f"## {name}",
             "",
-            "| work | 1 rank × 1 thread | 1 rank × 2 threads | eff. | 2 ranks × 1 thread | eff. |",
+            f"| work | 1 rank × 1 thread{flag(base)} | 1 rank × 2 threads{flag(by_config['1x2'])} "
+            f"| eff. | 2 ranks × 1 thread{flag(by_config['2x1'])} | eff. |",
             "|---|---:|---:|---:|---:|---:|",
         ]
-        rows = [("build (all steps, all variables)", "build_s")] + [
-            (label, label) for label in QUERIES
-        ]
+        rows = [("build (all steps, all variables)", "build_s")] + [(q, q) for q in QUERIES]
         for label, key in rows:
-
-            def t(res: dict[str, Any], key: str = key) -> float:
-                data = res["build_s"] if key == "build_s" else res["queries"][key]
-                return float(statistics.median(data))
-
-            t1, t2, r2 = t(base), t(by_config[(1, 2)]), t(by_config[(2, 1)])
-            unit = (lambda s: f"{s:.2f} s") if key == "build_s" else (lambda s: f"{s * 1e3:.1f} ms")
+            t1, t2, r2 = (series_of(by_config[c], key) for c in ("1x1", "1x2", "2x1"))
             lines.append(
-                f"| {label} | {unit(t1)} | {unit(t2)} | {_eff(t1, t2, 2)} | {unit(r2)} | "
-                f"{_eff(t1, r2, 2)} |"
+                f"| {label} | {cell(t1, key)} | {cell(t2, key)} | {efficiency(t1, t2)} "
+                f"| {cell(r2, key)} | {efficiency(t1, r2)} |"
             )
-        lines.append("")
-        sizes = {c: r["index_bytes"] for c, r in by_config.items()}
-        lines.append(
+        sizes = {k: c["index_bytes"] for k, c in by_config.items()}
+        lines += [
+            "",
             "Index bytes: "
-            + ", ".join(f"{c[0]}r×{c[1]}t {s / 2**20:.1f} MiB" for c, s in sizes.items())
+            + ", ".join(f"{k.replace('x', 'r×')}t {s / 2**20:.1f} MiB" for k, s in sizes.items())
             + " (2 ranks write one shard each).",
-        )
-        lines.append("")
-    lines += model(costs, results)
-    return "\n".join(lines) + "\n"
+            "",
+        ]
+    lines += model(res["per_block"])
+    return "\n".join(lines) + "\n" + render_sweep(res["sweep"], res["sets"][0][0], limit)
 
 
-def render_sweep(rows: list[dict[str, Any]], name: str) -> str:
-    head = "| options | build | index size | " + " | ".join(QUERIES) + " |"
+def render_sweep(rows: list[dict[str, Any]], name: str, limit: float) -> str:
+    head = "| options | build | index size | " + " | ".join(SWEEP_QUERIES) + " |"
     lines = [
         "## Tunables",
         "",
-        f"On `{name}`, one process on all cores, each option changed alone from the "
-        "defaults (block_len 1,048,576, bins 1024, precision 2). Query times are medians "
-        "of warm runs.",
+        f"On `{name}`, one process on all cores (the default), each option changed alone from the "
+        "defaults (block_len 1,048,576, bins 1024, precision 2). Build: median of "
+        f"{rows[0]['build']['runs']} builds; queries: median of warm runs; (!) marks a "
+        f"figure taken while other processes used more than {limit} cores. The last "
+        "query's literal falls between bin edges: the rows it checks (in brackets) are "
+        "what more bins bound.",
         "",
         head,
-        "|---|---:|---:|" + "---:|" * len(QUERIES),
+        "|---|---:|---:|" + "---:|" * len(SWEEP_QUERIES),
     ]
     for row in rows:
         opts = ", ".join(f"{k}={v:,}" for k, v in row["options"].items())
-        cells = " | ".join(f"{row['queries'][q] * 1e3:.1f} ms" for q in QUERIES)
+        cells = []
+        for q in SWEEP_QUERIES:
+            t = row["queries"][q]
+            flag = " (!)" if loaded(t, limit) else ""
+            extra = f" [{row['rows_checked'][q]:,} rows]" if "between" in q else ""
+            cells.append(f"{t['median'] * 1e3:.1f} ms{extra}{flag}")
         lines.append(
-            f"| {opts} | {row['build_s']:.2f} s | {row['bytes'] / 2**20:.0f} MiB | {cells} |"
+            f"| {opts} | {row['build']['median']:.2f} s | {row['bytes'] / 2**20:.0f} MiB | "
+            + " | ".join(cells)
+            + " |"
         )
     return "\n".join(lines) + "\n"
 
 
-def model(costs: dict[str, float], results: dict[str, Any]) -> list[str]:
+def model(costs: dict[str, Any]) -> list[str]:
     """A model of build time at P ranks, from the per-block costs measured
     above: a model, not a measurement."""
-    t_block = costs["read_s"] + costs["index_s"]
+    read, index = costs["read"], costs["index"]
+    t_index = index["median"]
+    t_block = read["median"] + t_index
     return [
         "## Model: 1,000+ ranks (estimate, not a measurement)",
         "",
-        "Measured per block of 1,048,576 float32 values, one thread: read "
-        f"{costs['read_s'] * 1e3:.1f} ms (page cache), index "
-        f"{costs['index_s'] * 1e3:.1f} ms; the block's index is "
+        f"Measured per block of 1,048,576 float32 values, one thread, warm, over "
+        f"{costs['blocks']} blocks × {read['runs'] // costs['blocks']} runs: read "
+        f"{read['median'] * 1e3:.1f} ms [{read['low'] * 1e3:.1f}–{read['high'] * 1e3:.1f}] "
+        f"(page cache), index {t_index * 1e3:.1f} ms [{index['low'] * 1e3:.1f}–"
+        f"{index['high'] * 1e3:.1f}] (median [min–max]); the block's index is "
         f"{costs['block_bytes'] / 2**20:.2f} MiB and its manifest entry about "
         f"{costs['manifest_bytes_per_block']:.0f} bytes (span and CRC).",
         "",
@@ -379,8 +519,8 @@ def model(costs: dict[str, float], results: dict[str, Any]) -> list[str]:
         f"{costs['raw_bytes'] / 2**20:.0f} MiB per block; with a parallel file system "
         "of aggregate bandwidth W, t_read(P) ≥ P × 4 MiB / W per round of blocks. At W = "
         "100 GB/s, rounds of 1,000 ranks need ≥ 42 ms of reading per block against "
-        f"{costs['index_s'] * 1e3:.0f} ms of indexing: the build is I/O bound beyond "
-        f"about {int(100e9 / (costs['raw_bytes'] / max(costs['index_s'], 1e-9))):,} "
+        f"{t_index * 1e3:.0f} ms of indexing: the build is I/O bound beyond "
+        f"about {int(100e9 / (costs['raw_bytes'] / max(t_index, 1e-9))):,} "
         "ranks at that bandwidth.",
         "- t_gather(P): rank 0 receives each rank's spans (about "
         f"{costs['manifest_bytes_per_block']:.0f} bytes per block) and one copy of "

@@ -1,0 +1,86 @@
+"""The README's benchmark figures and the Markdown reports are rendered from the
+committed results (benches/REPORT*.json), never typed by hand."""
+
+from __future__ import annotations
+
+import copy
+import doctest
+import importlib
+import json
+import os
+import sys
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCH = os.path.join(REPO, "benches")
+
+
+def bench_module(name: str) -> ModuleType:
+    if BENCH not in sys.path:
+        sys.path.insert(0, BENCH)
+    return importlib.import_module(name)
+
+
+def results(name: str) -> dict[str, Any]:
+    with open(os.path.join(BENCH, f"{name}.json")) as fh:
+        data: dict[str, Any] = json.load(fh)
+    return data
+
+
+def test_readme_figures_are_the_reports() -> None:
+    figures = bench_module("readme_figures")
+    with open(os.path.join(REPO, "README.md")) as fh:
+        readme = fh.read()
+    for begin, end in figures.MARKERS.values():
+        assert readme.count(begin) == 1 and readme.count(end) == 1
+    assert readme == figures.rendered(readme, figures.load_results()), (
+        "README.md's benchmark figures differ from benches/REPORT*.json: run "
+        "python benches/readme_figures.py"
+    )
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [("run", "REPORT"), ("series", "REPORT-series"), ("parallel", "REPORT-parallel")],
+)
+def test_markdown_reports_are_rendered_from_their_results(module: str, name: str) -> None:
+    with open(os.path.join(BENCH, f"{name}.md")) as fh:
+        committed = fh.read()
+    assert committed == bench_module(module).render(results(name))
+
+
+def test_a_loss_is_named_in_the_readme_text() -> None:
+    figures = bench_module("readme_figures")
+    run, series = results("REPORT"), results("REPORT-series")
+    run, series = copy.deepcopy(run), copy.deepcopy(series)
+    row = run["rows"][0]
+    row["warm"]["quarry_1"]["median"] = row["warm"]["numpy"]["median"] * 4
+    text = " ".join(figures.losses(run, series))
+    assert f"- warm: {row['output']} of `{row['query']}` (0.25x)" in text
+    assert "choose between its index and a scan by their cost" in text
+
+
+def test_a_figure_taken_while_other_processes_ran_is_flagged() -> None:
+    timing = bench_module("timing")
+    # The load average counts the benchmark's own threads, so it does not decide.
+    quiet = timing.summarise([0.001, 0.002, 0.003], 2.1, 2.3, others=0.1).as_dict()
+    busy = timing.summarise([0.001, 0.002, 0.003], 0.2, 0.3, others=0.9).as_dict()
+    assert "(!)" not in timing.ms(quiet, timing.OTHERS_LIMIT)
+    assert timing.ms(busy, timing.OTHERS_LIMIT).endswith("(!)")
+
+
+def test_other_processes_cpu_excludes_this_process() -> None:
+    timing = bench_module("timing")
+    timing.measure(lambda: sum(i * i for i in range(200_000)), runs=3)
+    # This process's own work is not counted as others': on an idle machine it is ~0;
+    # on any machine it cannot exceed the other cores.
+    assert 0.0 <= timing.others() <= len(os.sched_getaffinity(0))
+
+
+def test_timing_helpers_examples() -> None:
+    for name in ("timing",):
+        failed, tried = doctest.testmod(bench_module(name))
+        assert tried > 0 and failed == 0
