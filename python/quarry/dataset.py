@@ -155,7 +155,8 @@ class Dataset:
     def variable(self, name: str, path: str | None = None) -> VariableInfo:
         """The variable ``name`` refers to: a full path, or a bare name looked up
         under the context ``path`` (a group such as ``Step#3``, globs allowed,
-        the shortest match winning; see :mod:`quarry.expr.names`), or a subarray
+        resolving only where one match's group holds the others; see
+        :mod:`quarry.expr.names`), or a subarray
         of it (``x[0:10, 5]``)."""
         var = parse_variable(name)
         if var.index is None:

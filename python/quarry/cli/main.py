@@ -86,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
             "--path",
             metavar="P",
             help="context in which bare names resolve, e.g. Step#3 (names under */P/*; "
-            "globs allowed; the shortest match wins)",
+            "globs allowed; a name matching in separate groups is an error listing them)",
         )
 
     def si_option(sp: argparse.ArgumentParser) -> None:
