@@ -179,6 +179,13 @@ def file_system(path: str) -> str:
     >>> file_system("/proc") == "proc" or file_system("/proc") == ""
     True
     """
+    return _file_system_of(os.path.abspath(path))
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_system_of(path: str) -> str:
+    # Once per path and process: every open of a file asks again, and the
+    # mounts do not change under a running process.
     target = os.path.realpath(path)
     best, kind = -1, ""
     for point, fs_type in _mounts():
