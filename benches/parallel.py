@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -34,17 +35,17 @@ import quarry
 from run import QUERIES as RUN_QUERIES
 from series import ensure
 from timing import (
-    OTHERS_LIMIT,
     _snap,
+    close_meta,
     header,
     load,
     loaded,
     log,
     machine,
     make_data_script,
-    max_others,
     others,
     summarise,
+    write_report,
 )
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -314,17 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         path, index, jobs, runs = args.worker
         worker(path, index, int(jobs), int(runs))
         return 0
-    if args.render:
-        with open(RESULTS) as fh:
-            res = json.load(fh)
-    else:
-        res = run(args)
-        with open(RESULTS, "w") as fh:
-            json.dump(res, fh, indent=1)
-    with open(REPORT, "w") as fh:
-        fh.write(render(res))
-    log(f"wrote {REPORT}")
-    return 0
+    return write_report(args.render, partial(run, args), render, RESULTS, REPORT)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -361,14 +352,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     loads = [x for r in results.values() for c in r.values() for x in c["loads"]]
     loads += [costs["read"]["load_before"], costs["read"]["load_after"]]
-    meta.update(
-        elapsed_s=time.perf_counter() - started,
-        load_end=load(),
-        others_limit=OTHERS_LIMIT,
-        others_max=max_others(res),
-        load_max=max(loads),
-    )
-    res["meta"] = meta
+    close_meta(meta, res, started, load_max=max(loads))
     return res
 
 

@@ -39,21 +39,20 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from run_report import render
 from timing import (
-    OTHERS_LIMIT,
-    load,
+    close_meta,
     log,
     machine,
     make_data_script,
-    max_load,
-    max_others,
     measure,
     measure_process,
+    write_report,
 )
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -447,17 +446,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--make-data", help="path of make_data.py (default: ../shared/bench)")
     p.add_argument("--render", action="store_true", help="only re-render REPORT.md")
     args = p.parse_args(argv)
-    if args.render:
-        with open(RESULTS) as fh:
-            res = json.load(fh)
-    else:
-        res = run(args)
-        with open(RESULTS, "w") as fh:
-            json.dump(res, fh, indent=1)
-    with open(REPORT, "w") as fh:
-        fh.write(render(res))
-    log(f"wrote {REPORT}")
-    return 0
+    return write_report(args.render, partial(run, args), render, RESULTS, REPORT)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -474,14 +463,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     log("fresh processes")
     hits = {r["query"]: (r["hits"], r["float32_hits"]) for r in res["rows"]}
     res["cli"] = bench_cli(path, hits, args.runs)
-    meta.update(
-        elapsed_s=time.perf_counter() - started,
-        load_end=load(),
-        others_limit=OTHERS_LIMIT,
-        others_max=max_others(res),
-        load_max=max_load(res),
-    )
-    res["meta"] = meta
+    close_meta(meta, res, started)
     return res
 
 

@@ -21,29 +21,27 @@ against NumPy first. Results go to ``benches/REPORT-series.json``;
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from timing import (
-    OTHERS_LIMIT,
     break_even,
+    close_meta,
     header,
-    load,
     log,
     machine,
     make_data_script,
-    max_load,
-    max_others,
     measure,
     ms,
     ratio,
+    write_report,
 )
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -389,34 +387,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--make-data", help="path of make_data.py (default: ../shared/bench)")
     p.add_argument("--render", action="store_true", help="only re-render the report")
     args = p.parse_args(argv)
-    if args.render:
-        with open(RESULTS) as fh:
-            res = json.load(fh)
-    else:
-        started = time.perf_counter()
-        meta = machine()
-        make_data = make_data_script(args.make_data)
-        beam_path, beam_source = ensure("beam", args.n, 8, make_data)
-        parts_path, parts_source = ensure("particles", args.n, 4, make_data)
-        res = {"n": args.n, "sources": f"{beam_source}; {parts_source}"}
-        log("beam")
-        res["beam"] = bench_beam(beam_path, args.runs)
-        log("particles")
-        res["particles"] = bench_particles(parts_path, args.runs)
-        meta.update(
-            elapsed_s=time.perf_counter() - started,
-            load_end=load(),
-            others_limit=OTHERS_LIMIT,
-            others_max=max_others(res),
-            load_max=max_load(res),
-        )
-        res["meta"] = meta
-        with open(RESULTS, "w") as fh:
-            json.dump(res, fh, indent=1)
-    with open(REPORT, "w") as fh:
-        fh.write(render(res))
-    log(f"wrote {REPORT}")
-    return 0
+    return write_report(args.render, partial(measure_all, args), render, RESULTS, REPORT)
+
+
+def measure_all(args: argparse.Namespace) -> dict[str, Any]:
+    """Every series workload, timed and checked against NumPy."""
+    started = time.perf_counter()
+    meta = machine()
+    make_data = make_data_script(args.make_data)
+    beam_path, beam_source = ensure("beam", args.n, 8, make_data)
+    parts_path, parts_source = ensure("particles", args.n, 4, make_data)
+    res: dict[str, Any] = {"n": args.n, "sources": f"{beam_source}; {parts_source}"}
+    log("beam")
+    res["beam"] = bench_beam(beam_path, args.runs)
+    log("particles")
+    res["particles"] = bench_particles(parts_path, args.runs)
+    close_meta(meta, res, started)
+    return res
 
 
 if __name__ == "__main__":

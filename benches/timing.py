@@ -8,6 +8,7 @@ figures are rendered from those dicts (see ``benches/readme_figures.py``).
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
@@ -291,3 +292,40 @@ def max_load(results: Any) -> float:
     if isinstance(results, list):
         return max((max_load(v) for v in results), default=0.0)
     return 0.0
+
+
+def close_meta(meta: dict[str, Any], res: dict[str, Any], started: float, **extra: Any) -> None:
+    """Finish a run's ``meta`` (time taken, load at the end, the most cores
+    other processes used, the highest load; ``extra`` overrides) and store
+    it in ``res``."""
+    meta.update(
+        elapsed_s=time.perf_counter() - started,
+        load_end=load(),
+        others_limit=OTHERS_LIMIT,
+        others_max=max_others(res),
+        load_max=max_load(res),
+    )
+    meta.update(extra)
+    res["meta"] = meta
+
+
+def write_report(
+    render_only: bool,
+    measure: Callable[[], dict[str, Any]],
+    render: Callable[[dict[str, Any]], str],
+    results: str,
+    report: str,
+) -> int:
+    """Measure (or, with ``render_only``, load the last results from
+    ``results``), keep the results as JSON and write the Markdown ``report``."""
+    if render_only:
+        with open(results) as fh:
+            res = json.load(fh)
+    else:
+        res = measure()
+        with open(results, "w") as fh:
+            json.dump(res, fh, indent=1)
+    with open(report, "w") as fh:
+        fh.write(render(res))
+    log(f"wrote {report}")
+    return 0
