@@ -310,7 +310,7 @@ class _Parser:
         while True:
             t = self.tok
             if t.kind == "op" and t.text in _PREFIX:
-                if t.text == "!" and not _not_allowed_after(operators):
+                if t.text == "!" and not _negation_allowed_after(operators):
                     raise self.error("expected a value but found '!'")
                 self.open(operators, _Operator("prefix", t.text, t.pos, _PREFIX[t.text]))
             elif t.kind == "op" and t.text == "(":
@@ -544,7 +544,7 @@ def _right_of(item: Cond) -> Arith:
     return item.right
 
 
-def _not_allowed_after(operators: list[_Operator]) -> bool:
+def _negation_allowed_after(operators: list[_Operator]) -> bool:
     """Whether ``!`` may start here: at the start, after ``(``, ``&&``, ``||``
     or another ``!`` (not inside arithmetic, a comparison or a call)."""
     if not operators:
