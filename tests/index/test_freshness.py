@@ -388,3 +388,22 @@ def test_fine_local_timestamps_shorten_the_racy_window(tmp_path, monkeypatch):
     assert fresh.trusted(stamp, written + 2 * 10**8) == bool(stamp["fine_times"])
     assert not fresh.trusted({**stamp, "fine_times": 0}, written + 2 * 10**8)
     assert not fresh.trusted({**stamp, "fine_times": 1}, written + 5 * 10**7)
+
+
+@pytest.mark.parametrize(
+    ("fs_type", "fine"), [("nfs4", 0), ("lustre", 0), ("gpfs", 0), ("ext4", 1)]
+)
+def test_network_file_systems_keep_the_two_second_window(tmp_path, monkeypatch, fs_type, fine):
+    from quarry.formats import base
+
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"12345678")
+    os.utime(path, ns=(10**18 + 123, 10**18 + 123))  # sub-second digits, whatever the disk
+    if os.stat(path).st_ctime_ns % 10**9 == 0:
+        pytest.skip("this file system keeps whole-second times")
+    monkeypatch.setattr(base, "_mounts", lambda: (("/", fs_type),))
+    base._file_system_of.cache_clear()
+    try:
+        assert fingerprint(str(path))["fine_times"] == fine
+    finally:
+        base._file_system_of.cache_clear()
