@@ -6,37 +6,27 @@ import contextlib
 import os
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from quarry import _core
 from quarry.errors import (
     AmbiguousNameError,
     IndexMissingError,
     QuarryError,
-    QuerySyntaxError,
-    SubarrayError,
-    UnsupportedVariableError,
 )
-from quarry.expr import parse
-from quarry.expr.ast import Var
-from quarry.expr.ast import variables as named_in
 from quarry.expr.names import resolve
 from quarry.expr.parser import parse_variable
-from quarry.expr.plan import PlanNode, compile_plan
 from quarry.formats import open_source
 from quarry.formats.base import Driver, VariableInfo
-from quarry.formats.subarray import view_of
 from quarry.index import BuildOptions, IndexStore
 from quarry.index.derived import Derivation, DerivedDriver, expand, previous_derivations
 from quarry.index.layout import decode_edges
 from quarry.index.locate import find_index, place_new_index, rebuild_command
-from quarry.index.options import DEFAULT_BLOCK_LEN
 from quarry.index.stats import column_stats
-from quarry.parallel.threads import on_own_threads
+from quarry.pool import on_own_threads
 from quarry.query import Executor, Selection, Table
-from quarry.query.aggregate import AggregateValue, Aggregator
-from quarry.query.execute import table_of
 from quarry.query.histogram import Histogram, Part, combine
+from quarry.query.planner import Planner
 
 if TYPE_CHECKING:
     from quarry.series import Series, SeriesSelection
@@ -105,16 +95,6 @@ def _units(attrs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class _Planned(NamedTuple):
-    """What planning a query gives, cached per query text."""
-
-    plan: PlanNode
-    table: Table
-    aggregates: list[AggregateValue]
-    variables: list[VariableInfo]
-    resolved: dict[str, str]
-
-
 class Dataset:
     """One data file, opened read-only, with its index if it has one."""
 
@@ -134,12 +114,8 @@ class Dataset:
         self.driver: Driver = self._file_driver
         """The file's driver; with the index's derived variables once it is open."""
         self._store: IndexStore | None = None
-        self._plans: dict[tuple[str, str | None, int | None], _Planned] = {}
-        # Names as written (with subscripts and context) -> variables, and
-        # aggregate statistics: both fixed while the file and index are open,
-        # and shared by every plan (a batch of 400 queries resolves ``t`` once).
-        self._names: dict[tuple[str, Any, str | None], VariableInfo] = {}
-        self._aggregate_stats: dict[str, Any] = {}
+        # Plans and what they resolved, for the file and index as now open.
+        self._planner: Planner | None = None
         # This file's step groups as a series, per context path: found once.
         self._steps: dict[str | None, Series] = {}
 
@@ -161,15 +137,18 @@ class Dataset:
         var = parse_variable(name)
         if var.index is None:
             return resolve(var.name, self.variables(), self.path, path)
-        return self._view(var, self.variables(), path)
+        return self._planning(self._open_store()).variable(var, path)
 
-    def _view(
-        self, var: Var, variables: list[VariableInfo], path: str | None = None
-    ) -> VariableInfo:
-        info = resolve(var.name, variables, self.path, path)
-        if info.problem is not None:
-            raise UnsupportedVariableError(f"cannot query {info.path}: {info.problem}")
-        return info if var.index is None else view_of(info, var.index)
+    def _open_store(self) -> IndexStore | None:
+        """The index, opened; None where the file has none (queries scan)."""
+        return self.index if self.has_index else None
+
+    def _planning(self, store: IndexStore | None) -> Planner:
+        """The planner of the file with ``store`` as its index, kept while both stay open."""
+        if self._planner is None or self._planner.store is not store:
+            self.variables()  # the index's derived variables join the driver's
+            self._planner = Planner(self.path, self.driver, store, self._factor)
+        return self._planner
 
     def si_factor(self, info: VariableInfo) -> float | None:
         """What ``si=True`` multiplies ``info``'s stored values by: its
@@ -324,9 +303,7 @@ class Dataset:
         self._store = None
         self.driver = self._file_driver
         # the block length, derived variables and statistics may change
-        self._plans.clear()
-        self._names.clear()
-        self._aggregate_stats.clear()
+        self._planner = None
         self._steps.clear()
         derived = [d.to_dict() for d in derivations]
         if comm is not None and comm.size > 1:
@@ -376,28 +353,10 @@ class Dataset:
         """Rows where ``query`` is true in one table of this file, its names
         resolved as written (under ``path``), never spread over step groups:
         what :meth:`query` and each member of a series run."""
-        store = self.index if self.has_index else None
-        key = (query, path, store.block_len if store is not None else None)
-        cached = self._plans.get(key)
-        if cached is None:
-            cached = self._plan(query, store, path)
-            # The plan depends only on the text, the context and the file's
-            # variables (and their aggregates), all fixed while the file is
-            # open; repeated queries skip parsing and planning.
-            if len(self._plans) >= 1024:
-                self._plans.clear()
-            self._plans[key] = cached
-        selection = Selection(
-            self,
-            query,
-            cached.plan,
-            Executor(self.driver, store, cached.table, factor=self._factor),
-        )
-        selection.aggregates = cached.aggregates
-        selection.variables = cached.variables
-        selection.resolved = cached.resolved
-        selection.path = path
-        return selection
+        store = self._open_store()
+        planned = self._planning(store).plan(query, path)
+        executor = Executor(self.driver, store, planned.table, self._factor)
+        return Selection(self, query, executor, planned, path=path)
 
     def _over_steps(self, path: str | None, exc: AmbiguousNameError) -> Series:
         """This file's step groups (those ``path`` names, if given) as a series
@@ -419,45 +378,6 @@ class Dataset:
         if len(spread) < 2:
             raise exc
         return series
-
-    def _plan(self, query: str, store: IndexStore | None, path: str | None) -> _Planned:
-        cond = parse(query)
-        variables = self.variables()
-        # Resolved names and subarrays by their key (``/x[0:10]``): the plan's
-        # names are keys once resolved, and resolve to the same views again.
-        by_key: dict[str, VariableInfo] = {}
-        resolved: dict[str, str] = {}  # each name as written -> its variable's full path
-
-        def lookup(var: Var) -> VariableInfo:
-            info = by_key.get(var.name) if var.index is None else None
-            if info is None:
-                written = (var.name, var.index, path)
-                info = self._names.get(written)
-                if info is None:
-                    try:
-                        info = self._view(var, variables, path)
-                    except SubarrayError as exc:
-                        raise QuerySyntaxError(str(exc), query, var.pos) from None
-                    self._names[written] = info
-                by_key[info.key] = info
-                resolved.setdefault(var.name, info.path)
-            return info
-
-        aggregator = Aggregator(self.driver, store, by_key, self._aggregate_stats)
-        plan = compile_plan(cond, lookup, query, aggregator, self._factor)
-        # Every variable the query reads row by row forms the table, even one
-        # whose comparison folded away (``nan < x`` is unknown on every row of
-        # x); variables seen only inside aggregates do not.
-        used = list(
-            {info.key: info for info in map(lookup, named_in(cond, in_aggregates=False))}.values()
-        )
-        if not used:
-            raise QuarryError(
-                f"query {query!r} compares no variable row by row "
-                "(aggregates such as mean(x) are single numbers)"
-            )
-        block_len = store.block_len if store is not None else DEFAULT_BLOCK_LEN
-        return _Planned(plan, table_of(used, block_len), aggregator.used, used, resolved)
 
     @on_own_threads
     def query_many(self, queries: Iterable[str], path: str | None = None) -> list[int]:
@@ -521,12 +441,9 @@ class Dataset:
         :func:`quarry.query.histogram.combine`."""
         variables = [self.variable(n, path) for n in ([names] if isinstance(names, str) else names)]
         weight = self.variable(weights, path) if weights is not None else None
-        store = self.index if self.has_index else None
-        block_len = store.block_len if store is not None else DEFAULT_BLOCK_LEN
-        table = table_of(variables + ([weight] if weight else []), block_len)
-        return Part(
-            Executor(self.driver, store, table, factor=self._factor), None, variables, weight
-        )
+        store = self._open_store()
+        table = self._planning(store).table(variables + ([weight] if weight else []))
+        return Part(Executor(self.driver, store, table, self._factor), None, variables, weight)
 
     def load_selection(self, path: str) -> Selection:
         """A selection saved with :meth:`quarry.Selection.save`, ready to give
@@ -535,20 +452,13 @@ class Dataset:
 
         header, rows = load(self, path)
         dims = tuple(header["dims"]) if header.get("dims") else None
-        store = self.index if self.has_index else None
+        store = self._open_store()
         if store is not None and store.block_len != rows.block_len:
             # The index was rebuilt with other blocks: the same rows, re-cut.
             rows = _core.RowSet.from_ids(rows.to_ids(), rows.n_rows, store.block_len)
         table = Table(tuple(int(s) for s in header["shape"]), rows.block_len, dims)
-        selection = Selection(
-            self,
-            str(header["query"]),
-            None,
-            Executor(self.driver, store, table, factor=self._factor),
-        )
-        selection._rows = rows
-        selection.path = header.get("path")
-        return selection
+        executor = Executor(self.driver, store, table, self._factor)
+        return Selection(self, str(header["query"]), executor, path=header.get("path"), rows=rows)
 
     # -- description -----------------------------------------------------
     def info(self) -> dict[str, Any]:

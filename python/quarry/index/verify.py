@@ -53,7 +53,7 @@ def source_crcs(
     >>> crcs["/x"] == [zlib.crc32(data["/x"][a : a + 4]) for a in (0, 4, 8)]
     True
     """
-    from quarry.parallel.threads import jobs as core_jobs
+    from quarry.pool import jobs as core_jobs
 
     step = max(block_len, READ_SPAN // block_len * block_len)
     spans = [(path, s, min(s + step, rows)) for path, rows in columns for s in range(0, rows, step)]

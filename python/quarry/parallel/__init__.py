@@ -1,6 +1,9 @@
-"""Parallel execution: threads within a process (:mod:`.threads`) and MPI
-ranks across nodes (:mod:`.mpi`)."""
+"""Parallel execution, chosen by the caller: runners that answer queries in
+this process or over MPI ranks (:mod:`.runners`), sharded builds
+(:mod:`.build`), and MPI itself (:mod:`.mpi`). How many threads the core's
+work uses is :func:`threads` (from :mod:`quarry.pool`, which the stages
+below this one use too)."""
 
-from quarry.parallel.threads import jobs, threads
+from quarry.pool import jobs, threads
 
 __all__ = ["jobs", "threads"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -99,6 +99,20 @@ def table_of(variables: list[VariableInfo], block_len: int) -> Table:
     return table
 
 
+@dataclass
+class _Shared:
+    """What every executor answering part of one table shares: whole-column
+    caches (missing rows, scanned values) and the work done, so the parts
+    read each column once and report as one query."""
+
+    missing: dict[str, _core.RowSet] = field(default_factory=dict)
+    # Scanned values by (variable, blocks): whole columns, or a share's rows.
+    columns: dict[tuple[str, tuple[int, int] | None], npt.NDArray[np.generic]] = field(
+        default_factory=dict
+    )
+    work: Work = field(default_factory=Work)
+
+
 class Executor:
     """Evaluates plans against one file and (optionally) its index."""
 
@@ -107,8 +121,10 @@ class Executor:
         driver: Driver,
         store: IndexStore | None,
         table: Table,
-        blocks: tuple[int, int] | None = None,
         factor: Callable[[VariableInfo], float | None] | None = None,
+        *,
+        blocks: tuple[int, int] | None = None,
+        shared: _Shared | None = None,
     ) -> None:
         self.driver = driver
         self.store = store
@@ -117,29 +133,34 @@ class Executor:
         """What a variable's values read are multiplied by (openPMD's ``unitSI``
         with ``si=True``; see :meth:`physical`); plans carry it themselves."""
         self.blocks = blocks
-        """The blocks ``[first, stop)`` this executor answers for (a rank's
-        share); None: all."""
+        """The blocks ``[first, stop)`` this executor answers for (a share of
+        the work); None: all."""
         self.part: _core.RowSet | None = None
         """The rows of those blocks, the domain every evaluation starts from."""
         if blocks is not None:
             n_blocks = -(-table.n_rows // table.block_len)
             keep = [blocks[0] <= b < blocks[1] for b in range(n_blocks)]
             self.part = _core.RowSet.full_blocks(table.n_rows, table.block_len, keep)
-        self._missing: dict[str, _core.RowSet] = {}
-        # Scanned values by (variable, blocks): whole columns, or a share's rows.
-        self._columns: dict[tuple[str, tuple[int, int] | None], npt.NDArray[np.generic]] = {}
-        self._work = Work()
+        self._shared = shared if shared is not None else _Shared()
+        self._missing = self._shared.missing
+        self._columns = self._shared.columns
+        self._work = self._shared.work
         # Every read of values goes through this, so bytes_read sees them all.
         self._source = CountingDriver(driver, self._work)
 
-    def share_caches(self, other: Executor) -> None:
-        """Use ``other``'s whole-column caches (missing rows, scanned values)
-        and add this executor's work to its totals: executors answering parts
-        of one table read each column once and report as one query."""
-        self._missing = other._missing
-        self._columns = other._columns
-        self._work = other._work
-        self._source = CountingDriver(self.driver, self._work)
+    def share(self, first: int, stop: int) -> Executor:
+        """An executor for blocks ``[first, stop)`` of this one's (a share of
+        the work), sharing its caches and adding its work to this one's."""
+        if self.blocks is not None:
+            first, stop = max(first, self.blocks[0]), min(stop, self.blocks[1])
+        return Executor(
+            self.driver,
+            self.store,
+            self.table,
+            self.factor,
+            blocks=(first, max(first, stop)),
+            shared=self._shared,
+        )
 
     def stats(self) -> QueryStats:
         """What the evaluations so far did (rows checked, bitmaps decoded, bytes read)."""

@@ -10,8 +10,7 @@ import numpy as np
 
 from quarry import _core
 from quarry.errors import ShapeMismatchError
-from quarry.expr.plan import PlanNode
-from quarry.parallel.threads import jobs, on_own_threads
+from quarry.pool import jobs, on_own_threads
 from quarry.query.execute import Executor, Table
 from quarry.query.histogram import Histogram, Part, combine
 from quarry.query.stats import QueryStats
@@ -23,6 +22,7 @@ if TYPE_CHECKING:
     from quarry.formats.base import VariableInfo
     from quarry.outputs.columns import OutputTable
     from quarry.query.aggregate import AggregateValue
+    from quarry.query.planner import PlannedQuery
 
 
 class Selection:
@@ -42,23 +42,32 @@ class Selection:
     """
 
     def __init__(
-        self, dataset: Dataset, query: str, plan: PlanNode | None, executor: Executor
+        self,
+        dataset: Dataset,
+        query: str,
+        executor: Executor,
+        planned: PlannedQuery | None = None,
+        *,
+        path: str | None = None,
+        rows: _core.RowSet | None = None,
     ) -> None:
         self.dataset = dataset
         self.query = query
-        self.plan = plan
+        self.plan = planned.plan if planned is not None else None
+        self._planned = planned
         self._executor = executor
-        self._rows: _core.RowSet | None = None
+        self._rows = rows
+        """The hits: known from the start for a saved selection (no plan)."""
         self._count: int | None = None
         self._values: dict[str, npt.NDArray[np.generic]] = {}
-        self.aggregates: list[AggregateValue] = []
+        self.aggregates: list[AggregateValue] = planned.aggregates if planned else []
         """The aggregates the query used (``mean(x)``...), their values, and
         whether the index or a pass over the data gave each."""
-        self.variables: list[VariableInfo] = []
+        self.variables: list[VariableInfo] = planned.variables if planned else []
         """The variables (or subarrays) the query compared row by row."""
-        self.resolved: dict[str, str] = {}
+        self.resolved: dict[str, str] = planned.resolved if planned else {}
         """Each name as written in the query -> the full path it resolved to."""
-        self.path: str | None = None
+        self.path = path
         """The context bare names resolve in (``Dataset.query(q, path=...)``)."""
 
     @property
@@ -215,23 +224,14 @@ class Selection:
         ...     ds.query("x > 2").blocks(1, 2).ids().tolist()
         [4, 5, 6, 7]
         """
-        executor = self._executor
-        if executor.blocks is not None:
-            first, stop = max(first, executor.blocks[0]), min(stop, executor.blocks[1])
-        stop = max(first, stop)
-        part = Executor(executor.driver, executor.store, self.table, (first, stop), executor.factor)
+        part = self._executor.share(first, stop)
         assert part.part is not None
-        part.share_caches(executor)
-        selection = Selection(self.dataset, self.query, self.plan, part)
-        selection.aggregates = self.aggregates
-        selection.variables = self.variables
-        selection.resolved = self.resolved
-        selection.path = self.path
+        rows = None
         if self.plan is None:  # a loaded selection: its rows are known
-            selection._rows = self.rows & part.part
+            rows = self.rows & part.part
         elif part.part.is_empty():  # nothing to evaluate
-            selection._rows = part.part
-        return selection
+            rows = part.part
+        return Selection(self.dataset, self.query, part, self._planned, path=self.path, rows=rows)
 
     @on_own_threads
     def histogram(

@@ -1,0 +1,157 @@
+"""Planning: a query's text, against one open file and its index, becomes
+what the executor evaluates.
+
+Planning parses the text (:mod:`quarry.expr.parser`), resolves every name
+under the context path (:mod:`quarry.expr.names`), computes the aggregates
+the condition uses (:mod:`quarry.query.aggregate`), compiles the condition
+into index ranges and scans (:mod:`quarry.expr.plan`), and lays the
+variables it reads row by row out as one table
+(:func:`quarry.query.execute.table_of`).
+
+A :class:`Planner` belongs to one open file in one state (its variables,
+its index, whether values are in SI units): everything it caches stays true
+while that state lasts, so a batch of 400 queries resolves ``t`` once and a
+repeated query is not planned again. The owner makes a new planner when the
+state changes (an index built, opened or checked).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from quarry.errors import QuarryError, QuerySyntaxError, SubarrayError, UnsupportedVariableError
+from quarry.expr import parse
+from quarry.expr.ast import Var
+from quarry.expr.ast import variables as named_in
+from quarry.expr.names import resolve
+from quarry.expr.plan import PlanNode, compile_plan
+from quarry.formats.subarray import view_of
+from quarry.index.options import DEFAULT_BLOCK_LEN
+from quarry.query.aggregate import AggregateValue, Aggregator
+from quarry.query.execute import Table, table_of
+
+if TYPE_CHECKING:
+    from quarry.formats.base import Driver, VariableInfo
+    from quarry.index.store import IndexStore
+
+#: Plans kept per planner; past this the cache starts again.
+MAX_PLANS = 1024
+
+
+class PlannedQuery(NamedTuple):
+    """What planning a query gives: the plan, the table it runs over, the
+    aggregates it used, the variables it compares row by row, and each name
+    as written -> the full path it resolved to."""
+
+    plan: PlanNode
+    table: Table
+    aggregates: list[AggregateValue]
+    variables: list[VariableInfo]
+    resolved: dict[str, str]
+
+
+class Planner:
+    """Plans queries against one open file (``source``, read through
+    ``driver``) and its index ``store`` (None: every condition scans);
+    ``factor`` gives what a variable's stored values are multiplied by (SI
+    units), None for stored values.
+
+    Examples
+    --------
+    >>> import h5py, numpy as np, tempfile, os
+    >>> from quarry.formats import open_source
+    >>> path = os.path.join(tempfile.mkdtemp(), "p.h5")
+    >>> with h5py.File(path, "w") as f:
+    ...     f["t"], f["g/u"] = np.arange(10.0), np.ones(10)
+    >>> driver = open_source(path)
+    >>> planner = Planner(path, driver, None)
+    >>> planned = planner.plan("t > 4 && u == 1")
+    >>> planned.resolved, planned.table.shape
+    ({'t': '/t', 'u': '/g/u'}, (10,))
+    >>> planner.plan("t > 4 && u == 1") is planned  # planned once
+    True
+    >>> driver.close()
+    """
+
+    def __init__(
+        self,
+        source: str,
+        driver: Driver,
+        store: IndexStore | None,
+        factor: Callable[[VariableInfo], float | None] | None = None,
+    ) -> None:
+        self.source = source
+        self.driver = driver
+        self.store = store
+        self.factor = factor
+        self._plans: dict[tuple[str, str | None], PlannedQuery] = {}
+        # Names as written (with subscripts and context) -> variables, and
+        # aggregate statistics: shared by every plan.
+        self._names: dict[tuple[str, Any, str | None], VariableInfo] = {}
+        self._aggregate_stats: dict[str, Any] = {}
+
+    @property
+    def block_len(self) -> int:
+        """Rows per block of the tables this planner lays out: the index's."""
+        return self.store.block_len if self.store is not None else DEFAULT_BLOCK_LEN
+
+    def variable(self, var: Var, path: str | None = None) -> VariableInfo:
+        """The variable (or subarray of it) ``var`` names, bare names
+        resolving under ``path``; refused if the file cannot query it."""
+        info = resolve(var.name, self.driver.variables(), self.source, path)
+        if info.problem is not None:
+            raise UnsupportedVariableError(f"cannot query {info.path}: {info.problem}")
+        return info if var.index is None else view_of(info, var.index)
+
+    def table(self, variables: list[VariableInfo]) -> Table:
+        """The table ``variables`` form, cut into this planner's blocks."""
+        return table_of(variables, self.block_len)
+
+    def plan(self, query: str, path: str | None = None) -> PlannedQuery:
+        """The plan of ``query``, its bare names resolving under ``path``."""
+        key = (query, path)
+        planned = self._plans.get(key)
+        if planned is None:
+            planned = self._plan(query, path)
+            if len(self._plans) >= MAX_PLANS:
+                self._plans.clear()
+            self._plans[key] = planned
+        return planned
+
+    def _plan(self, query: str, path: str | None) -> PlannedQuery:
+        cond = parse(query)
+        # Resolved names and subarrays by their key (``/x[0:10]``): the plan's
+        # names are keys once resolved, and resolve to the same views again.
+        by_key: dict[str, VariableInfo] = {}
+        resolved: dict[str, str] = {}
+
+        def lookup(var: Var) -> VariableInfo:
+            info = by_key.get(var.name) if var.index is None else None
+            if info is None:
+                written = (var.name, var.index, path)
+                info = self._names.get(written)
+                if info is None:
+                    try:
+                        info = self.variable(var, path)
+                    except SubarrayError as exc:
+                        raise QuerySyntaxError(str(exc), query, var.pos) from None
+                    self._names[written] = info
+                by_key[info.key] = info
+                resolved.setdefault(var.name, info.path)
+            return info
+
+        aggregator = Aggregator(self.driver, self.store, by_key, self._aggregate_stats)
+        plan = compile_plan(cond, lookup, query, aggregator, self.factor)
+        # Every variable the query reads row by row forms the table, even one
+        # whose comparison folded away (``nan < x`` is unknown on every row of
+        # x); variables seen only inside aggregates do not.
+        used = list(
+            {info.key: info for info in map(lookup, named_in(cond, in_aggregates=False))}.values()
+        )
+        if not used:
+            raise QuarryError(
+                f"query {query!r} compares no variable row by row "
+                "(aggregates such as mean(x) are single numbers)"
+            )
+        return PlannedQuery(plan, self.table(used), aggregator.used, used, resolved)
