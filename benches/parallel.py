@@ -70,7 +70,6 @@ def worker(path: str, index: str, jobs: int, runs: int) -> None:
     ranks and ``jobs`` threads each; rank 0 prints one JSON line."""
     from quarry.parallel.mpi import world
     from quarry.parallel.query import answer_together
-    from quarry.series import build_indexes
 
     comm = world()
     rank = 0 if comm is None else comm.rank
@@ -84,7 +83,7 @@ def worker(path: str, index: str, jobs: int, runs: int) -> None:
         barrier()
         t0 = time.perf_counter()
         with quarry.open_series(path, index=index, jobs=jobs) as series:
-            list(build_indexes(series, force=True, comm=comm, ranks_per_file=comm and comm.size))
+            list(series.build_indexes(force=True, comm=comm, ranks_per_file=comm and comm.size))
         barrier()
         result["build_s"].append(time.perf_counter() - t0)
     with quarry.open_series(path, index=index, jobs=jobs) as series:

@@ -34,7 +34,8 @@ from quarry.errors import (
     UnsupportedVariableError,
 )
 from quarry.query import QueryStats, Selection
-from quarry.series import Series, SeriesSelection, open_series
+from quarry.query.series import SeriesSelection
+from quarry.series import Series, open_series
 
 __all__ = [
     "AmbiguousNameError",

@@ -29,7 +29,8 @@ from quarry.query.histogram import Histogram, Part, combine
 from quarry.query.planner import Planner
 
 if TYPE_CHECKING:
-    from quarry.series import Series, SeriesSelection
+    from quarry.query.series import SeriesSelection
+    from quarry.series import Series
 
 if TYPE_CHECKING:
     from quarry.index.verify import Verification
@@ -257,6 +258,23 @@ class Dataset:
             steps = self._over_steps(None, exc).members
             return [resolve(name, variables, self.path, m.group) for m in steps]
 
+    def index_up_to_date(
+        self,
+        variables: Iterable[VariableInfo],
+        bins: int | None = None,
+        precision: int | None = None,
+        block_len: int | None = None,
+        derive: list[str] | None = None,
+    ) -> bool:
+        """Whether this file's index is fresh and covers ``variables`` with
+        these options (None: any), so :meth:`build_index` can be skipped;
+        see :mod:`quarry.index.maintain`."""
+        from quarry.index.maintain import up_to_date
+
+        if not self.has_index:
+            return False
+        return up_to_date(lambda: self.index, variables, bins, precision, block_len, derive)
+
     @on_own_threads
     def build_index(
         self,
@@ -327,7 +345,7 @@ class Dataset:
         A file with step groups (``Step#0``, ``Step#1``, ...) whose bare names
         mean one variable in each step is a series of one file: the query runs
         in every step, as :func:`quarry.open_series` runs it, and the answer
-        is a :class:`quarry.series.SeriesSelection` (``count()`` is the total).
+        is a :class:`quarry.SeriesSelection` (``count()`` is the total).
         A name that resolves outside the steps (a root ``/x``), or a ``path``
         naming one step, gives a :class:`~quarry.query.Selection` as before.
 
@@ -382,7 +400,7 @@ class Dataset:
     @on_own_threads
     def query_many(self, queries: Iterable[str], path: str | None = None) -> list[int]:
         """The count of each query, all against this open file and its index
-        (opened once); see :mod:`quarry.batch`.
+        (opened once); see :mod:`quarry.query.batch`.
 
         Examples
         --------
@@ -395,9 +413,10 @@ class Dataset:
         ...     ds.query_many([f"{lo} <= t < {lo + 25}" for lo in (0, 25, 90)])
         [25, 25, 10]
         """
-        from quarry.batch import count_many
+        from quarry.query.batch import evaluate
 
-        return count_many(self, queries, path)
+        items = [(f"query {k}", q) for k, q in enumerate(queries, 1)]
+        return [n for _, _, n in evaluate(items, lambda q: self.query(q, path).count())]
 
     @on_own_threads
     def histogram(

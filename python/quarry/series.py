@@ -18,219 +18,33 @@ one step of every file).
 
 A query is evaluated in each member, its bare names resolving inside the
 member's step group (see :mod:`quarry.expr.names`), and gives per-member
-results in order. Each file keeps its own index (``run_3.h5.qidx`` beside it,
-or in an index directory), so files added later need no rebuild of the others.
+results in order (:mod:`quarry.query.series`). Each file keeps its own
+index (``run_3.h5.qidx`` beside it, or in an index directory), so files
+added later need no rebuild of the others.
 """
 
 from __future__ import annotations
 
-import glob
-import importlib
 import os
-import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from quarry.errors import (
-    QuarryError,
-    QuerySyntaxError,
-    SeriesError,
-    SeriesMemberError,
-    SourceError,
-    UnknownPathError,
-)
+from quarry.errors import SeriesError, UnknownPathError
+from quarry.formats.sources import Sources, expand_sources
 from quarry.index.layout import index_size, remove_debris
-from quarry.outputs.columns import FILE, STEP, own_name
+from quarry.index.maintain import IndexReport
+from quarry.query.series import Member, SeriesSelection, at_member, groups_named, step_groups
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
     from quarry.dataset import Dataset
-    from quarry.formats.base import VariableInfo
     from quarry.index.verify import Verification
     from quarry.query.histogram import Bins, Histogram, Range
-    from quarry.query.selection import Selection
     from quarry.query.track import Tracks
 
-Sources = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
-
-_STEP_NAME = re.compile(r"^(.*?)(\d+)$")
-_GLOB_CHARS = frozenset("*?[")
-#: Files in a directory that are Quarry's own, never data.
-_OWN_SUFFIXES = (".qidx", ".qsel", ".qraw.json", ".tmp", ".qshard", ".qidx.checked")
-
-
-def natural_key(text: str) -> tuple[Any, ...]:
-    """A sort key that orders the numbers inside names by value.
-
-    Examples
-    --------
-    >>> sorted(["run_10.h5", "run_2.h5", "run_1.h5"], key=natural_key)
-    ['run_1.h5', 'run_2.h5', 'run_10.h5']
-    """
-    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text))
-
-
-def is_many(source: str) -> bool:
-    """Whether one command-line source stands for several files: a glob pattern
-    that is not itself a file's name, or a directory that is not a data store
-    (Zarr, ADIOS2 BP).
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> is_many("run_*.h5"), is_many(tempfile.mkdtemp()), is_many("run.h5")
-    (True, True, False)
-    """
-    if os.path.isdir(source):
-        return not _is_store(source)
-    return not os.path.exists(source) and not _GLOB_CHARS.isdisjoint(source)
-
-
-def _is_store(directory: str) -> bool:
-    names = set(os.listdir(directory))
-    return bool(names & {".zgroup", ".zarray", "zarr.json", "md.idx"})
-
-
-def expand_sources(sources: Sources, sidecar_dirs: tuple[str, ...] = ()) -> list[str]:
-    """The data files ``sources`` stand for, in natural order, each once.
-
-    Each source is a file (or a Zarr/ADIOS2 directory store), a glob pattern,
-    or a directory whose data files (those whose format Quarry recognises)
-    are taken; ``sidecar_dirs`` are where raw-binary descriptions may also be.
-
-    Examples
-    --------
-    >>> import tempfile, os, h5py
-    >>> d = tempfile.mkdtemp()
-    >>> for n in (10, 2, 1):
-    ...     h5py.File(os.path.join(d, f"run_{n}.h5"), "w").close()
-    >>> [os.path.basename(p) for p in expand_sources(os.path.join(d, "run_*.h5"))]
-    ['run_1.h5', 'run_2.h5', 'run_10.h5']
-    >>> [os.path.basename(p) for p in expand_sources(d)]
-    ['run_1.h5', 'run_2.h5', 'run_10.h5']
-    >>> expand_sources(os.path.join(d, "nothing_*.h5"))  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    quarry.errors.SourceError: no files match .../nothing_*.h5
-    """
-    from quarry.formats import detect
-
-    items = [sources] if isinstance(sources, str | os.PathLike) else list(sources)
-    found: list[str] = []
-    for item in items:
-        source = os.fspath(item)
-        if os.path.isdir(source) and not _is_store(source):
-            entries = sorted(os.listdir(source), key=natural_key)
-            chosen = []
-            for name in entries:
-                full = os.path.join(source, name)
-                if name.startswith(".") or name.endswith(_OWN_SUFFIXES):
-                    continue
-                try:
-                    detect(full, sidecar_dirs)
-                except (SourceError, OSError):
-                    continue  # not a data file: a note, a picture, a script
-                chosen.append(full)
-            if not chosen:
-                raise SourceError(f"no data files Quarry can read in directory {source}")
-            found.extend(chosen)
-        elif is_many(source):
-            matched = [p for p in glob.glob(source) if not p.endswith(_OWN_SUFFIXES)]
-            if not matched:
-                raise SourceError(f"no files match {source}")
-            found.extend(matched)
-        else:
-            found.append(source)
-    return sorted(dict.fromkeys(found), key=natural_key)
-
-
-@dataclass(frozen=True)
-class Member:
-    """One (file, step group) of a series; ``group`` is the full path of the
-    step group, the context its names resolve in (``None``: the whole file)."""
-
-    file: str
-    step: int | None
-    group: str | None
-
-    def label(self, several_files: bool) -> str:
-        """This member's group in an output file: its step group (``Step#3``),
-        under the file's name when the series spans files.
-
-        Examples
-        --------
-        >>> Member("/d/run_2.h5", 3, "/Step#3").label(several_files=True)
-        'run_2.h5/Step#3'
-        """
-        inner = self.group.strip("/") if self.group else None
-        if several_files or inner is None:
-            base = os.path.basename(self.file.rstrip("/"))
-            return f"{base}/{inner}" if inner else base
-        return inner
-
-
-def step_groups(
-    variables: Sequence[VariableInfo], context: str | None = None
-) -> list[tuple[int, str]]:
-    """(step number, group path) of a file's step groups, in step order: the
-    groups the format's ``context`` names (openPMD's ``/data/*``) if given, else
-    the top-level groups whose names end in a number and share one prefix (the
-    prefix most groups share, if several do).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from quarry.formats.base import VariableInfo
-    >>> paths = ["/Step#10/x", "/Step#2/x", "/Step#2/y", "/mesh3/m", "/notes"]
-    >>> step_groups([VariableInfo(p, (1,), np.dtype("f4")) for p in paths])
-    [(2, '/Step#2'), (10, '/Step#10')]
-    >>> pmd = ["/data/10/particles/e/x", "/data/2/particles/e/x"]
-    >>> step_groups([VariableInfo(p, (1,), np.dtype("f4")) for p in pmd], "/data/*")
-    [(2, '/data/2'), (10, '/data/10')]
-    """
-    if context is not None:
-        return _groups_named(variables, context)
-    by_prefix: dict[str, dict[str, int]] = {}
-    for info in variables:
-        parts = [p for p in info.path.split("/") if p]
-        if len(parts) < 2:
-            continue
-        match = _STEP_NAME.match(parts[0])
-        if match:
-            by_prefix.setdefault(match.group(1), {})[parts[0]] = int(match.group(2))
-    if not by_prefix:
-        return []
-    prefix = max(sorted(by_prefix), key=lambda p: len(by_prefix[p]))
-    return sorted((step, "/" + name) for name, step in by_prefix[prefix].items())
-
-
-def _groups_named(
-    variables: Sequence[VariableInfo], path: str, steps: str | None = None
-) -> list[tuple[int, str]]:
-    """(step number, group path) of the groups a context path names; the step
-    is that of the step group holding it where the format names them
-    (``steps``: openPMD's iterations), else the number ending the deepest
-    group name that ends in one, else the group's position."""
-    from quarry.expr.names import matching_groups
-
-    holders = step_groups(variables, steps) if steps is not None else []
-    out = []
-    for k, group in enumerate(matching_groups(variables, path)):
-        step = k
-        held = [s for s, g in holders if group == g or group.startswith(g + "/")]
-        for part in [] if held else reversed([p for p in group.split("/") if p]):
-            match = _STEP_NAME.match(part)
-            if match:
-                step = int(match.group(2))
-                break
-        out.append((held[0] if held else step, group))
-    return sorted(out, key=lambda sg: (sg[0], natural_key(sg[1])))
+__all__ = ["Series", "open_series"]
 
 
 class Series:
@@ -302,12 +116,12 @@ class Series:
                 variables = ds.variables()
                 context = ds.driver.step_context
                 if self.path is not None:
-                    groups = _groups_named(variables, self.path, context)
+                    groups = groups_named(variables, self.path, context)
                     if not groups:
-                        from quarry.expr.names import _names, _suggest_groups
+                        from quarry.expr.names import suggest_groups
 
                         raise UnknownPathError(
-                            self.path, file, _suggest_groups(self.path, _names(variables))
+                            self.path, file, suggest_groups(self.path, variables)
                         )
                 else:
                     groups = step_groups(variables, context)
@@ -332,7 +146,7 @@ class Series:
         selections = []
         for member in self.members:
             ds = self.dataset(member.file)
-            selections.append(_at(member, partial(ds.query_table, query, member.group)))
+            selections.append(at_member(member, partial(ds.query_table, query, member.group)))
         return SeriesSelection(query, list(self.members), selections)
 
     def histogram(
@@ -363,7 +177,7 @@ class Series:
         if where is not None:
             return self.query(where).histogram(names, bins, range, weights)
         parts = [
-            _at(m, partial(self.dataset(m.file).histogram_part, names, weights, m.group))
+            at_member(m, partial(self.dataset(m.file).histogram_part, names, weights, m.group))
             for m in self.members
         ]
         return combine(parts, bins, range)
@@ -380,7 +194,7 @@ class Series:
 
     def query_many(self, queries: Iterable[str]) -> list[SeriesSelection]:
         """Each query over the series, every file opened and every index read
-        once for all of them; see :mod:`quarry.batch`. A failure names the
+        once for all of them; see :mod:`quarry.query.batch`. A failure names the
         query, and the file and step.
 
         Examples
@@ -394,7 +208,7 @@ class Series:
         ...     [sel.counts() for sel in series.query_many(["t < 2", "t >= 9"])]
         [[2, 1], [1, 2]]
         """
-        from quarry.batch import evaluate
+        from quarry.query.batch import evaluate
 
         items = [(f"query {k}", q) for k, q in enumerate(queries, 1)]
         return [sel for _, _, sel in evaluate(items, self._counted)]
@@ -403,6 +217,79 @@ class Series:
         sel = self.query(query)
         sel.counts()  # evaluated now, so a failure names this query
         return sel
+
+    def build_indexes(
+        self,
+        variables: list[str] | None = None,
+        *,
+        bins: int | None = None,
+        precision: int | None = None,
+        block_len: int | None = None,
+        force: bool = False,
+        progress: Callable[[str, int], Callable[[int], object] | None] | None = None,
+        derive: list[str] | None = None,
+        comm: Any = None,
+        ranks_per_file: int | None = None,
+    ) -> Iterator[IndexReport]:
+        """Build each file's own index, one file at a time, skipping files whose
+        index is up to date: built from the file as it is now, covering the
+        variables asked for, with the options and derived variables (``derive``,
+        see :meth:`quarry.Dataset.build_index`) asked for; ``force`` rebuilds all.
+
+        ``progress(file, rows)`` may return a callback that is given rows as they
+        are indexed. Yields one :class:`IndexReport` per file, in order.
+
+        With an MPI communicator ``comm`` (collective: every rank calls this), the
+        ranks form groups of ``ranks_per_file`` (default: ranks shared evenly
+        over the files); files go to groups in turn, and a group's ranks build
+        each of its files' index together (:mod:`quarry.parallel.build`). Each
+        rank then yields the reports of its group's files only.
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> d = tempfile.mkdtemp()
+        >>> for k in (1, 2):
+        ...     with h5py.File(os.path.join(d, f"run_{k}.h5"), "w") as f:
+        ...         f["e"] = np.arange(10.0)
+        >>> with quarry.open_series(d) as series:
+        ...     print([r.status for r in series.build_indexes(block_len=4)])
+        ...     print([r.status for r in series.build_indexes(block_len=4)])
+        ['built', 'built']
+        ['up to date', 'up to date']
+        """
+        group, n_groups, group_comm = 0, 1, None
+        if comm is not None and comm.size > 1:
+            per_file = min(ranks_per_file or max(1, comm.size // len(self.files)), comm.size)
+            group, n_groups = comm.rank // per_file, -(-comm.size // per_file)
+            group_comm = comm.Split(group, comm.rank)
+        for file in self.files[group::n_groups]:
+            ds = self.dataset(file)
+            start = time.perf_counter()
+            chosen = ds.index_variables(variables, derive)
+            status = "built"
+            if force or not ds.index_up_to_date(chosen, bins, precision, block_len, derive):
+                callback = progress(file, sum(v.size for v in chosen)) if progress else None
+                ds.build_index(
+                    variables,
+                    bins=bins,
+                    precision=precision,
+                    block_len=block_len,
+                    progress=callback,
+                    derive=derive,
+                    comm=group_comm,
+                )
+            else:
+                status = "up to date"
+                remove_debris(ds.index_path)  # what killed builds left, even when none is needed
+            yield IndexReport(
+                file,
+                ds.index_path,
+                status,
+                [v.path for v in chosen],
+                index_size(ds.index_path),
+                round(time.perf_counter() - start, 3),
+            )
 
     def close(self) -> None:
         """Close every file the series opened itself."""
@@ -426,194 +313,6 @@ class Series:
         return f"quarry.open_series({self.files!r})"
 
 
-def _at(member: Member, work: Callable[[], Any]) -> Any:
-    """``work()``, its errors (other than syntax) told which member they came from."""
-    try:
-        return work()
-    except QuerySyntaxError:
-        raise
-    except QuarryError as exc:
-        raise SeriesMemberError(member.file, member.step, exc) from exc
-
-
-class SeriesSelection:
-    """A query's answer over a series: one :class:`quarry.Selection` per member,
-    in order. Iterating gives ``(member, selection)`` pairs.
-
-    Examples
-    --------
-    >>> import quarry, h5py, numpy as np, tempfile, os
-    >>> d = tempfile.mkdtemp()
-    >>> for k in (1, 2):
-    ...     with h5py.File(os.path.join(d, f"run_{k}.h5"), "w") as f:
-    ...         for s in (0, 1):
-    ...             f[f"Step#{s}/e"] = np.arange(10.0) + 3 * s + k
-    >>> with quarry.open_series(os.path.join(d, "run_*.h5")) as series:  # doctest: +ELLIPSIS
-    ...     sel = series.query("e > 8")
-    ...     print(sel.count(), sel.counts())
-    ...     print(sel.per_step()[1])
-    ...     print([ids.tolist() for ids in sel.ids()][3])
-    16 [2, 5, 3, 6]
-    {'file': '.../run_1.h5', 'step': 1, 'count': 5}
-    [4, 5, 6, 7, 8, 9]
-    """
-
-    def __init__(self, query: str, members: list[Member], selections: list[Selection]) -> None:
-        self.query = query
-        self.members = members
-        self.selections = selections
-        self._counts: list[int] | None = None
-
-    def counts(self) -> list[int]:
-        """Hits per member, in order."""
-        if self._counts is None:
-            self._counts = [
-                _at(m, sel.count) for m, sel in zip(self.members, self.selections, strict=True)
-            ]
-        return self._counts
-
-    def count(self) -> int:
-        """Hits over the whole series."""
-        return sum(self.counts())
-
-    def per_step(self) -> list[dict[str, Any]]:
-        """``{"file", "step", "count"}`` per member, in order (JSON-ready; ``step``
-        is ``None`` for a file without step groups)."""
-        return [
-            {"file": m.file, "step": m.step, "count": c}
-            for m, c in zip(self.members, self.counts(), strict=True)
-        ]
-
-    def ids(self) -> list[npt.NDArray[np.int64]]:
-        """Flat row-major ids of the hits in each member."""
-        return [_at(m, sel.ids) for m, sel in self]
-
-    def values(self, name: str) -> list[npt.NDArray[np.generic]]:
-        """Values of ``name`` (resolved in each member's step group) at each
-        member's hits."""
-        return [_at(m, partial(sel.values, name)) for m, sel in self]
-
-    def extract(self, path: str, names: Sequence[str]) -> None:
-        """Write the hits to ``path`` with one group per member (``/Step#3``,
-        or ``/run_2.h5/Step#3`` over several files), each holding
-        ``quarry_row``, the per-axis indices and the values of ``names``
-        (named as :mod:`quarry.outputs.columns` says); the query and every
-        source's size, time and checksum are root attributes. HDF5 (``.h5``)
-        and NetCDF-4 (``.nc``) hold groups; Parquet (``.parquet``) holds one
-        table with ``quarry_group``, ``quarry_file`` and ``quarry_step``
-        columns (see :func:`quarry.outputs.writers.write_groups`)."""
-        from quarry.outputs.writers import sources_provenance, write_groups
-
-        files = list(dict.fromkeys(m.file for m in self.members))
-        groups = {}
-        for m, sel in self:
-            table = _at(m, partial(sel.output_table, list(names)))
-            step = -1 if m.step is None else m.step
-            groups[m.label(len(files) > 1)] = (table, {"file": m.file, "step": step})
-        write_groups(path, groups, sources_provenance(files, self.query))
-
-    def histogram(
-        self,
-        names: str | list[str],
-        bins: Bins = 10,
-        range: Range = None,
-        weights: str | None = None,
-    ) -> Histogram:
-        """Histogram of the hits' values over every member, as
-        :meth:`quarry.Selection.histogram` makes one: the edges are shared
-        (NumPy's edges for all the members' values together) and the counts
-        summed, each member's from its index where a single file's would be.
-
-        Examples
-        --------
-        >>> import quarry, h5py, numpy as np, tempfile, os
-        >>> file = os.path.join(tempfile.mkdtemp(), "h.h5")
-        >>> with h5py.File(file, "w") as f:
-        ...     f["Step#0/e"], f["Step#1/e"] = np.arange(5.0), np.arange(5.0) + 5
-        >>> with quarry.open_series(file) as series:
-        ...     counts, edges = series.query("e > 2").histogram("e", bins=2)
-        >>> counts.tolist(), edges.tolist()
-        ([3, 4], [3.0, 6.0, 9.0])
-        """
-        from quarry.query.histogram import combine
-
-        parts = [_at(m, partial(sel.histogram_part, names, weights)) for m, sel in self]
-        return combine(parts, bins, range)
-
-    def _each(self, conversion: str, names: Sequence[str]) -> list[Any]:
-        """Every member's selection converted by its method ``conversion``."""
-        return [_at(m, partial(getattr(sel, conversion), list(names))) for m, sel in self]
-
-    def to_arrow(self, names: Sequence[str]) -> Any:
-        """The hits of every member as one ``pyarrow.Table`` in long format:
-        ``quarry_file`` and ``quarry_step`` columns (``quarry_step`` null for a
-        file without step groups), then each member's own columns as
-        :meth:`quarry.Selection.to_arrow` gives them (the hits' positions in
-        the member, their coordinates, the values of ``names``).
-
-        Examples
-        --------
-        >>> import quarry, h5py, numpy as np, tempfile, os
-        >>> file = os.path.join(tempfile.mkdtemp(), "a.h5")
-        >>> with h5py.File(file, "w") as f:
-        ...     f["Step#0/e"], f["Step#1/e"] = np.array([1.0, 3.0]), np.array([4.0, 0.0])
-        >>> with quarry.open_series(file) as series:
-        ...     table = series.query("e > 2").to_arrow(["e"])
-        >>> table.column("quarry_step").to_pylist(), table.column("e").to_pylist()
-        ([0, 1], [3.0, 4.0])
-        """
-        tables = []
-        # Each member's conversion checks that pyarrow is installed, first.
-        for m, table in zip(self.members, self._each("to_arrow", names), strict=True):
-            pyarrow = importlib.import_module("pyarrow")
-
-            file_name, step_name = (own_name(n, table.column_names) for n in (FILE, STEP))
-            n = table.num_rows
-            table = table.add_column(0, step_name, pyarrow.array([m.step] * n, pyarrow.int64()))
-            table = table.add_column(0, file_name, pyarrow.array([m.file] * n, pyarrow.string()))
-            tables.append(table)
-        return pyarrow.concat_tables(tables)
-
-    def to_pandas(self, names: Sequence[str]) -> Any:
-        """The hits of every member as one ``pandas.DataFrame`` in long format:
-        ``quarry_file`` and ``quarry_step`` columns (``quarry_step`` a nullable
-        integer, missing for a file without step groups), then each member's own columns as
-        :meth:`quarry.Selection.to_pandas` gives them, its index (the hits'
-        positions in the member) made a column; one row per hit, in order.
-
-        Examples
-        --------
-        >>> import quarry, h5py, numpy as np, tempfile, os
-        >>> file = os.path.join(tempfile.mkdtemp(), "p.h5")
-        >>> with h5py.File(file, "w") as f:
-        ...     f["Step#0/e"], f["Step#1/e"] = np.array([1.0, 3.0]), np.array([4.0, 0.0])
-        >>> with quarry.open_series(file) as series:
-        ...     frame = series.query("e > 2").to_pandas(["e"])
-        >>> frame["quarry_step"].tolist(), frame["e"].tolist()
-        ([0, 1], [3.0, 4.0])
-        """
-        frames = []
-        # Each member's conversion checks that pandas is installed, first.
-        for m, member_frame in zip(self.members, self._each("to_pandas", names), strict=True):
-            pandas = importlib.import_module("pandas")
-
-            frame = member_frame.reset_index()
-            file_name, step_name = (own_name(n, list(frame.columns)) for n in (FILE, STEP))
-            frame.insert(0, step_name, pandas.array([m.step] * len(frame), dtype="Int64"))
-            frame.insert(0, file_name, [m.file] * len(frame))
-            frames.append(frame)
-        return pandas.concat(frames, ignore_index=True)
-
-    def __iter__(self) -> Iterator[tuple[Member, Selection]]:
-        return iter(zip(self.members, self.selections, strict=True))
-
-    def __len__(self) -> int:
-        return len(self.members)
-
-    def __repr__(self) -> str:
-        return f"<SeriesSelection {self.query!r} over {len(self.members)} members>"
-
-
 def open_series(
     sources: Sources,
     index: str | os.PathLike[str] | None = None,
@@ -627,7 +326,7 @@ def open_series(
     files, or a list of any of these. ``index`` is where the per-file indexes
     live (default: beside each file; a directory for read-only data). ``path``
     names the step groups (a glob such as ``Step#*``); by default they are found
-    by name (see :func:`step_groups`). ``jobs``: threads per file's work, and
+    by name (see :func:`quarry.query.series.step_groups`). ``jobs``: threads per file's work, and
     ``si``: values in SI units (openPMD's ``unitSI``), as for :func:`quarry.open`.
 
     Examples
@@ -644,135 +343,3 @@ def open_series(
     sidecars = () if index is None else (os.fspath(index),)
     files = expand_sources(sources, sidecars)
     return Series(files, None if index is None else os.fspath(index), path, jobs, si=si)
-
-
-@dataclass
-class IndexReport:
-    """What indexing one file of a series did: ``built`` or ``up to date``."""
-
-    file: str
-    index: str
-    status: str
-    variables: list[str]
-    bytes: int
-    seconds: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "file": self.file,
-            "index": self.index,
-            "status": self.status,
-            "variables": self.variables,
-            "bytes": self.bytes,
-            "seconds": self.seconds,
-        }
-
-
-def build_indexes(
-    series: Series,
-    variables: list[str] | None = None,
-    *,
-    bins: int | None = None,
-    precision: int | None = None,
-    block_len: int | None = None,
-    force: bool = False,
-    progress: Callable[[str, int], Callable[[int], object] | None] | None = None,
-    derive: list[str] | None = None,
-    comm: Any = None,
-    ranks_per_file: int | None = None,
-) -> Iterator[IndexReport]:
-    """Build each file's own index, one file at a time, skipping files whose
-    index is up to date: built from the file as it is now, covering the
-    variables asked for, with the options and derived variables (``derive``,
-    see :meth:`quarry.Dataset.build_index`) asked for; ``force`` rebuilds all.
-
-    ``progress(file, rows)`` may return a callback that is given rows as they
-    are indexed. Yields one :class:`IndexReport` per file, in order.
-
-    With an MPI communicator ``comm`` (collective: every rank calls this), the
-    ranks form groups of ``ranks_per_file`` (default: ranks shared evenly
-    over the files); files go to groups in turn, and a group's ranks build
-    each of its files' index together (:mod:`quarry.parallel.build`). Each
-    rank then yields the reports of its group's files only.
-
-    Examples
-    --------
-    >>> import quarry, h5py, numpy as np, tempfile, os
-    >>> d = tempfile.mkdtemp()
-    >>> for k in (1, 2):
-    ...     with h5py.File(os.path.join(d, f"run_{k}.h5"), "w") as f:
-    ...         f["e"] = np.arange(10.0)
-    >>> with quarry.open_series(d) as series:
-    ...     print([r.status for r in build_indexes(series, block_len=4)])
-    ...     print([r.status for r in build_indexes(series, block_len=4)])
-    ['built', 'built']
-    ['up to date', 'up to date']
-    """
-    group, n_groups, group_comm = 0, 1, None
-    if comm is not None and comm.size > 1:
-        per_file = min(ranks_per_file or max(1, comm.size // len(series.files)), comm.size)
-        group, n_groups = comm.rank // per_file, -(-comm.size // per_file)
-        group_comm = comm.Split(group, comm.rank)
-    for file in series.files[group::n_groups]:
-        ds = series.dataset(file)
-        start = time.perf_counter()
-        chosen = ds.index_variables(variables, derive)
-        status = "built"
-        if force or not up_to_date(ds, chosen, bins, precision, block_len, derive):
-            callback = progress(file, sum(v.size for v in chosen)) if progress else None
-            ds.build_index(
-                variables,
-                bins=bins,
-                precision=precision,
-                block_len=block_len,
-                progress=callback,
-                derive=derive,
-                comm=group_comm,
-            )
-        else:
-            status = "up to date"
-            remove_debris(ds.index_path)  # what killed builds left, even when none is needed
-        yield IndexReport(
-            file,
-            ds.index_path,
-            status,
-            [v.path for v in chosen],
-            index_size(ds.index_path),
-            round(time.perf_counter() - start, 3),
-        )
-
-
-def up_to_date(
-    ds: Dataset,
-    chosen: Iterable[VariableInfo],
-    bins: int | None,
-    precision: int | None,
-    block_len: int | None,
-    derive: list[str] | None,
-) -> bool:
-    """Whether ``ds``'s index is fresh and covers ``chosen`` with these
-    options (None: any), so a build can be skipped."""
-    if not ds.has_index:
-        return False
-    try:
-        store = ds.index
-        store.check()  # where the stat cannot prove the file unchanged: its CRCs
-    except QuarryError:  # stale or damaged: rebuild
-        return False
-    if block_len is not None and store.block_len != block_len:
-        return False
-    if derive is not None:
-        from quarry.index.derived import Derivation
-
-        if store.derivations != [Derivation.parse(text) for text in derive]:
-            return False
-    entries = store.variables
-    for var in chosen:
-        entry = entries.get(var.path)
-        if entry is None:
-            return False
-        if bins is not None and entry.get("bins") != bins:
-            return False
-        if precision is not None and entry.get("precision") != precision:
-            return False
-    return True

@@ -57,7 +57,7 @@ def _numpy(written, species, key, op, literal, scale=1.0):
 
 def _index(source):
     with quarry.open_series(source) as s:
-        list(quarry.series.build_indexes(s, block_len=16, force=True))
+        list(s.build_indexes(block_len=16, force=True))
 
 
 @pytest.mark.parametrize("indexed", [False, True])

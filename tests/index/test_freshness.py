@@ -120,7 +120,7 @@ def test_moved_times_over_unchanged_values_answer_and_are_recorded(mod, monkeypa
             ((data["px"] > 0.4) & (data["n"] < 0)).sum()
         )
     assert json.loads(Path(checked).read_text())["variables"] == ["/n", "/px"]
-    assert quarry.series.expand_sources(path[:-3] + "*") == [path]  # not a data file
+    assert quarry.formats.sources.expand_sources(path[:-3] + "*") == [path]  # not a data file
     with quarry.open(path) as ds:
         store = ds.index
         assert not store.trusted  # /py has not been checked at these times

@@ -14,7 +14,6 @@ import numpy as np
 import quarry
 from quarry.parallel.mpi import world
 from quarry.parallel.query import answer_together
-from quarry.series import build_indexes
 
 FILES = ["run_0.h5", "run_1.h5"]
 STEPS = 3
@@ -78,8 +77,8 @@ def build(directory: str) -> None:
         index = os.path.join(directory, f"idx-{size}-g{per_file or 'auto'}")
         with quarry.open_series([os.path.join(directory, f) for f in FILES], index=index) as series:
             list(
-                build_indexes(
-                    series, block_len=BLOCK_LEN, bins=64, comm=comm, ranks_per_file=per_file
+                series.build_indexes(
+                    block_len=BLOCK_LEN, bins=64, comm=comm, ranks_per_file=per_file
                 )
             )
     # Every rank gets the manifest; ranks other than 0 without per-block lists.

@@ -10,7 +10,7 @@ import pytest
 
 import quarry
 from oracle import oracle_ids
-from quarry.batch import parse_batch
+from quarry.query.batch import parse_batch
 
 
 @pytest.fixture(scope="module")

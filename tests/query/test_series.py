@@ -60,7 +60,7 @@ def series_dir(tmp_path_factory):
         write_h5part(path, steps)
         truth[path] = steps
     with quarry.open_series(str(d / "run_*.h5")) as series:
-        reports = list(quarry.series.build_indexes(series, block_len=BLOCK))
+        reports = list(series.build_indexes(block_len=BLOCK))
     assert [r.status for r in reports] == ["built"] * 3
     return str(d), truth
 
@@ -172,7 +172,7 @@ def test_a_stale_index_of_one_file_is_named(tmp_path):
         write_h5part(path, {0: step_columns(rng, 70)})
         paths.append(path)
     with quarry.open_series(paths) as series:
-        list(quarry.series.build_indexes(series, block_len=BLOCK))
+        list(series.build_indexes(block_len=BLOCK))
     with h5py.File(paths[1], "a") as f:
         f["Step#0/extra"] = np.zeros(70)
     with (
@@ -189,7 +189,7 @@ def test_indexes_are_per_file_and_skipped_when_up_to_date(tmp_path):
     idx = str(tmp_path / "indexes")
     pattern = str(tmp_path / "run_*.h5")
     with quarry.open_series(pattern, index=idx) as series:
-        assert [r.status for r in quarry.series.build_indexes(series, block_len=32)] == [
+        assert [r.status for r in series.build_indexes(block_len=32)] == [
             "built",
             "built",
         ]
@@ -198,11 +198,11 @@ def test_indexes_are_per_file_and_skipped_when_up_to_date(tmp_path):
     cols3 = step_columns(rng, 80)
     write_h5part(str(tmp_path / "run_3.h5"), {0: cols3})  # a new file arrives
     with quarry.open_series(pattern, index=idx) as series:
-        reports = list(quarry.series.build_indexes(series, block_len=32))
+        reports = list(series.build_indexes(block_len=32))
         assert [r.status for r in reports] == ["up to date", "up to date", "built"]
         # asking for other options, or forcing, rebuilds
-        assert {r.status for r in quarry.series.build_indexes(series, block_len=16)} == {"built"}
-        assert {r.status for r in quarry.series.build_indexes(series, force=True)} == {"built"}
+        assert {r.status for r in series.build_indexes(block_len=16)} == {"built"}
+        assert {r.status for r in series.build_indexes(force=True)} == {"built"}
         assert series.query("energy > 1").counts()[2] == int((cols3["energy"] > 1).sum())
     assert os.stat(os.path.join(idx, "run_1.h5.qidx")).st_mtime_ns != before
     assert not any(n.endswith(".qidx") for n in os.listdir(tmp_path))
@@ -251,10 +251,10 @@ def test_derived_variables_in_every_file_and_step(tmp_path):
         truth[k] = steps
     derive = ["r=sqrt(x**2 + y**2)"]
     with quarry.open_series(str(tmp_path / "run_*.h5")) as series:
-        reports = list(quarry.series.build_indexes(series, block_len=BLOCK, derive=derive))
+        reports = list(series.build_indexes(block_len=BLOCK, derive=derive))
         assert [r.status for r in reports] == ["built", "built"]
         assert all("/Step#1/r" in r.variables for r in reports)
-        again = quarry.series.build_indexes(series, block_len=BLOCK, derive=derive)
+        again = series.build_indexes(block_len=BLOCK, derive=derive)
         assert [r.status for r in again] == ["up to date", "up to date"]
         counts = series.query("r > 1.5 && energy < 2").counts()
     want = []
@@ -266,4 +266,4 @@ def test_derived_variables_in_every_file_and_step(tmp_path):
     assert counts == want
     with quarry.open_series(str(tmp_path / "run_*.h5")) as series:
         other = ["r=sqrt(x**2 + y**2 + 1)"]
-        assert {r.status for r in quarry.series.build_indexes(series, derive=other)} == {"built"}
+        assert {r.status for r in series.build_indexes(derive=other)} == {"built"}

@@ -314,7 +314,6 @@ def _cmd_index(args: argparse.Namespace) -> int:
     import quarry
     from quarry.cli.progress import progress_bar
     from quarry.cli.series import cmd_index_many, many
-    from quarry.series import up_to_date
 
     if many(args.files) or args.comm is not None:
         return cmd_index_many(args)
@@ -323,8 +322,8 @@ def _cmd_index(args: argparse.Namespace) -> int:
     with quarry.open(args.file, index=args.index) as ds:
         names = [n.strip() for n in args.vars.split(",") if n.strip()] if args.vars else None
         chosen = ds.index_variables(names, args.derive)
-        if not args.force and up_to_date(
-            ds, chosen, args.bins, args.precision, args.block_len, args.derive
+        if not args.force and ds.index_up_to_date(
+            chosen, args.bins, args.precision, args.block_len, args.derive
         ):
             return _say_up_to_date(args, ds, chosen)
         with progress_bar(sum(v.size for v in chosen), "indexing", args.quiet) as bar:
@@ -699,8 +698,8 @@ def _exact(value: float) -> str:
 
 def _cmd_track(args: argparse.Namespace) -> int:
     import quarry
+    from quarry.formats.sources import expand_sources
     from quarry.query.track import track
-    from quarry.series import expand_sources
 
     *sources, query = args.inputs
     if not sources:

@@ -21,7 +21,7 @@ from quarry.errors import QuarryError
 
 if TYPE_CHECKING:
     from quarry.query.selection import Selection
-    from quarry.series import SeriesSelection
+    from quarry.query.series import SeriesSelection
 
 
 class StoppedBeforeWorkError(Exception):
@@ -78,7 +78,7 @@ def shared_answers(args: Any, answer: Selection | SeriesSelection) -> list[Selec
     None where nothing is left to do: on other ranks, and once every rank
     has written its own file with ``--out-per-rank``."""
     from quarry.parallel.query import answer_together
-    from quarry.series import SeriesSelection
+    from quarry.query.series import SeriesSelection
 
     comm = args.comm
     names = [n.strip() for n in args.values.split(",") if n.strip()] if args.values else []
@@ -105,7 +105,7 @@ def _write_per_rank(
 ) -> None:
     from quarry.outputs import write_positions
     from quarry.parallel.query import parts, rank_path
-    from quarry.series import SeriesSelection
+    from quarry.query.series import SeriesSelection
 
     out = rank_path(args.out, comm.rank)
     if isinstance(answer, SeriesSelection):

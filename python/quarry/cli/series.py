@@ -15,7 +15,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from quarry.series import SeriesSelection
+    from quarry.query.series import SeriesSelection
 
 #: Options of ``quarry query`` that print rows, unknown to ``--batch``.
 _ROW_OPTIONS = ("ids", "coords", "coords_of", "values", "out", "save")
@@ -34,7 +34,7 @@ def many(files: list[str]) -> bool:
     >>> many(["run.h5"]), many(["a.h5", "b.h5"]), many(["run_*.h5"])
     (False, True, True)
     """
-    from quarry.series import is_many
+    from quarry.formats.sources import is_many
 
     return len(files) > 1 or any(is_many(f) for f in files)
 
@@ -92,7 +92,7 @@ def answer_series(args: Any, sel: SeriesSelection, start: float) -> int:
     the counts per step; the hits' ``--ids``, ``--coords``, ``--coords-of``
     and ``--values`` as CSV lines led by ``quarry_file,quarry_step`` (or per member with
     ``--json``), or with ``--out`` one group per member holding the ids,
-    coordinates and values (:meth:`quarry.series.SeriesSelection.extract`)."""
+    coordinates and values (:meth:`quarry.query.series.SeriesSelection.extract`)."""
     if args.save:
         return _usage(
             "--save keeps the rows of one table; over several steps choose one with "
@@ -203,7 +203,6 @@ def cmd_index_many(args: Any) -> int:
     import quarry
     from quarry.cli.progress import progress_bar
     from quarry.errors import QuarryError
-    from quarry.series import build_indexes
 
     names = [n.strip() for n in args.vars.split(",") if n.strip()] if args.vars else None
     start = time.perf_counter()
@@ -223,8 +222,7 @@ def cmd_index_many(args: Any) -> int:
 
         start_work(args)  # under MPI: every rank found its files
         try:
-            for report in build_indexes(
-                series,
+            for report in series.build_indexes(
                 names,
                 bins=args.bins,
                 precision=args.precision,
@@ -302,7 +300,7 @@ def cmd_batch(args: Any, rows: list[str]) -> int:
     import os
 
     import quarry
-    from quarry.batch import evaluate, parse_batch, read_batch
+    from quarry.query.batch import evaluate, parse_batch, read_batch
 
     if rows or args.plot:
         return _usage(f"{', '.join(rows) or '--plot'} cannot be used with --batch (counts only)")

@@ -310,6 +310,19 @@ def _suggest_groups(context: str, table: _Names, limit: int = 3) -> list[str]:
     return difflib.get_close_matches(context.strip().strip("/"), pool, n=limit, cutoff=0.6)
 
 
+def suggest_groups(context: str, variables: Sequence[VariableInfo], limit: int = 3) -> list[str]:
+    """The groups of the file closest to a context path that matched none.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> vs = [VariableInfo(p, (3,), np.dtype("f4")) for p in ["/Step#0/x", "/Step#1/x"]]
+    >>> suggest_groups("Stp#1", vs)
+    ['Step#1', 'Step#0']
+    """
+    return _suggest_groups(context, _names(variables), limit)
+
+
 def suggest(name: str, variables: Sequence[VariableInfo], limit: int = 3) -> list[str]:
     """The closest variable names (bare when unique in the file, else full paths)."""
     import difflib  # only an error needs it

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
     from quarry.dataset import Dataset
     from quarry.formats.base import VariableInfo
-    from quarry.series import Member, Series
+    from quarry.query.series import Member
+    from quarry.series import Series
 
 #: Above this many ids per bin of the index, reading the whole id column is cheaper.
 INDEX_LOOKUP_SHARE = 0.25

@@ -1,4 +1,4 @@
-"""Many small queries against one open file (or series) and its index.
+"""Batches: many small queries against one open file (or series) and its index.
 
 The index is opened once and its columns stay loaded, so each query costs
 only its own parsing, planning and evaluation: the way to ask hundreds of
@@ -13,12 +13,9 @@ failures raise :class:`~quarry.errors.BatchQueryError` naming the query.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from quarry.errors import BatchQueryError, QuarryError, QuerySyntaxError, SourceError
-
-if TYPE_CHECKING:
-    from quarry.dataset import Dataset
 
 T = TypeVar("T")
 
@@ -90,26 +87,3 @@ def evaluate(
         except QuarryError as exc:
             raise BatchQueryError(where, query, exc) from exc
         yield where, query, result
-
-
-def count_many(ds: Dataset, queries: Iterable[str], path: str | None = None) -> list[int]:
-    """The count of each query against the open dataset ``ds`` (bare names
-    resolving under ``path``); see :meth:`quarry.Dataset.query_many`.
-
-    Examples
-    --------
-    >>> import quarry, h5py, numpy as np, tempfile, os
-    >>> file = os.path.join(tempfile.mkdtemp(), "b.h5")
-    >>> with h5py.File(file, "w") as f:
-    ...     _ = f.create_dataset("t", data=np.arange(10.0))
-    >>> ds = quarry.open(file)
-    >>> count_many(ds, ["t < 3", "t >= 8"])
-    [3, 2]
-    >>> count_many(ds, ["t < 3", "u > 1"])  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    quarry.errors.BatchQueryError: query 2 (u > 1): no variable 'u' in ...b.h5
-    >>> ds.close()
-    """
-    items = [(f"query {k}", q) for k, q in enumerate(queries, 1)]
-    return [n for _, _, n in evaluate(items, lambda q: ds.query(q, path).count())]

@@ -1,0 +1,307 @@
+"""Series dispatch: one query over every member of a series, and the answers
+gathered per member.
+
+A *member* is one (file, step group) of a series (see :mod:`quarry.series`):
+the steps of a file are its groups whose names end in a number and share one
+prefix (``Step#0 … Step#719``, the H5Part layout; ADIOS2 steps read the same
+way), or openPMD's iterations, or the groups a context path names. A query
+is evaluated in each member, its bare names resolving inside the member's
+step group (see :mod:`quarry.expr.names`), and gives per-member results in
+order (:class:`SeriesSelection`); a failure names the member's file and step.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from quarry.errors import QuarryError, QuerySyntaxError, SeriesMemberError
+from quarry.formats.sources import natural_key
+from quarry.outputs.columns import FILE, STEP, own_name
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from quarry.formats.base import VariableInfo
+    from quarry.query.histogram import Bins, Histogram, Range
+    from quarry.query.selection import Selection
+
+_STEP_NAME = re.compile(r"^(.*?)(\d+)$")
+
+
+@dataclass(frozen=True)
+class Member:
+    """One (file, step group) of a series; ``group`` is the full path of the
+    step group, the context its names resolve in (``None``: the whole file)."""
+
+    file: str
+    step: int | None
+    group: str | None
+
+    def label(self, several_files: bool) -> str:
+        """This member's group in an output file: its step group (``Step#3``),
+        under the file's name when the series spans files.
+
+        Examples
+        --------
+        >>> Member("/d/run_2.h5", 3, "/Step#3").label(several_files=True)
+        'run_2.h5/Step#3'
+        """
+        inner = self.group.strip("/") if self.group else None
+        if several_files or inner is None:
+            base = os.path.basename(self.file.rstrip("/"))
+            return f"{base}/{inner}" if inner else base
+        return inner
+
+
+def step_groups(
+    variables: Sequence[VariableInfo], context: str | None = None
+) -> list[tuple[int, str]]:
+    """(step number, group path) of a file's step groups, in step order: the
+    groups the format's ``context`` names (openPMD's ``/data/*``) if given, else
+    the top-level groups whose names end in a number and share one prefix (the
+    prefix most groups share, if several do).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from quarry.formats.base import VariableInfo
+    >>> paths = ["/Step#10/x", "/Step#2/x", "/Step#2/y", "/mesh3/m", "/notes"]
+    >>> step_groups([VariableInfo(p, (1,), np.dtype("f4")) for p in paths])
+    [(2, '/Step#2'), (10, '/Step#10')]
+    >>> pmd = ["/data/10/particles/e/x", "/data/2/particles/e/x"]
+    >>> step_groups([VariableInfo(p, (1,), np.dtype("f4")) for p in pmd], "/data/*")
+    [(2, '/data/2'), (10, '/data/10')]
+    """
+    if context is not None:
+        return groups_named(variables, context)
+    by_prefix: dict[str, dict[str, int]] = {}
+    for info in variables:
+        parts = [p for p in info.path.split("/") if p]
+        if len(parts) < 2:
+            continue
+        match = _STEP_NAME.match(parts[0])
+        if match:
+            by_prefix.setdefault(match.group(1), {})[parts[0]] = int(match.group(2))
+    if not by_prefix:
+        return []
+    prefix = max(sorted(by_prefix), key=lambda p: len(by_prefix[p]))
+    return sorted((step, "/" + name) for name, step in by_prefix[prefix].items())
+
+
+def groups_named(
+    variables: Sequence[VariableInfo], path: str, steps: str | None = None
+) -> list[tuple[int, str]]:
+    """(step number, group path) of the groups a context path names; the step
+    is that of the step group holding it where the format names them
+    (``steps``: openPMD's iterations), else the number ending the deepest
+    group name that ends in one, else the group's position."""
+    from quarry.expr.names import matching_groups
+
+    holders = step_groups(variables, steps) if steps is not None else []
+    out = []
+    for k, group in enumerate(matching_groups(variables, path)):
+        step = k
+        held = [s for s, g in holders if group == g or group.startswith(g + "/")]
+        for part in [] if held else reversed([p for p in group.split("/") if p]):
+            match = _STEP_NAME.match(part)
+            if match:
+                step = int(match.group(2))
+                break
+        out.append((held[0] if held else step, group))
+    return sorted(out, key=lambda sg: (sg[0], natural_key(sg[1])))
+
+
+def at_member(member: Member, work: Callable[[], Any]) -> Any:
+    """``work()``, its errors (other than syntax) told which member they came from."""
+    try:
+        return work()
+    except QuerySyntaxError:
+        raise
+    except QuarryError as exc:
+        raise SeriesMemberError(member.file, member.step, exc) from exc
+
+
+class SeriesSelection:
+    """A query's answer over a series: one :class:`quarry.Selection` per member,
+    in order. Iterating gives ``(member, selection)`` pairs.
+
+    Examples
+    --------
+    >>> import quarry, h5py, numpy as np, tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> for k in (1, 2):
+    ...     with h5py.File(os.path.join(d, f"run_{k}.h5"), "w") as f:
+    ...         for s in (0, 1):
+    ...             f[f"Step#{s}/e"] = np.arange(10.0) + 3 * s + k
+    >>> with quarry.open_series(os.path.join(d, "run_*.h5")) as series:  # doctest: +ELLIPSIS
+    ...     sel = series.query("e > 8")
+    ...     print(sel.count(), sel.counts())
+    ...     print(sel.per_step()[1])
+    ...     print([ids.tolist() for ids in sel.ids()][3])
+    16 [2, 5, 3, 6]
+    {'file': '.../run_1.h5', 'step': 1, 'count': 5}
+    [4, 5, 6, 7, 8, 9]
+    """
+
+    def __init__(self, query: str, members: list[Member], selections: list[Selection]) -> None:
+        self.query = query
+        self.members = members
+        self.selections = selections
+        self._counts: list[int] | None = None
+
+    def counts(self) -> list[int]:
+        """Hits per member, in order."""
+        if self._counts is None:
+            self._counts = [
+                at_member(m, sel.count)
+                for m, sel in zip(self.members, self.selections, strict=True)
+            ]
+        return self._counts
+
+    def count(self) -> int:
+        """Hits over the whole series."""
+        return sum(self.counts())
+
+    def per_step(self) -> list[dict[str, Any]]:
+        """``{"file", "step", "count"}`` per member, in order (JSON-ready; ``step``
+        is ``None`` for a file without step groups)."""
+        return [
+            {"file": m.file, "step": m.step, "count": c}
+            for m, c in zip(self.members, self.counts(), strict=True)
+        ]
+
+    def ids(self) -> list[npt.NDArray[np.int64]]:
+        """Flat row-major ids of the hits in each member."""
+        return [at_member(m, sel.ids) for m, sel in self]
+
+    def values(self, name: str) -> list[npt.NDArray[np.generic]]:
+        """Values of ``name`` (resolved in each member's step group) at each
+        member's hits."""
+        return [at_member(m, partial(sel.values, name)) for m, sel in self]
+
+    def extract(self, path: str, names: Sequence[str]) -> None:
+        """Write the hits to ``path`` with one group per member (``/Step#3``,
+        or ``/run_2.h5/Step#3`` over several files), each holding
+        ``quarry_row``, the per-axis indices and the values of ``names``
+        (named as :mod:`quarry.outputs.columns` says); the query and every
+        source's size, time and checksum are root attributes. HDF5 (``.h5``)
+        and NetCDF-4 (``.nc``) hold groups; Parquet (``.parquet``) holds one
+        table with ``quarry_group``, ``quarry_file`` and ``quarry_step``
+        columns (see :func:`quarry.outputs.writers.write_groups`)."""
+        from quarry.outputs.writers import sources_provenance, write_groups
+
+        files = list(dict.fromkeys(m.file for m in self.members))
+        groups = {}
+        for m, sel in self:
+            table = at_member(m, partial(sel.output_table, list(names)))
+            step = -1 if m.step is None else m.step
+            groups[m.label(len(files) > 1)] = (table, {"file": m.file, "step": step})
+        write_groups(path, groups, sources_provenance(files, self.query))
+
+    def histogram(
+        self,
+        names: str | list[str],
+        bins: Bins = 10,
+        range: Range = None,
+        weights: str | None = None,
+    ) -> Histogram:
+        """Histogram of the hits' values over every member, as
+        :meth:`quarry.Selection.histogram` makes one: the edges are shared
+        (NumPy's edges for all the members' values together) and the counts
+        summed, each member's from its index where a single file's would be.
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> file = os.path.join(tempfile.mkdtemp(), "h.h5")
+        >>> with h5py.File(file, "w") as f:
+        ...     f["Step#0/e"], f["Step#1/e"] = np.arange(5.0), np.arange(5.0) + 5
+        >>> with quarry.open_series(file) as series:
+        ...     counts, edges = series.query("e > 2").histogram("e", bins=2)
+        >>> counts.tolist(), edges.tolist()
+        ([3, 4], [3.0, 6.0, 9.0])
+        """
+        from quarry.query.histogram import combine
+
+        parts = [at_member(m, partial(sel.histogram_part, names, weights)) for m, sel in self]
+        return combine(parts, bins, range)
+
+    def _each(self, conversion: str, names: Sequence[str]) -> list[Any]:
+        """Every member's selection converted by its method ``conversion``."""
+        return [at_member(m, partial(getattr(sel, conversion), list(names))) for m, sel in self]
+
+    def to_arrow(self, names: Sequence[str]) -> Any:
+        """The hits of every member as one ``pyarrow.Table`` in long format:
+        ``quarry_file`` and ``quarry_step`` columns (``quarry_step`` null for a
+        file without step groups), then each member's own columns as
+        :meth:`quarry.Selection.to_arrow` gives them (the hits' positions in
+        the member, their coordinates, the values of ``names``).
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> file = os.path.join(tempfile.mkdtemp(), "a.h5")
+        >>> with h5py.File(file, "w") as f:
+        ...     f["Step#0/e"], f["Step#1/e"] = np.array([1.0, 3.0]), np.array([4.0, 0.0])
+        >>> with quarry.open_series(file) as series:
+        ...     table = series.query("e > 2").to_arrow(["e"])
+        >>> table.column("quarry_step").to_pylist(), table.column("e").to_pylist()
+        ([0, 1], [3.0, 4.0])
+        """
+        tables = []
+        # Each member's conversion checks that pyarrow is installed, first.
+        for m, table in zip(self.members, self._each("to_arrow", names), strict=True):
+            pyarrow = importlib.import_module("pyarrow")
+
+            file_name, step_name = (own_name(n, table.column_names) for n in (FILE, STEP))
+            n = table.num_rows
+            table = table.add_column(0, step_name, pyarrow.array([m.step] * n, pyarrow.int64()))
+            table = table.add_column(0, file_name, pyarrow.array([m.file] * n, pyarrow.string()))
+            tables.append(table)
+        return pyarrow.concat_tables(tables)
+
+    def to_pandas(self, names: Sequence[str]) -> Any:
+        """The hits of every member as one ``pandas.DataFrame`` in long format:
+        ``quarry_file`` and ``quarry_step`` columns (``quarry_step`` a nullable
+        integer, missing for a file without step groups), then each member's own columns as
+        :meth:`quarry.Selection.to_pandas` gives them, its index (the hits'
+        positions in the member) made a column; one row per hit, in order.
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> file = os.path.join(tempfile.mkdtemp(), "p.h5")
+        >>> with h5py.File(file, "w") as f:
+        ...     f["Step#0/e"], f["Step#1/e"] = np.array([1.0, 3.0]), np.array([4.0, 0.0])
+        >>> with quarry.open_series(file) as series:
+        ...     frame = series.query("e > 2").to_pandas(["e"])
+        >>> frame["quarry_step"].tolist(), frame["e"].tolist()
+        ([0, 1], [3.0, 4.0])
+        """
+        frames = []
+        # Each member's conversion checks that pandas is installed, first.
+        for m, member_frame in zip(self.members, self._each("to_pandas", names), strict=True):
+            pandas = importlib.import_module("pandas")
+
+            frame = member_frame.reset_index()
+            file_name, step_name = (own_name(n, list(frame.columns)) for n in (FILE, STEP))
+            frame.insert(0, step_name, pandas.array([m.step] * len(frame), dtype="Int64"))
+            frame.insert(0, file_name, [m.file] * len(frame))
+            frames.append(frame)
+        return pandas.concat(frames, ignore_index=True)
+
+    def __iter__(self) -> Iterator[tuple[Member, Selection]]:
+        return iter(zip(self.members, self.selections, strict=True))
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def __repr__(self) -> str:
+        return f"<SeriesSelection {self.query!r} over {len(self.members)} members>"
