@@ -34,10 +34,11 @@ test-rust:
 test-python:
 	$(PY) -m pytest tests python/quarry --doctest-modules $(PYTEST_ARGS)
 
-lint: install  ## ruff, mypy, stubtest, cargo fmt, clippy
+lint: install  ## ruff, mypy, the layers (import-linter), stubtest, cargo fmt, clippy
 	$(VENV)/bin/ruff check $(PY_PATHS)
 	$(VENV)/bin/ruff format --check $(PY_PATHS)
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 	$(PY) -m mypy.stubtest quarry._core
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings

@@ -69,7 +69,7 @@ def worker(path: str, index: str, jobs: int, runs: int) -> None:
     """Build ``index`` for ``path`` and run the queries with this launch's
     ranks and ``jobs`` threads each; rank 0 prints one JSON line."""
     from quarry.parallel.mpi import world
-    from quarry.parallel.query import answer_together
+    from quarry.parallel.runners import Mpi
 
     comm = world()
     rank = 0 if comm is None else comm.rank
@@ -92,12 +92,11 @@ def worker(path: str, index: str, jobs: int, runs: int) -> None:
             for k in range(runs + 1):  # the first is a warm-up
                 barrier()
                 t0 = time.perf_counter()
-                selections = series.query(text).selections
+                answer = series.query(text)
                 rows = output != "count"
                 names = ["x", "y", "z"] if output == "values" else []
-                if comm is not None:
-                    selections = answer_together(comm, selections, rows, names)
-                for s in selections or []:
+                held = comm is None or answer.answer(Mpi(comm), rows, names)
+                for s in answer.selections if held else []:
                     if output == "count":
                         s.count()
                     else:
@@ -109,7 +108,7 @@ def worker(path: str, index: str, jobs: int, runs: int) -> None:
                     times.append(time.perf_counter() - t0)
             result["queries"][label] = times
             if rank == 0:
-                result["answers"][label] = answer_digest(output, selections or [], names)
+                result["answers"][label] = answer_digest(output, answer.selections, names)
     if rank == 0:
         result["index_bytes"] = sum(
             quarry.index.layout.index_size(os.path.join(index, f))

@@ -36,6 +36,7 @@ from quarry.errors import (
 from quarry.query import QueryStats, Selection
 from quarry.query.series import SeriesSelection
 from quarry.series import Series, open_series
+from quarry.version import VERSION
 
 __all__ = [
     "AmbiguousNameError",
@@ -66,8 +67,4 @@ __all__ = [
     "open_series",
 ]
 
-
-# The one version number: the Cargo workspace's, compiled into the Rust core (and
-# written by maturin into the distribution's metadata). A core built from a source
-# older than that export says "unknown", as an uninstalled tree used to.
-__version__: str = getattr(_core, "__version__", "0.0.0+unknown")
+__version__: str = VERSION

@@ -29,6 +29,7 @@ from quarry.query.histogram import Histogram, Part, combine
 from quarry.query.planner import Planner
 
 if TYPE_CHECKING:
+    from quarry.query.selection import Runner
     from quarry.query.series import SeriesSelection
     from quarry.series import Series
 
@@ -334,7 +335,9 @@ class Dataset:
 
     # -- queries ---------------------------------------------------------
     @on_own_threads
-    def query(self, query: str, path: str | None = None) -> Selection | SeriesSelection:
+    def query(
+        self, query: str, path: str | None = None, runner: Runner | None = None
+    ) -> Selection | SeriesSelection:
         """Rows where ``query`` is true; see :class:`quarry.query.Selection`.
 
         Variables must share one shape (they form one table, position by
@@ -348,6 +351,8 @@ class Dataset:
         is a :class:`quarry.SeriesSelection` (``count()`` is the total).
         A name that resolves outside the steps (a root ``/x``), or a ``path``
         naming one step, gives a :class:`~quarry.query.Selection` as before.
+        With a ``runner`` (:mod:`quarry.parallel.runners`: threads, progress,
+        MPI ranks) the count is answered by it now; otherwise when read.
 
         Examples
         --------
@@ -362,9 +367,12 @@ class Dataset:
         (10, [0, 4, 6], 6)
         """
         try:
-            return self.query_table(query, path)
+            answer: Selection | SeriesSelection = self.query_table(query, path)
         except AmbiguousNameError as exc:
-            return self._over_steps(path, exc).query(query)
+            answer = self._over_steps(path, exc).query(query)
+        if runner is not None:
+            answer.answer(runner)
+        return answer
 
     @on_own_threads
     def query_table(self, query: str, path: str | None = None) -> Selection:

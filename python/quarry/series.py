@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from quarry.dataset import Dataset
     from quarry.index.verify import Verification
     from quarry.query.histogram import Bins, Histogram, Range
+    from quarry.query.selection import Runner
     from quarry.query.track import Tracks
 
 __all__ = ["Series", "open_series"]
@@ -132,13 +133,16 @@ class Series:
             self._members = members
         return self._members
 
-    def query(self, query: str) -> SeriesSelection:
+    def query(self, query: str, runner: Runner | None = None) -> SeriesSelection:
         """Rows where ``query`` is true in every member; see :class:`SeriesSelection`.
 
         The query is checked once for syntax; every member then resolves its
         names in its own step group. A member where that fails (a name missing
         from one step, a stale index of one file) raises
         :class:`~quarry.errors.SeriesMemberError` naming the file and step.
+        With a ``runner`` (:mod:`quarry.parallel.runners`: threads, progress,
+        MPI ranks) the counts are answered by it now; otherwise each member
+        answers when read.
         """
         from quarry.expr import parse
 
@@ -147,7 +151,10 @@ class Series:
         for member in self.members:
             ds = self.dataset(member.file)
             selections.append(at_member(member, partial(ds.query_table, query, member.group)))
-        return SeriesSelection(query, list(self.members), selections)
+        answer = SeriesSelection(query, list(self.members), selections)
+        if runner is not None:
+            answer.answer(runner)
+        return answer
 
     def histogram(
         self,

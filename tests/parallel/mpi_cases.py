@@ -13,7 +13,7 @@ import numpy as np
 
 import quarry
 from quarry.parallel.mpi import world
-from quarry.parallel.query import answer_together
+from quarry.parallel.runners import Mpi
 
 FILES = ["run_0.h5", "run_1.h5"]
 STEPS = 3
@@ -99,14 +99,14 @@ def query(directory: str, index: str, out: str) -> None:
     found: dict[str, np.ndarray] = {}
     with quarry.open_series([os.path.join(directory, f) for f in FILES], index=index) as series:
         for q, text in enumerate(queries):
-            counted = series.query(text).selections
-            listed = series.query(text).selections
+            counted = series.query(text)
+            listed = series.query(text)
             if comm is not None:
-                counted = answer_together(comm, counted, rows=False, names=[])
-                listed = answer_together(comm, listed, rows=True, names=VALUES)
-            if counted is None or listed is None:
-                continue
-            for m, (c, s) in enumerate(zip(counted, listed, strict=True)):
+                counted.answer(Mpi(comm))
+                if not listed.answer(Mpi(comm), rows=True, names=VALUES):
+                    continue  # rows and values are gathered on rank 0
+            zipped = zip(counted.selections, listed.selections, strict=True)
+            for m, (c, s) in enumerate(zipped):
                 found[f"{q}/{m}/count"] = np.array(c.count())
                 found[f"{q}/{m}/ids"] = s.ids()
                 for name in VALUES:

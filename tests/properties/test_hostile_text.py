@@ -21,6 +21,7 @@ from quarry.cli.main import main
 from quarry.errors import QuarryError
 from quarry.expr import parse
 from quarry.expr.parser import MAX_DEPTH, parse_expression, parse_variable
+from quarry.expr.plan import RangeLeaf
 
 ANY_CHARACTER = st.characters(codec=None, exclude_categories=())
 ANY_TEXT = st.text(ANY_CHARACTER, max_size=60)
@@ -113,13 +114,13 @@ def _contract(ds, text: str, path: str | None = None) -> None:
 @given(st.one_of(ANY_TEXT, mutated()))
 def test_any_text_raises_only_quarry_errors(dataset, text):
     _, ds = dataset
-    start = time.perf_counter()
+    start = time.process_time()  # this process's work, whatever else the machine runs
     _contract(ds, text)
     for other in (parse_expression, parse_variable):
         with contextlib.suppress(QuarryError):
             other(text)
     _contract(ds, "x > 0", path=text)  # a context path is text from the user too
-    assert time.perf_counter() - start < 1.0, text
+    assert time.process_time() - start < 1.0, text
 
 
 def test_every_valid_seed_query_answers(dataset):
@@ -140,10 +141,10 @@ def test_every_valid_seed_query_answers(dataset):
     ],
 )
 def test_limits_are_stated_errors_with_a_caret(text, message):
-    start = time.perf_counter()
+    start = time.process_time()  # this process's work, whatever else the machine runs
     with pytest.raises(quarry.QuerySyntaxError, match=message) as err:
         parse(text)
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
     shown, caret = str(err.value).splitlines()[1:3]
     assert len(shown) < 120 and caret.endswith("^")
 
@@ -158,12 +159,17 @@ def test_long_flat_chains_and_names_answer_fast(dataset):
         "a" * 100_000 + " > 1",
     ]
     for text in cases:
-        start = time.perf_counter()
+        start = time.process_time()  # this process's work, whatever else the machine runs
         try:
-            ds.query(text).count()
+            sel = ds.query(text)
         except quarry.UnknownVariableError as exc:
             assert "a" * 100_000 in str(exc)
-        assert time.perf_counter() - start < 1.0
+        else:
+            # 3,000 comparisons of one variable under one operator are one range:
+            # one index lookup, not 3,000 (what made such chains take 12 s).
+            assert isinstance(sel.plan, RangeLeaf), type(sel.plan)
+            sel.count()
+        assert time.process_time() - start < 2.0
 
 
 def test_huge_literals_keep_their_exact_meaning(dataset):

@@ -77,7 +77,7 @@ def shared_answers(args: Any, answer: Selection | SeriesSelection) -> list[Selec
     selections, answered, on rank 0 for the usual output code to report;
     None where nothing is left to do: on other ranks, and once every rank
     has written its own file with ``--out-per-rank``."""
-    from quarry.parallel.query import answer_together
+    from quarry.parallel.runners import Mpi
     from quarry.query.series import SeriesSelection
 
     comm = args.comm
@@ -97,22 +97,23 @@ def shared_answers(args: Any, answer: Selection | SeriesSelection) -> list[Selec
         from quarry.cli.progress import say_when_unindexed
 
         say_when_unindexed(args, selections)
-    return answer_together(comm, selections, rows, names)
+    held = Mpi(comm).answer(selections, rows, names)
+    return selections if held and comm.rank == 0 else None  # rank 0 reports
 
 
 def _write_per_rank(
     args: Any, comm: Any, answer: Selection | SeriesSelection, names: list[str]
 ) -> None:
     from quarry.outputs import write_positions
-    from quarry.parallel.query import parts, rank_path
+    from quarry.parallel.runners import Mpi, rank_path
     from quarry.query.series import SeriesSelection
 
     out = rank_path(args.out, comm.rank)
     if isinstance(answer, SeriesSelection):
-        mine = parts(comm, answer.selections)
+        mine = Mpi(comm).shares(answer.selections)
         SeriesSelection(answer.query, answer.members, mine).extract(out, names)
     else:
-        (part,) = parts(comm, [answer])
+        (part,) = Mpi(comm).shares([answer])
         mine = [part]
         if names:
             part.extract(out, names)

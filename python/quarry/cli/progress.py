@@ -41,14 +41,14 @@ def answer_with_progress(args: Any, selections: list[Selection]) -> None:
     """On a terminal, answer ``quarry query``'s selections now behind a
     progress bar (the outputs then reuse the answers); elsewhere leave them
     to be answered when read."""
+    from quarry.parallel.runners import Local
+
     say_when_unindexed(args, selections)
-    pending = [s for s in selections if s.plan is not None]
-    total = sum(s.table.n_rows for s in pending)
+    total = sum(s.table.n_rows for s in selections if s.plan is not None)
     rows = bool(args.ids or args.coords or args.coords_of or args.values or args.save)
     with progress_bar(total, "querying", args.quiet) as bar:
         if bar is not None:
-            for sel in pending:
-                sel.evaluate(rows, bar)
+            Local(progress=bar).answer(selections, rows)
 
 
 def say_when_unindexed(args: Any, selections: list[Selection]) -> None:

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-import quarry
 from quarry import _core
 from quarry.errors import CorruptIndexError, SourceError, UnsupportedVariableError
 from quarry.expr.plan import KEY_DTYPES, key_kind
 from quarry.formats.base import Driver, VariableInfo, fingerprint
 from quarry.index import layout
 from quarry.index.options import BuildOptions
+from quarry.version import VERSION
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -221,7 +221,7 @@ def assemble(
     return {
         "format": "quarry-index",
         "version": layout.VERSION,
-        "created_by": f"quarry {quarry.__version__}",
+        "created_by": f"quarry {VERSION}",
         "source": {"name": os.path.basename(source), **fingerprint, "read_ns": read_ns},
         "block_len": opts.block_len,
         "derived": derived,

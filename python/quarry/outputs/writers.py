@@ -110,8 +110,8 @@ def provenance(source: str, query: str) -> dict[str, Any]:
     import datetime
     import zlib
 
-    import quarry
     from quarry.formats.base import fingerprint
+    from quarry.version import VERSION
 
     files = (
         sorted(os.path.join(r, n) for r, _, ns in os.walk(source) for n in ns)
@@ -130,7 +130,7 @@ def provenance(source: str, query: str) -> dict[str, Any]:
         "source_size": stamp["size"],
         "source_mtime_ns": stamp["mtime_ns"],
         "source_crc32": crc,
-        "quarry_version": quarry.__version__,
+        "quarry_version": VERSION,
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
 

@@ -29,7 +29,7 @@ _LENGTH = struct.Struct("<I")
 
 def save(selection: Selection, path: str) -> None:
     """Write ``selection`` to ``path`` atomically."""
-    import quarry
+    from quarry.version import VERSION
 
     table = selection._executor.table
     header = {
@@ -42,7 +42,7 @@ def save(selection: Selection, path: str) -> None:
         "shape": list(table.shape),
         "dims": list(table.dims) if table.dims else None,
         "block_len": table.block_len,
-        "quarry_version": quarry.__version__,
+        "quarry_version": VERSION,
     }
     body = json.dumps(header).encode()
     tmp = f"{path}.tmp-{os.getpid()}"

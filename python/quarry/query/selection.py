@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -23,6 +23,17 @@ if TYPE_CHECKING:
     from quarry.outputs.columns import OutputTable
     from quarry.query.aggregate import AggregateValue
     from quarry.query.planner import PlannedQuery
+
+
+class Runner(Protocol):
+    """Answers selections now (see :mod:`quarry.parallel.runners`): the
+    counts, or with ``rows`` the hits and the values of ``names`` at them.
+    Returns whether this process holds the whole answer (an MPI rank other
+    than the root does not)."""
+
+    def answer(
+        self, selections: Sequence[Selection], rows: bool = False, names: Sequence[str] = ()
+    ) -> bool: ...
 
 
 class Selection:
@@ -95,6 +106,25 @@ class Selection:
         self._count = count
         for name, column in (values or {}).items():
             self._values[self._table_variable(name).key] = column
+
+    def answer(self, runner: Runner, rows: bool = False, names: Sequence[str] = ()) -> bool:
+        """Answer now with ``runner`` (:mod:`quarry.parallel.runners`): the
+        count, or with ``rows`` the hits and the values of ``names``. Returns
+        whether this process holds the answer.
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> from quarry.parallel.runners import Local
+        >>> path = os.path.join(tempfile.mkdtemp(), "a.h5")
+        >>> with h5py.File(path, "w") as f:
+        ...     f["x"] = np.arange(10.0)
+        >>> with quarry.open(path) as ds:
+        ...     sel = ds.query("x > 6")
+        ...     sel.answer(Local(jobs=1), rows=True, names=["x"]), sel.values("x").tolist()
+        (True, [7.0, 8.0, 9.0])
+        """
+        return runner.answer([self], rows, names)
 
     @property
     def jobs(self) -> int | None:

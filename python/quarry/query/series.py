@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from quarry.formats.base import VariableInfo
     from quarry.query.histogram import Bins, Histogram, Range
-    from quarry.query.selection import Selection
+    from quarry.query.selection import Runner, Selection
 
 _STEP_NAME = re.compile(r"^(.*?)(\d+)$")
 
@@ -155,6 +155,12 @@ class SeriesSelection:
         self.members = members
         self.selections = selections
         self._counts: list[int] | None = None
+
+    def answer(self, runner: Runner, rows: bool = False, names: Sequence[str] = ()) -> bool:
+        """Answer every member now with ``runner`` (:mod:`quarry.parallel.runners`):
+        the counts, or with ``rows`` the hits and the values of ``names``.
+        Returns whether this process holds the answer."""
+        return runner.answer(self.selections, rows, names)
 
     def counts(self) -> list[int]:
         """Hits per member, in order."""

@@ -1,0 +1,151 @@
+"""Runners: who answers a query's selections, chosen by the caller.
+
+A query's answer is one :class:`~quarry.query.Selection` per table it runs
+over (one per member of a series). A runner answers them now, so that what
+is read afterwards (counts, rows, values) is already there:
+
+- :class:`Local` answers in this process, on ``jobs`` threads, optionally
+  reporting progress as each run of blocks is done (a progress bar's
+  ``update``);
+- :class:`Mpi` answers with every rank of an MPI communicator, each on its
+  *share*: the selections' blocks laid end to end and cut into contiguous
+  runs (:func:`quarry.parallel.mpi.share`), so each rank reads one stretch of
+  data. Counts are summed on every rank; rows travel to the root as compact
+  Roaring bitmaps, with the values each rank read at its own hits.
+
+Both leave the selections answering exactly as a serial run's would; each
+is a :class:`quarry.query.selection.Runner`. The library and the command
+line call the same runners
+(:meth:`quarry.Series.query`, :meth:`quarry.SeriesSelection.answer`,
+:meth:`quarry.Selection.answer`).
+
+Examples
+--------
+>>> import quarry, h5py, numpy as np, tempfile, os
+>>> path = os.path.join(tempfile.mkdtemp(), "r.h5")
+>>> with h5py.File(path, "w") as f:
+...     for s in range(2):
+...         f[f"Step#{s}/e"] = np.arange(100.0) + s
+>>> done = []
+>>> with quarry.open_series(path) as series:
+...     sel = series.query("e >= 90", runner=Local(jobs=1, progress=done.append))
+...     sel.counts(), sum(done)
+([10, 11], 200)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from quarry import _core
+from quarry.parallel.mpi import share
+from quarry.pool import threads
+
+if TYPE_CHECKING:
+    from quarry.query.selection import Selection
+
+
+@dataclass(frozen=True)
+class Local:
+    """Answer in this process on ``jobs`` threads (None: as each dataset
+    asks, see :func:`quarry.open`), calling ``progress`` with the rows
+    answered after each run of blocks."""
+
+    jobs: int | None = None
+    progress: Callable[[int], object] | None = None
+
+    def answer(
+        self, selections: Sequence[Selection], rows: bool = False, names: Sequence[str] = ()
+    ) -> bool:
+        pending = [s for s in selections if s.plan is not None]
+        if self.jobs is None:
+            _answer_here(pending, rows, names, self.progress)
+        else:
+            with threads(self.jobs):
+                _answer_here(pending, rows, names, self.progress)
+        return True
+
+
+def _answer_here(
+    selections: Sequence[Selection],
+    rows: bool,
+    names: Sequence[str],
+    progress: Callable[[int], object] | None,
+) -> None:
+    for sel in selections:
+        if progress is not None:
+            sel.evaluate(rows, progress)
+        elif rows:
+            _ = sel.rows
+        else:
+            sel.count()
+        for name in names:
+            sel.values(name)
+
+
+@dataclass(frozen=True)
+class Mpi:
+    """Answer with every rank of the mpi4py communicator ``comm``, all of
+    them calling with the same selections (collective). Counts end up on
+    every rank; rows and values on ``root`` only (elsewhere the selections
+    are left as they were: read, they answer in that process alone)."""
+
+    comm: Any
+    root: int = 0
+
+    def shares(self, selections: Sequence[Selection]) -> list[Selection]:
+        """This rank's share of each selection (:meth:`quarry.Selection.blocks`)."""
+        runs = share([n_blocks(s) for s in selections], self.comm.rank, self.comm.size)
+        return [s.blocks(first, stop) for s, (first, stop) in zip(selections, runs, strict=True)]
+
+    def answer(
+        self, selections: Sequence[Selection], rows: bool = False, names: Sequence[str] = ()
+    ) -> bool:
+        comm = self.comm
+        mine = self.shares(selections)
+        if not rows:
+            counts = np.array([p.count() for p in mine], dtype=np.int64)
+            total = np.empty_like(counts)
+            comm.Allreduce(counts, total)
+            for sel, count in zip(selections, total.tolist(), strict=True):
+                sel.set_answer(count=int(count))
+            return True
+        payload = [(p.rows.to_bytes(), {n: p.values(n) for n in names}) for p in mine]
+        gathered = comm.gather(payload, root=self.root)
+        if comm.rank != self.root:
+            return False  # the selections here answer when read, on their own
+        for k, sel in enumerate(selections):
+            found = [_core.RowSet.from_bytes(rank_parts[k][0]) for rank_parts in gathered]
+            whole = found[0]
+            for more in found[1:]:
+                whole = whole | more
+            # Ranks hold contiguous runs in rank order, so their values laid
+            # end to end follow the hits' order.
+            values = {
+                n: np.concatenate([rank_parts[k][1][n] for rank_parts in gathered]) for n in names
+            }
+            sel.set_answer(rows=whole, values=values)
+        return True
+
+
+def n_blocks(selection: Selection) -> int:
+    """Blocks of the table ``selection`` runs over."""
+    table = selection.table
+    return -(-table.n_rows // table.block_len)
+
+
+def rank_path(path: str, rank: int) -> str:
+    """The file rank ``rank`` writes its own hits to with ``--out-per-rank``.
+
+    Examples
+    --------
+    >>> rank_path("hits/halo.h5", 3)
+    'hits/halo.rank0003.h5'
+    """
+    stem, ext = os.path.splitext(path)
+    return f"{stem}.rank{rank:04d}{ext}"
