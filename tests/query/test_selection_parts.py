@@ -46,7 +46,7 @@ def test_runs_of_blocks_give_the_whole_answer(tmp_path, jobs):
             np.testing.assert_array_equal(listed.ids(), expect, err_msg=q)
             np.testing.assert_array_equal(listed.values("b"), b[expect])
             # a share of a share is their overlap
-            part = ds.query(q).blocks(10, 60).blocks(50, 80)
+            part = ds.query(q).share(10, 60).share(50, 80)
             in_part = expect[(expect >= 50 * 97) & (expect < 60 * 97)]
             np.testing.assert_array_equal(part.ids(), in_part, err_msg=q)
 
@@ -69,11 +69,11 @@ def test_shares_with_coordinates_and_subarrays(tmp_path):
         steps: list[int] = []
         whole.evaluate(rows=True, progress=steps.append)
         np.testing.assert_array_equal(whole.ids(), expect)
-        part = ds.query("lat > 20 && tas*1.0 > 290").blocks(3, 7)
+        part = ds.query("lat > 20 && tas*1.0 > 290").share(3, 7)
         np.testing.assert_array_equal(part.ids(), expect[(expect >= 300) & (expect < 700)])
-        sub = ds.query("tas[10:30, 5:25] > 290").blocks(1, 3)
+        sub = ds.query("tas[10:30, 5:25] > 290").share(1, 3)
         view = tas[10:30, 5:25].reshape(-1)
         hits = np.flatnonzero(view > 290)
         np.testing.assert_array_equal(sub.ids(), hits[(hits >= 100) & (hits < 300)])
-        scanned = ds.query("tas[10:30, 5:25] * 1.0 > 290").blocks(1, 3)
+        scanned = ds.query("tas[10:30, 5:25] * 1.0 > 290").share(1, 3)
         np.testing.assert_array_equal(scanned.ids(), hits[(hits >= 100) & (hits < 300)])

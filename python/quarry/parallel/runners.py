@@ -99,9 +99,9 @@ class Mpi:
     root: int = 0
 
     def shares(self, selections: Sequence[Selection]) -> list[Selection]:
-        """This rank's share of each selection (:meth:`quarry.Selection.blocks`)."""
+        """This rank's share of each selection (:meth:`quarry.Selection.share`)."""
         runs = share([n_blocks(s) for s in selections], self.comm.rank, self.comm.size)
-        return [s.blocks(first, stop) for s, (first, stop) in zip(selections, runs, strict=True)]
+        return [s.share(first, stop) for s, (first, stop) in zip(selections, runs, strict=True)]
 
     def answer(
         self, selections: Sequence[Selection], rows: bool = False, names: Sequence[str] = ()

@@ -227,7 +227,7 @@ class Selection:
         found = _core.RowSet.empty(table.n_rows, table.block_len)
         count = 0
         for first in range(0, n_blocks, step):
-            part = self.blocks(first, first + step)
+            part = self.share(first, first + step)
             if rows:
                 found = found | part.rows
             else:
@@ -238,7 +238,7 @@ class Selection:
         else:
             self.set_answer(count=count)
 
-    def blocks(self, first: int, stop: int) -> Selection:
+    def share(self, first: int, stop: int) -> Selection:
         """The same query answered only on blocks ``[first, stop)`` of the
         table (rows ``first * block_len`` up to ``stop * block_len``): a
         rank's share of the work. Its hits are the whole answer's hits there.
@@ -251,7 +251,7 @@ class Selection:
         ...     _ = f.create_dataset("x", data=np.arange(10.0))
         >>> with quarry.open(path) as ds:
         ...     _ = ds.build_index(block_len=4)
-        ...     ds.query("x > 2").blocks(1, 2).ids().tolist()
+        ...     ds.query("x > 2").share(1, 2).ids().tolist()
         [4, 5, 6, 7]
         """
         part = self._executor.share(first, stop)
