@@ -24,7 +24,6 @@ or in an index directory), so files added later need no rebuild of the others.
 
 from __future__ import annotations
 
-import glob
 import importlib
 import os
 import re
@@ -40,9 +39,9 @@ from quarry.errors import (
     QuerySyntaxError,
     SeriesError,
     SeriesMemberError,
-    SourceError,
     UnknownPathError,
 )
+from quarry.formats.sources import Sources, expand_sources, natural_key
 from quarry.index.layout import index_size, remove_debris
 from quarry.outputs.columns import FILE, STEP, own_name
 
@@ -57,97 +56,7 @@ if TYPE_CHECKING:
     from quarry.query.selection import Selection
     from quarry.query.track import Tracks
 
-Sources = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
-
 _STEP_NAME = re.compile(r"^(.*?)(\d+)$")
-_GLOB_CHARS = frozenset("*?[")
-#: Files in a directory that are Quarry's own, never data.
-_OWN_SUFFIXES = (".qidx", ".qsel", ".qraw.json", ".tmp", ".qshard", ".qidx.checked")
-
-
-def natural_key(text: str) -> tuple[Any, ...]:
-    """A sort key that orders the numbers inside names by value.
-
-    Examples
-    --------
-    >>> sorted(["run_10.h5", "run_2.h5", "run_1.h5"], key=natural_key)
-    ['run_1.h5', 'run_2.h5', 'run_10.h5']
-    """
-    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text))
-
-
-def is_many(source: str) -> bool:
-    """Whether one command-line source stands for several files: a glob pattern
-    that is not itself a file's name, or a directory that is not a data store
-    (Zarr, ADIOS2 BP).
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> is_many("run_*.h5"), is_many(tempfile.mkdtemp()), is_many("run.h5")
-    (True, True, False)
-    """
-    if os.path.isdir(source):
-        return not _is_store(source)
-    return not os.path.exists(source) and not _GLOB_CHARS.isdisjoint(source)
-
-
-def _is_store(directory: str) -> bool:
-    names = set(os.listdir(directory))
-    return bool(names & {".zgroup", ".zarray", "zarr.json", "md.idx"})
-
-
-def expand_sources(sources: Sources, sidecar_dirs: tuple[str, ...] = ()) -> list[str]:
-    """The data files ``sources`` stand for, in natural order, each once.
-
-    Each source is a file (or a Zarr/ADIOS2 directory store), a glob pattern,
-    or a directory whose data files (those whose format Quarry recognises)
-    are taken; ``sidecar_dirs`` are where raw-binary descriptions may also be.
-
-    Examples
-    --------
-    >>> import tempfile, os, h5py
-    >>> d = tempfile.mkdtemp()
-    >>> for n in (10, 2, 1):
-    ...     h5py.File(os.path.join(d, f"run_{n}.h5"), "w").close()
-    >>> [os.path.basename(p) for p in expand_sources(os.path.join(d, "run_*.h5"))]
-    ['run_1.h5', 'run_2.h5', 'run_10.h5']
-    >>> [os.path.basename(p) for p in expand_sources(d)]
-    ['run_1.h5', 'run_2.h5', 'run_10.h5']
-    >>> expand_sources(os.path.join(d, "nothing_*.h5"))  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    quarry.errors.SourceError: no files match .../nothing_*.h5
-    """
-    from quarry.formats import detect
-
-    items = [sources] if isinstance(sources, str | os.PathLike) else list(sources)
-    found: list[str] = []
-    for item in items:
-        source = os.fspath(item)
-        if os.path.isdir(source) and not _is_store(source):
-            entries = sorted(os.listdir(source), key=natural_key)
-            chosen = []
-            for name in entries:
-                full = os.path.join(source, name)
-                if name.startswith(".") or name.endswith(_OWN_SUFFIXES):
-                    continue
-                try:
-                    detect(full, sidecar_dirs)
-                except (SourceError, OSError):
-                    continue  # not a data file: a note, a picture, a script
-                chosen.append(full)
-            if not chosen:
-                raise SourceError(f"no data files Quarry can read in directory {source}")
-            found.extend(chosen)
-        elif is_many(source):
-            matched = [p for p in glob.glob(source) if not p.endswith(_OWN_SUFFIXES)]
-            if not matched:
-                raise SourceError(f"no files match {source}")
-            found.extend(matched)
-        else:
-            found.append(source)
-    return sorted(dict.fromkeys(found), key=natural_key)
 
 
 @dataclass(frozen=True)

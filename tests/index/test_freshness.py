@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 import quarry
 from quarry.errors import StaleIndexError
 from quarry.formats.base import file_system, fingerprint
+from quarry.formats.sources import expand_sources
 from quarry.index import fresh, layout, verify
 
 QUARRY = [sys.executable, "-m", "quarry.cli.main"]
@@ -120,7 +121,7 @@ def test_moved_times_over_unchanged_values_answer_and_are_recorded(mod, monkeypa
             ((data["px"] > 0.4) & (data["n"] < 0)).sum()
         )
     assert json.loads(Path(checked).read_text())["variables"] == ["/n", "/px"]
-    assert quarry.series.expand_sources(path[:-3] + "*") == [path]  # not a data file
+    assert expand_sources(path[:-3] + "*") == [path]  # not a data file
     with quarry.open(path) as ds:
         store = ds.index
         assert not store.trusted  # /py has not been checked at these times

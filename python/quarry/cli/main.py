@@ -699,8 +699,8 @@ def _exact(value: float) -> str:
 
 def _cmd_track(args: argparse.Namespace) -> int:
     import quarry
+    from quarry.formats.sources import expand_sources
     from quarry.query.track import track
-    from quarry.series import expand_sources
 
     *sources, query = args.inputs
     if not sources:

@@ -34,7 +34,7 @@ def many(files: list[str]) -> bool:
     >>> many(["run.h5"]), many(["a.h5", "b.h5"]), many(["run_*.h5"])
     (False, True, True)
     """
-    from quarry.series import is_many
+    from quarry.formats.sources import is_many
 
     return len(files) > 1 or any(is_many(f) for f in files)
 
