@@ -115,6 +115,18 @@ def test_netcdf4_names_past_the_first_bytes_are_still_found(tmp_path):
     assert detect(path) == "hdf5"
 
 
+def test_a_dangling_link_does_not_hide_a_tagged_variable(tmp_path):
+    path = str(tmp_path / "linked.h5")
+    with h5py.File(path, "w") as f:
+        f["a_link"] = h5py.SoftLink("/nowhere")
+        f["b"] = DATA
+    assert detect(path) == "hdf5"
+    with h5py.File(path, "a") as f:
+        f["c"] = DATA
+        f["c"].attrs["_Netcdf4Coordinates"] = np.int32([0])
+    assert detect(path) == "netcdf"
+
+
 def test_a_description_overrides_the_bytes(files, tmp_path):
     path = str(tmp_path / "described.h5")
     _hdf5(path)

@@ -29,7 +29,16 @@ from quarry.errors import SourceError
 from quarry.formats import adios2, hdf5, netcdf, raw, zarr
 from quarry.formats.base import Backend, Driver, VariableInfo
 
-__all__ = ["BACKENDS", "Backend", "Driver", "VariableInfo", "detect", "is_store", "open_source"]
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "Driver",
+    "VariableInfo",
+    "backend_for",
+    "detect",
+    "is_store",
+    "open_source",
+]
 
 #: Every format Quarry reads, in the order detection asks them.
 BACKENDS: tuple[Backend, ...] = (
