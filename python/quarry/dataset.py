@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from quarry.series import Series
 
 if TYPE_CHECKING:
+    from quarry.index.manifest import Manifest
     from quarry.index.verify import Verification
 
 
@@ -216,8 +217,7 @@ class Dataset:
                 f"quarry index {self.path}"
             )
         _, manifest = read_manifest(self.index_path)
-        derived = [Derivation(d["name"], d["expr"]) for d in manifest.get("derived", [])]
-        driver = self._with_derived(derived)
+        driver = self._with_derived(list(manifest.derived))
         self._store = None  # opened again, as the check may have recorded the file as checked
         self.driver = self._file_driver
         return verify(self.path, self.index_path, manifest, driver, self.jobs or 0)
@@ -287,12 +287,13 @@ class Dataset:
         progress: Callable[[int], object] | None = None,
         derive: list[str] | None = None,
         comm: Any = None,
-    ) -> dict[str, Any]:
+    ) -> Manifest:
         """Index ``variables`` (default: every supported one); replaces any old index.
 
         ``derive`` adds derived variables (``["r=sqrt(x**2 + y**2)"]``), made
         in every group holding their inputs and queryable by name; without it a
-        rebuild keeps those the old index defined. Returns the index manifest.
+        rebuild keeps those the old index defined. Returns the index's
+        :class:`~quarry.index.manifest.Manifest`.
         See :class:`quarry.index.BuildOptions` for the options; ``progress`` is
         called with the rows indexed as the build goes. With an MPI
         communicator ``comm`` (mpi4py) of several ranks, all of them call this
@@ -324,7 +325,7 @@ class Dataset:
         # the block length, derived variables and statistics may change
         self._planner = None
         self._steps.clear()
-        derived = [d.to_dict() for d in derivations]
+        derived = list(derivations)
         if comm is not None and comm.size > 1:
             from quarry.parallel.build import build_shared
 
@@ -490,7 +491,7 @@ class Dataset:
     # -- description -----------------------------------------------------
     def info(self) -> dict[str, Any]:
         """Variables, shapes, dtypes, and what is indexed (JSON-ready)."""
-        indexed: dict[str, Any] = {}
+        indexed: Mapping[str, Any] = {}
         index_state: dict[str, Any] = {"path": self.index_path, "exists": self.has_index}
         if self.has_index:
             try:

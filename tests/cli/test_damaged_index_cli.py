@@ -43,7 +43,7 @@ def indexed(tmp_path_factory):
 def _block(pristine: bytes, path: Path, k: int) -> tuple[int, int, int]:
     """Block ``k`` of /x: its offset, length, and its header's length."""
     _, manifest = layout.read_manifest(str(path) + ".qidx")
-    _, offset, length = manifest["variables"]["/x"]["blocks"][k]
+    _, offset, length = manifest.variables["/x"].spans[k]
     (entries,) = struct.unpack_from("<I", pristine, offset + 16)
     return offset, length, BLOCK_FIXED_HEADER + BLOCK_ENTRY * entries + 4
 

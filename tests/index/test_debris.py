@@ -19,6 +19,7 @@ import pytest
 
 import quarry
 from quarry.index import layout
+from quarry.index.manifest import Manifest, Shard, SourceRecord
 
 QUARRY = [sys.executable, "-m", "quarry.cli.main"]
 
@@ -27,6 +28,7 @@ QUARRY = [sys.executable, "-m", "quarry.cli.main"]
 WRITER = """
 import sys
 from quarry.index import layout
+from quarry.index.manifest import Manifest, SourceRecord
 index, stage = sys.argv[1], sys.argv[2]
 if stage == "shard":
     w = layout.ShardWriter(index, "abcd0123", 3, 4)
@@ -37,7 +39,7 @@ else:
         w.add_all([b"x" * 5000] * 3)
 print(w.path, flush=True)
 if sys.stdin.readline().strip() == "commit":
-    w.commit({"format": "quarry-index", "shards": [], "variables": {}})
+    w.commit(Manifest(layout.VERSION, "test", SourceRecord("run.h5", {}), 1, (), (), {}))
 """
 
 
@@ -82,7 +84,7 @@ def test_a_live_build_survives_another_build_of_the_same_file(tmp_path):
     assert proc.returncode == 0
     assert not os.path.exists(path)
     _, manifest = layout.read_manifest(data + ".qidx")  # the live build published intact
-    assert manifest["variables"] == {}
+    assert manifest.variables == {}
 
 
 def test_what_is_not_debris_stays(tmp_path):
@@ -96,7 +98,10 @@ def test_what_is_not_debris_stays(tmp_path):
     shard.close()
     with layout.writing(index) as writer:  # a published index that uses the shard
         name = os.path.basename(shard.path)
-        writer.commit({"format": "quarry-index", "shards": [{"name": name, "size": shard.size}]})
+        shards = (Shard(name, shard.size),)
+        writer.commit(
+            Manifest(layout.VERSION, "test", SourceRecord("run.h5", {}), 1, (), shards, {})
+        )
     assert layout.remove_debris(index) == []
     assert empty.exists() and other.exists() and os.path.exists(shard.path)
 
@@ -205,7 +210,7 @@ def test_a_later_build_removes_what_a_sigkilled_one_left(indexed, point):
     subprocess.run([*QUARRY, "index", indexed, "--quiet"], check=True)
     assert temporaries(folder) == []
     _, manifest = layout.read_manifest(indexed + ".qidx")
-    assert sorted(manifest["variables"]) == ["/a", "/b", "/c", "/d"]
+    assert sorted(manifest.variables) == ["/a", "/b", "/c", "/d"]
     with quarry.open(indexed) as ds, h5py.File(indexed) as f:
         for name in "abcd":
             assert ds.query(f"{name} > 1").count() == int((f[name][()] > 1).sum())

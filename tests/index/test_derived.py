@@ -13,6 +13,7 @@ import pytest
 
 import quarry
 from quarry.errors import DerivationError, QuerySyntaxError
+from quarry.index.derived import Derivation
 
 N = 1_003  # not a multiple of the block length
 
@@ -41,8 +42,8 @@ def columns(path, step):
 def test_derived_radius_per_step_matches_numpy_and_the_scan(beam, block_len):
     with quarry.open(beam) as ds:
         manifest = ds.build_index(derive=["r=sqrt(x**2 + y**2)"], block_len=block_len)
-        assert manifest["derived"] == [{"name": "r", "expr": "sqrt(x**2 + y**2)"}]
-        assert {f"/Step#{s}/r" for s in range(3)} <= set(manifest["variables"])
+        assert manifest.derived == (Derivation("r", "sqrt(x**2 + y**2)"),)
+        assert {f"/Step#{s}/r" for s in range(3)} <= set(manifest.variables)
     with quarry.open(beam) as ds:  # a fresh open finds them through the index
         for step in range(3):
             x, y = columns(beam, step)
@@ -65,7 +66,7 @@ def test_rebuild_keeps_derived_and_aggregates_use_them(beam):
     with quarry.open(beam) as ds:
         ds.build_index(derive=["r=sqrt(x**2 + y**2)", "ratio = x / y"])
         manifest = ds.build_index(block_len=128)  # no derive: keeps both
-        assert [d["name"] for d in manifest["derived"]] == ["r", "ratio"]
+        assert [d.name for d in manifest.derived] == ["r", "ratio"]
         x, y = columns(beam, 2)
         r = np.sqrt(x**2 + y**2)
         sel = ds.query("/Step#2/r > 2*mean(/Step#2/r)")

@@ -30,12 +30,12 @@ def test_round_trip_records_provenance(small):
         manifest = ds.build_index(bins=16, precision=0, block_len=100)
     _, read_back = layout.read(small + ".qidx")
     assert read_back == manifest
-    entry = manifest["variables"]["/x"]
-    assert entry["key"] == "f64" and entry["dtype"] == "<f8" and entry["shape"] == [500]
-    assert len(entry["blocks"]) == 5 and len(entry["source_crc32"]) == 5
+    entry = manifest.variables["/x"]
+    assert entry.key == "f64" and entry.dtype == "<f8" and entry.shape == (500,)
+    assert len(entry.spans) == 5 and len(entry.crcs) == 5
     assert len(layout.decode_edges(entry)) == 15
-    assert manifest["variables"]["/n"]["key"] == "i64"
-    assert manifest["source"]["size"] == os.path.getsize(small)
+    assert manifest.variables["/n"].key == "i64"
+    assert manifest.source.stamp["size"] == os.path.getsize(small)
 
 
 def test_index_permissions_follow_the_umask(small):

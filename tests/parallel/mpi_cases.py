@@ -85,9 +85,11 @@ def build(directory: str) -> None:
     extra = os.path.join(directory, f"extra-{size}.qidx")
     with quarry.open(os.path.join(directory, FILES[0]), index=extra) as ds:
         manifest = ds.build_index(block_len=BLOCK_LEN, comm=comm)
-        entries = manifest["variables"]
+        entries = manifest.variables
         assert sorted(entries) == sorted(v.path for v in ds.index_variables())
-        assert all(("blocks" in e) == (comm is None or comm.rank == 0) for e in entries.values())
+        assert all(
+            (e.blocks is not None) == (comm is None or comm.rank == 0) for e in entries.values()
+        )
 
 
 def query(directory: str, index: str, out: str) -> None:

@@ -83,17 +83,17 @@ def test_sharded_indexes_hold_the_serial_blocks(data):
         assert _blocks(path) == serial, name
     # all ranks on one file: its blocks lie in one shard per rank
     _, manifest = layout.read(os.path.join(directory, "idx-3-g3", "run_0.h5.qidx"))
-    assert len(manifest["shards"]) == 3
+    assert len(manifest.shards) == 3
     # files shared over groups of one rank: each rank writes a whole index file
     _, manifest = layout.read(os.path.join(directory, "idx-2-gauto", "run_1.h5.qidx"))
-    assert manifest["shards"] == []
+    assert manifest.shards == ()
 
 
 def _blocks(index_path: str) -> dict[str, list[bytes]]:
     files, manifest = layout.read(index_path)
     return {
-        var: [files[f].read(o, n) for f, o, n in entry["blocks"]]
-        for var, entry in manifest["variables"].items()
+        var: [files[f].read(o, n) for f, o, n in entry.spans]
+        for var, entry in manifest.variables.items()
     }
 
 

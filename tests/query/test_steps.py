@@ -262,7 +262,7 @@ def test_a_name_in_every_step_is_indexed_in_every_step(tmp_path):
     write_steps(path, steps)
     with quarry.open(path) as ds:
         manifest = ds.build_index(["px"], block_len=BLOCK)
-        assert sorted(manifest["variables"]) == [f"/Step#{s}/px" for s in range(3)]
+        assert sorted(manifest.variables) == [f"/Step#{s}/px" for s in range(3)]
         h = ds.histogram("px", bins=4)
     assert h.path == "index"
     (px,) = present(selected(steps, None, "px"))

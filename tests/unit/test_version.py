@@ -65,7 +65,7 @@ def test_an_index_records_the_version(run_h5):
     with quarry.open(run_h5) as ds:
         ds.build_index()
         _, manifest = read_manifest(ds.index_path)
-    assert manifest["created_by"] == f"quarry {quarry.__version__}"
+    assert manifest.created_by == f"quarry {quarry.__version__}"
 
 
 def _recorded(path: str) -> str:

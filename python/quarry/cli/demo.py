@@ -30,7 +30,7 @@ def run_demo(directory: str, rows: int) -> int:
         size = index_size(ds.index_path)
         raw = sum(v.size * v.dtype.itemsize for v in ds.variables())
         print(
-            f"2. indexed {len(manifest['variables'])} variables in {build:.2f} s "
+            f"2. indexed {len(manifest.variables)} variables in {build:.2f} s "
             f"-> {ds.index_path} ({size / raw:.2f}x the raw data)"
         )
 

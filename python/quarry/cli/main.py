@@ -341,7 +341,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
     from quarry.index.layout import index_size
 
     size = index_size(index_path)
-    variables = list(manifest["variables"])
+    variables = list(manifest.variables)
     if args.json:
         print(
             json.dumps(

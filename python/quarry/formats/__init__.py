@@ -1,14 +1,24 @@
 """Format drivers behind one protocol, and detection of a file's format by content.
 
-The extension is a hint at most; what decides is what the bytes say:
+Each format module declares a :class:`~quarry.formats.base.Backend` (in the
+style of xarray's backend entrypoints): a name, ``guess_can_open(path)``
+from cheap evidence, and ``open(path)`` giving a driver. :data:`BACKENDS`
+lists them in the order detection asks them; the first that recognises a
+source reads it. The extension is a hint at most; what decides is what the
+bytes say:
 
-- HDF5: the signature at byte 0, 512, 1024, 2048, ... (a user block may
-  precede it); NetCDF-4 is HDF5 with the ``_NCProperties`` root attribute.
+- Raw binary: any file with a description written by ``quarry register``
+  (asked first: the description overrides the bytes).
 - NetCDF classic and 64-bit offset: the ``CDF\\x01`` / ``CDF\\x02`` /
-  ``CDF\\x05`` magic.
+  ``CDF\\x05`` magic; NetCDF-4: HDF5 with the attributes libnetcdf writes
+  (``_NCProperties``). Asked before HDF5, since NetCDF-4 is HDF5 inside.
+- HDF5: the signature at byte 0, 512, 1024, 2048, ... (a user block may
+  precede it).
 - Zarr v2/v3: a directory with ``.zgroup``/``.zarray`` or ``zarr.json``.
 - ADIOS2 BP4/BP5: a directory with ``md.idx``.
-- Raw binary: any file with a description written by ``quarry register``.
+
+Importing a format module is cheap; each imports its library (h5py,
+netCDF4, zarr, adios2) only when it opens a file.
 """
 
 from __future__ import annotations
@@ -16,40 +26,66 @@ from __future__ import annotations
 import os
 
 from quarry.errors import SourceError
-from quarry.formats.base import Driver, VariableInfo
+from quarry.formats import adios2, hdf5, netcdf, raw, zarr
+from quarry.formats.base import Backend, Driver, VariableInfo
 
-__all__ = ["Driver", "VariableInfo", "detect", "open_source"]
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "Driver",
+    "VariableInfo",
+    "backend_for",
+    "detect",
+    "is_store",
+    "open_source",
+]
 
-_HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
-_NETCDF_MAGIC = (b"CDF\x01", b"CDF\x02", b"CDF\x05")
+#: Every format Quarry reads, in the order detection asks them.
+BACKENDS: tuple[Backend, ...] = (
+    raw.BACKEND,
+    netcdf.BACKEND,
+    hdf5.BACKEND,
+    zarr.BACKEND,
+    adios2.BACKEND,
+)
 
 
-def _hdf5_offset(path: str) -> int | None:
-    """Byte offset of the HDF5 signature, if the file has one."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        offset = 0
-        while offset + 8 <= size:
-            f.seek(offset)
-            if f.read(8) == _HDF5_SIGNATURE:
-                return offset
-            offset = 512 if offset == 0 else offset * 2
-    return None
+def backend_for(path: str, sidecar_dirs: tuple[str, ...] = ()) -> Backend:
+    """The first backend of :data:`BACKENDS` that recognises ``path``;
+    raises :class:`SourceError` naming what was tried when none does.
 
+    ``sidecar_dirs`` are other places a raw-binary description may be (the
+    index directory of read-only data).
 
-def _is_netcdf4(path: str) -> bool:
-    import h5py
-
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "mystery.h5")
+    >>> with open(path, "wb") as f:
+    ...     _ = f.write(b"not really hdf5")
+    >>> backend_for(path)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    quarry.errors.SourceError: cannot tell the format of ...mystery.h5: tried ...quarry register ...
+    """
+    if not os.path.exists(path):
+        raise SourceError(f"no such file: {path}")
+    directory = os.path.isdir(path)
+    candidates = [b for b in BACKENDS if b.directory == directory]
     try:
-        with h5py.File(path, "r") as f:
-            if "_NCProperties" in f.attrs:
-                return True
-            # Older libnetcdf writes no _NCProperties but tags its variables.
-            return any(
-                any(a.startswith("_Netcdf4") for a in f[name].attrs) for name in list(f)[:64]
-            )
-    except OSError:
-        return False
+        for backend in candidates:
+            if backend.guess_can_open(path, sidecar_dirs):
+                return backend
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {exc.strerror}") from None
+    tried = [b.recognised_by for b in BACKENDS if b.name != "raw"]
+    tried_text = f"{', '.join(tried[:-1])} and {tried[-1]}"
+    if directory:
+        raise SourceError(f"cannot tell the format of directory {path}: tried {tried_text}")
+    raise SourceError(
+        f"cannot tell the format of {path}: tried {tried_text}. If it is raw binary, "
+        f"describe it first: quarry register {path} --dtype <f4 --shape NX,NY,NZ"
+    )
 
 
 def detect(path: str, sidecar_dirs: tuple[str, ...] = ()) -> str:
@@ -58,46 +94,30 @@ def detect(path: str, sidecar_dirs: tuple[str, ...] = ()) -> str:
     Examples
     --------
     >>> import tempfile, os
-    >>> path = os.path.join(tempfile.mkdtemp(), "mystery.h5")
+    >>> path = os.path.join(tempfile.mkdtemp(), "c.nc")
     >>> with open(path, "wb") as f:
-    ...     _ = f.write(b"not really hdf5")
-    >>> detect(path)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    quarry.errors.SourceError: cannot tell the format of ...mystery.h5: ...quarry register ...
+    ...     _ = f.write(b"CDF\\x01" + bytes(28))
+    >>> detect(path)
+    'netcdf'
     """
-    from quarry.formats.raw import sidecar_path
+    return backend_for(path, sidecar_dirs).name
 
-    if not os.path.exists(path):
-        raise SourceError(f"no such file: {path}")
-    if os.path.isdir(path):
-        names = set(os.listdir(path))
-        if names & {".zgroup", ".zarray", "zarr.json"}:
-            return "zarr"
-        if "md.idx" in names:
-            return "adios2"
-        raise SourceError(
-            f"cannot tell the format of directory {path}: it is not a Zarr store "
-            "(no .zgroup, .zarray or zarr.json) nor an ADIOS2 BP directory (no md.idx)"
-        )
-    for folder in (*sidecar_dirs, None):
-        if os.path.exists(sidecar_path(path, folder)):
-            return "raw"
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4)
-        offset = _hdf5_offset(path)
-    except OSError as exc:
-        raise SourceError(f"cannot read {path}: {exc.strerror}") from None
-    if offset is not None:
-        return "netcdf" if _is_netcdf4(path) else "hdf5"
-    if head in _NETCDF_MAGIC:
-        return "netcdf"
-    raise SourceError(
-        f"cannot tell the format of {path}: tried HDF5 (signature at byte 0, 512, 1024, ...), "
-        "NetCDF classic (CDF magic), Zarr and ADIOS2 BP (directories). If it is raw binary, "
-        f"describe it first: quarry register {path} --dtype <f4 --shape NX,NY,NZ"
-    )
+
+def is_store(path: str) -> bool:
+    """Whether ``path`` is a directory that is one data source (a Zarr store,
+    an ADIOS2 BP directory) rather than a folder of files.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> is_store(d)
+    False
+    >>> open(os.path.join(d, "zarr.json"), "w").close()
+    >>> is_store(d), is_store(os.path.join(d, "zarr.json"))
+    (True, False)
+    """
+    return os.path.isdir(path) and any(b.directory and b.guess_can_open(path) for b in BACKENDS)
 
 
 def open_source(path: str, sidecar_dirs: tuple[str, ...] = ()) -> Driver:
@@ -113,38 +133,4 @@ def open_source(path: str, sidecar_dirs: tuple[str, ...] = ()) -> Driver:
     ...
     quarry.errors.SourceError: no such file: /no/such/file.h5
     """
-    kind = detect(path, sidecar_dirs)
-    if kind == "hdf5":
-        from quarry.formats.hdf5 import HDF5Driver
-
-        return HDF5Driver(path)
-    if kind == "raw":
-        from quarry.formats.raw import RawDriver, read_sidecar, sidecar_path
-
-        for folder in (*sidecar_dirs, None):
-            if os.path.exists(sidecar_path(path, folder)):
-                return RawDriver(path, read_sidecar(sidecar_path(path, folder)))
-    if kind == "netcdf":
-        _require("netCDF4", "netcdf", path)
-        from quarry.formats.netcdf import NetCDFDriver
-
-        return NetCDFDriver(path)
-    if kind == "adios2":
-        _require("adios2", "adios2", path)
-        from quarry.formats.adios2 import ADIOS2Driver
-
-        return ADIOS2Driver(path)
-    _require("zarr", "zarr", path)
-    from quarry.formats.zarr import ZarrDriver
-
-    return ZarrDriver(path)
-
-
-def _require(module: str, extra: str, path: str) -> None:
-    import importlib.util
-
-    if importlib.util.find_spec(module) is None:
-        raise SourceError(
-            f"{path} needs the {module} package, which is not installed: "
-            f"pip install 'quarry-index[{extra}]'"
-        )
+    return backend_for(path, sidecar_dirs).open(path, sidecar_dirs)

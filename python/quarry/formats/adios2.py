@@ -33,6 +33,7 @@ from quarry.formats.base import (
     gather_by_spans,
     plain_attrs,
     read_flat,
+    require,
     variable_problem,
 )
 
@@ -267,3 +268,21 @@ class ADIOS2Driver:
         name = os.path.basename(os.path.normpath(self.path))
         with contextlib.suppress(OSError):
             os.remove(os.path.join("/tmp", f"{name}_{os.getpid():x}_profiling.json"))
+
+
+class ADIOS2Backend:
+    """ADIOS2 BP4/BP5 directories, recognised by their metadata index."""
+
+    name = "adios2"
+    recognised_by = "ADIOS2 BP (a directory with md.idx)"
+    directory = True
+
+    def guess_can_open(self, path: str, sidecar_dirs: tuple[str, ...] = ()) -> bool:
+        return os.path.isfile(os.path.join(path, "md.idx"))
+
+    def open(self, path: str, sidecar_dirs: tuple[str, ...] = ()) -> ADIOS2Driver:
+        require("adios2", "adios2", path)
+        return ADIOS2Driver(path)
+
+
+BACKEND = ADIOS2Backend()

@@ -255,6 +255,56 @@ class Driver(Protocol):
     def close(self) -> None: ...
 
 
+class Backend(Protocol):
+    """A format Quarry reads, as the registry in :mod:`quarry.formats` asks it
+    (in the style of xarray's backend entrypoints): whether a source looks
+    like one of its files, and how to open one."""
+
+    name: str
+    """What :func:`quarry.formats.detect` answers: ``hdf5``, ``netcdf``, ..."""
+    recognised_by: str
+    """How it is told apart, for the message when no format is: ``HDF5
+    (signature at byte 0, 512, 1024, ...)``."""
+    directory: bool
+    """Whether its sources are directories (a store) rather than files."""
+
+    def guess_can_open(self, path: str, sidecar_dirs: tuple[str, ...] = ()) -> bool:
+        """Whether ``path`` (an existing file or directory) is one of this
+        format's, from cheap evidence: magic bytes, marker files, a
+        description beside it (``sidecar_dirs``: other places to look).
+        May raise :class:`OSError` when ``path`` cannot be read."""
+        ...
+
+    def open(self, path: str, sidecar_dirs: tuple[str, ...] = ()) -> Driver:
+        """A driver for ``path``; raises :class:`~quarry.errors.SourceError`
+        when it cannot be opened (or the format's package is missing)."""
+        ...
+
+
+def require(module: str, extra: str, path: str) -> None:
+    """Refuse ``path`` with the install command when the package ``module``
+    that reads its format is missing (``extra``: the optional dependency
+    group that brings it).
+
+    Examples
+    --------
+    >>> require("numpy", "any", "a.h5")
+    >>> require("no_such_package_here", "netcdf", "a.nc")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    quarry.errors.SourceError: a.nc needs the no_such_package_here package, ...[netcdf]'
+    """
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        from quarry.errors import SourceError
+
+        raise SourceError(
+            f"{path} needs the {module} package, which is not installed: "
+            f"pip install 'quarry-index[{extra}]'"
+        )
+
+
 def gather_by_spans(
     driver: Driver, var: str, size: int, positions: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.generic]:

@@ -12,9 +12,9 @@ record's ``unitDimension``.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
-import h5py
 import numpy as np
 
 from quarry.errors import SourceError
@@ -30,6 +30,33 @@ from quarry.formats.base import (
 
 if TYPE_CHECKING:
     import numpy.typing as npt
+
+
+SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def signature_offset(path: str) -> int | None:
+    """Byte offset of the HDF5 signature in the file ``path``, if it has one:
+    at byte 0, or after a user block at 512, 1024, 2048, ...
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "blocked.h5")
+    >>> with open(path, "wb") as f:
+    ...     _ = f.write(bytes(512) + SIGNATURE)
+    >>> signature_offset(path), signature_offset(__file__)
+    (512, None)
+    """
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        offset = 0
+        while offset + len(SIGNATURE) <= size:
+            f.seek(offset)
+            if f.read(len(SIGNATURE)) == SIGNATURE:
+                return offset
+            offset = 512 if offset == 0 else offset * 2
+    return None
 
 
 def _native(values: Any) -> npt.NDArray[np.generic]:
@@ -62,6 +89,8 @@ class HDF5Driver:
     """
 
     def __init__(self, path: str) -> None:
+        import h5py
+
         self.path = path
         try:
             self._file = h5py.File(path, "r")
@@ -102,6 +131,8 @@ class HDF5Driver:
 
     def variables(self) -> list[VariableInfo]:
         if self._infos is None:
+            import h5py
+
             infos: list[VariableInfo] = []
 
             def visit(name: str, obj: Any) -> None:
@@ -178,3 +209,20 @@ class HDF5Driver:
         self._maps.clear()
         self._datasets.clear()
         self._file.close()
+
+
+class HDF5Backend:
+    """HDF5 files (those that are not NetCDF-4: the NetCDF backend is asked first)."""
+
+    name = "hdf5"
+    recognised_by = "HDF5 (signature at byte 0, 512, 1024, ...)"
+    directory = False
+
+    def guess_can_open(self, path: str, sidecar_dirs: tuple[str, ...] = ()) -> bool:
+        return not os.path.isdir(path) and signature_offset(path) is not None
+
+    def open(self, path: str, sidecar_dirs: tuple[str, ...] = ()) -> HDF5Driver:
+        return HDF5Driver(path)
+
+
+BACKEND = HDF5Backend()

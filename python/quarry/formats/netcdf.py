@@ -8,6 +8,7 @@ in physical units, so ``tas > 300`` means kelvin.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from quarry.formats.base import (
     gather_by_spans,
     plain_attrs,
     read_flat,
+    require,
     variable_problem,
 )
 
@@ -116,3 +118,96 @@ class NetCDFDriver:
     def close(self) -> None:
         self._vars.clear()
         self._ds.close()
+
+
+#: The magic numbers of NetCDF classic, 64-bit offset and 64-bit data files.
+CLASSIC_MAGIC = (b"CDF\x01", b"CDF\x02", b"CDF\x05")
+#: Attribute names only libnetcdf writes: ``_NCProperties`` on the root
+#: group, ``_Netcdf4Dimid``/``_Netcdf4Coordinates`` on variables (older
+#: libraries wrote only these).
+_NETCDF4_MARKS = (b"_NCProperties", b"_Netcdf4")
+_VARIABLE_TAGS = (b"_Netcdf4Dimid", b"_Netcdf4Coordinates")
+#: Bytes from the HDF5 signature searched for those names: the root group's
+#: attributes, and the first variables', are near the start of the file.
+_HEAD = 1 << 16
+_SIGNATURE_AT = (0, *(512 << k for k in range(7)))
+
+
+def is_netcdf4(path: str, head: bytes) -> bool:
+    """Whether the HDF5 file ``path``, whose first bytes from its signature
+    on are ``head``, was written by libnetcdf. The names libnetcdf gives its
+    attributes are looked for in ``head`` (the root group's attributes, and
+    the first variables', are near the start); where they are not (many
+    attributes move them to a heap further on), the file is opened with HDF5
+    and its root and first 64 variables are asked for them.
+
+    Examples
+    --------
+    >>> import h5py, netCDF4, tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> with netCDF4.Dataset(os.path.join(d, "a.nc"), "w") as f:
+    ...     _ = f.createDimension("x", 3)
+    >>> h5py.File(os.path.join(d, "b.h5"), "w").close()
+    >>> [is_netcdf4(os.path.join(d, n), b"") for n in ("a.nc", "b.h5")]
+    [True, False]
+    """
+    if any(mark in head for mark in _NETCDF4_MARKS):
+        return True
+    import h5py
+
+    # HDF5's own calls, asking for the names: a fifth of the time of opening
+    # each variable through h5py's objects and listing its attributes.
+    try:
+        fid = h5py.h5f.open(os.fsencode(path), h5py.h5f.ACC_RDONLY)
+    except OSError:
+        return False
+    try:
+        root = h5py.h5g.open(fid, b"/")
+        if h5py.h5a.exists(root, b"_NCProperties"):
+            return True
+        names: list[bytes] = []
+        root.links.iterate(lambda name: names.append(name) if len(names) < 64 else True)
+
+        def tagged(name: bytes) -> bool:
+            try:
+                return any(h5py.h5a.exists(root, tag, obj_name=name) for tag in _VARIABLE_TAGS)
+            except (OSError, KeyError, ValueError, RuntimeError):  # a dangling link
+                return False
+
+        return any(tagged(name) for name in names)
+    except OSError:
+        return False
+    finally:
+        fid.close()
+
+
+class NetCDFBackend:
+    """NetCDF classic and 64-bit files by their magic, NetCDF-4 files (HDF5
+    inside) by the attributes libnetcdf writes."""
+
+    name = "netcdf"
+    recognised_by = "NetCDF (CDF magic, or HDF5 written by libnetcdf)"
+    directory = False
+
+    def guess_can_open(self, path: str, sidecar_dirs: tuple[str, ...] = ()) -> bool:
+        from quarry.formats.hdf5 import SIGNATURE, signature_offset
+
+        if os.path.isdir(path):
+            return False
+        with open(path, "rb") as f:
+            head = f.read(_HEAD)
+        if head[:4] in CLASSIC_MAGIC:
+            return True
+        # The signature is at 0 or a power of two from 512: in the head, or
+        # (after a user block of 64 KiB or more) found by reading on.
+        offset = next((k for k in _SIGNATURE_AT if head[k : k + 8] == SIGNATURE), None)
+        if offset is None and len(head) == _HEAD:
+            offset = signature_offset(path)
+        return offset is not None and is_netcdf4(path, head[offset:])
+
+    def open(self, path: str, sidecar_dirs: tuple[str, ...] = ()) -> NetCDFDriver:
+        require("netCDF4", "netcdf", path)
+        return NetCDFDriver(path)
+
+
+BACKEND = NetCDFBackend()

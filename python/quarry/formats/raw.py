@@ -171,3 +171,37 @@ class RawDriver:
 
     def close(self) -> None:
         pass
+
+
+def _description_of(path: str, sidecar_dirs: tuple[str, ...]) -> str | None:
+    """The description of ``path`` that applies: the first found in
+    ``sidecar_dirs``, else the one beside it."""
+    for folder in (*sidecar_dirs, None):
+        description = sidecar_path(path, folder)
+        if os.path.exists(description):
+            return description
+    return None
+
+
+class RawBackend:
+    """Raw binary files that ``quarry register`` described. Asked first: a
+    description says what a file is whatever its bytes look like."""
+
+    name = "raw"
+    recognised_by = "raw binary (a description written by quarry register)"
+    directory = False
+
+    def guess_can_open(self, path: str, sidecar_dirs: tuple[str, ...] = ()) -> bool:
+        return not os.path.isdir(path) and _description_of(path, sidecar_dirs) is not None
+
+    def open(self, path: str, sidecar_dirs: tuple[str, ...] = ()) -> RawDriver:
+        description = _description_of(path, sidecar_dirs)
+        if description is None:
+            raise SourceError(
+                f"{path} has no raw-binary description; describe it first: "
+                f"quarry register {path} --dtype <f4 --shape NX,NY,NZ"
+            )
+        return RawDriver(path, read_sidecar(description))
+
+
+BACKEND = RawBackend()

@@ -1,9 +1,10 @@
-"""Sources: the data files a command line or a call names.
+"""Which data files a source names: a file, a directory store, a glob
+pattern, a folder of files, or a list of these.
 
-A source is a file (or a Zarr/ADIOS2 directory store), a glob pattern such as
-``run_*.h5``, or a directory whose data files (those whose format Quarry
-recognises) are taken. Files come in natural order (``run_2`` before
-``run_10``), each once.
+A folder's data files are those whose format Quarry recognises
+(:func:`quarry.formats.detect`), Quarry's own files (indexes, saved
+selections, raw-binary descriptions) left out; files are taken in natural
+order (``run_2`` before ``run_10``), each once.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from quarry.errors import SourceError
+from quarry.formats import detect, is_store
 
 Sources = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
-_STEP_NAME = re.compile(r"^(.*?)(\d+)$")
 _GLOB_CHARS = frozenset("*?[")
 #: Files in a directory that are Quarry's own, never data.
 _OWN_SUFFIXES = (".qidx", ".qsel", ".qraw.json", ".tmp", ".qshard", ".qidx.checked")
@@ -47,13 +48,8 @@ def is_many(source: str) -> bool:
     (True, True, False)
     """
     if os.path.isdir(source):
-        return not _is_store(source)
+        return not is_store(source)
     return not os.path.exists(source) and not _GLOB_CHARS.isdisjoint(source)
-
-
-def _is_store(directory: str) -> bool:
-    names = set(os.listdir(directory))
-    return bool(names & {".zgroup", ".zarray", "zarr.json", "md.idx"})
 
 
 def expand_sources(sources: Sources, sidecar_dirs: tuple[str, ...] = ()) -> list[str]:
@@ -78,13 +74,11 @@ def expand_sources(sources: Sources, sidecar_dirs: tuple[str, ...] = ()) -> list
     ...
     quarry.errors.SourceError: no files match .../nothing_*.h5
     """
-    from quarry.formats import detect
-
     items = [sources] if isinstance(sources, str | os.PathLike) else list(sources)
     found: list[str] = []
     for item in items:
         source = os.fspath(item)
-        if os.path.isdir(source) and not _is_store(source):
+        if os.path.isdir(source) and not is_store(source):
             entries = sorted(os.listdir(source), key=natural_key)
             chosen = []
             for name in entries:

@@ -7,6 +7,7 @@ CF attributes (``_FillValue``, ``missing_value``, ``valid_*``,
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from quarry.formats.base import (
     gather_by_spans,
     plain_attrs,
     read_flat,
+    require,
     variable_problem,
 )
 
@@ -109,3 +111,25 @@ class ZarrDriver:
 
     def close(self) -> None:
         self._arrays.clear()
+
+
+#: Files at the top of a Zarr store: a v2 group or array, or v3's metadata.
+MARKERS = frozenset({".zgroup", ".zarray", "zarr.json"})
+
+
+class ZarrBackend:
+    """Zarr v2/v3 stores: directories with a metadata file at the top."""
+
+    name = "zarr"
+    recognised_by = "Zarr (a directory with .zgroup, .zarray or zarr.json)"
+    directory = True
+
+    def guess_can_open(self, path: str, sidecar_dirs: tuple[str, ...] = ()) -> bool:
+        return os.path.isdir(path) and not MARKERS.isdisjoint(os.listdir(path))
+
+    def open(self, path: str, sidecar_dirs: tuple[str, ...] = ()) -> ZarrDriver:
+        require("zarr", "zarr", path)
+        return ZarrDriver(path)
+
+
+BACKEND = ZarrBackend()

@@ -24,11 +24,14 @@ from quarry.errors import CorruptIndexError, SourceError, UnsupportedVariableErr
 from quarry.expr.plan import KEY_DTYPES, key_kind
 from quarry.formats.base import Driver, VariableInfo, fingerprint
 from quarry.index import layout
+from quarry.index.manifest import Manifest, Shard, SourceRecord, VariableEntry
 from quarry.index.options import BuildOptions
 from quarry.version import VERSION
 
 if TYPE_CHECKING:
     import numpy.typing as npt
+
+    from quarry.index.derived import Derivation
 
 #: Rows read from the file per step of the build (several blocks at once).
 READ_SPAN = 1 << 22
@@ -70,11 +73,11 @@ def build_index(
     index_path: str,
     options: BuildOptions | None = None,
     progress: Callable[[int], object] | None = None,
-    derived: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+    derived: list[Derivation] | None = None,
+) -> Manifest:
     """Index ``variables`` of an open file into ``index_path``; returns the manifest.
     ``progress`` is called with the number of rows indexed after each span;
-    ``derived`` definitions (``{"name", "expr"}``) are recorded so the index
+    ``derived`` definitions are recorded so the index
     can compute its derived variables again when queried.
 
     Examples
@@ -86,7 +89,7 @@ def build_index(
     ...     _ = f.create_dataset("x", data=np.arange(10.0))
     >>> drv = HDF5Driver(path)
     >>> manifest = build_index(drv, drv.variables(), path + ".qidx", BuildOptions(block_len=4))
-    >>> len(manifest["variables"]["/x"]["blocks"])
+    >>> len(manifest.variables["/x"].spans)
     3
     >>> drv.close()
     """
@@ -182,16 +185,16 @@ def assemble(
     variables: list[VariableInfo],
     opts: BuildOptions,
     parts: dict[str, VariablePart] | list[dict[str, VariablePart]],
-    shards: list[dict[str, Any]],
-    derived: list[dict[str, Any]],
-) -> dict[str, Any]:
+    shards: list[Shard],
+    derived: list[Derivation],
+) -> Manifest:
     """The manifest of an index whose blocks the ``parts`` hold (from one
     writer, or a list from many), built from the source whose ``fingerprint``
     was taken before reading began at ``read_ns`` (see
     :mod:`quarry.index.fresh`). Every block of every variable must be in
     exactly one part, all parts of a variable having the same edges."""
     per_writer = parts if isinstance(parts, list) else [parts]
-    entries: dict[str, Any] = {}
+    entries: dict[str, VariableEntry] = {}
     for var in variables:
         runs = sorted((p[var.path] for p in per_writer if var.path in p), key=_first)
         expected = block_count(var, opts)
@@ -206,28 +209,26 @@ def assemble(
             )
         if any(p.edges is not None and p.edges != runs[0].edges for p in runs):
             raise CorruptIndexError(f"writers disagree on the bin edges of {var.path}")
-        entries[var.path] = {
-            "dtype": var.dtype.str,
-            "shape": list(var.shape),
-            "key": key_kind(var.dtype),
-            "bins": opts.bins,
-            "precision": opts.precision,
-            "edges": runs[0].edges
-            if runs
-            else layout.encode_edges(np.empty(0), key_kind(var.dtype)),
-            "blocks": spans,
-            "source_crc32": [c for p in runs for c in p.source_crc32],
-        }
-    return {
-        "format": "quarry-index",
-        "version": layout.VERSION,
-        "created_by": f"quarry {VERSION}",
-        "source": {"name": os.path.basename(source), **fingerprint, "read_ns": read_ns},
-        "block_len": opts.block_len,
-        "derived": derived,
-        "shards": shards,
-        "variables": entries,
-    }
+        entries[var.path] = VariableEntry(
+            dtype=var.dtype.str,
+            shape=tuple(var.shape),
+            key=key_kind(var.dtype),
+            bins=opts.bins,
+            precision=opts.precision,
+            edges=(runs[0].edges if runs else None)
+            or layout.encode_edges(np.empty(0), key_kind(var.dtype)),
+            blocks=spans,
+            source_crc32=[c for p in runs for c in p.source_crc32],
+        )
+    return Manifest(
+        version=layout.VERSION,
+        created_by=f"quarry {VERSION}",
+        source=SourceRecord(os.path.basename(source), fingerprint, read_ns),
+        block_len=opts.block_len,
+        derived=tuple(derived),
+        shards=tuple(shards),
+        variables=entries,
+    )
 
 
 def _first(part: VariablePart) -> int:

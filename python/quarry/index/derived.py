@@ -181,4 +181,4 @@ def previous_derivations(index_path: str) -> list[Derivation]:
         _, manifest = layout.read_manifest(index_path)
     except (OSError, QuarryError):
         return []
-    return [Derivation(d["name"], d["expr"]) for d in manifest.get("derived", [])]
+    return list(manifest.derived)

@@ -38,11 +38,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quarry.errors import StaleIndexError
 from quarry.formats.base import fingerprint
+
+if TYPE_CHECKING:
+    from quarry.index.manifest import Manifest
 
 #: How much older than the reading a recorded time must be to be trusted:
 #: the coarsest timestamps in use (FAT's two seconds) and some clock skew
@@ -58,7 +62,7 @@ _WRITE_FIELDS = ("size", "mtime_ns", "files")
 CHECKED_SUFFIX = ".checked"
 
 
-def trusted(stamp: dict[str, Any], read_ns: int | None) -> bool:
+def trusted(stamp: Mapping[str, Any], read_ns: int | None) -> bool:
     """Whether a stat taken before reading began at ``read_ns`` is proof of
     content: every time in it safely older than the reading (and ctime
     recorded at all; an index written before Quarry recorded it is not).
@@ -79,7 +83,7 @@ def trusted(stamp: dict[str, Any], read_ns: int | None) -> bool:
     return max(int(stamp["mtime_ns"]), int(stamp["ctime_ns"])) + window < read_ns
 
 
-def same(now: dict[str, Any], recorded: dict[str, Any], fields: tuple[str, ...]) -> bool:
+def same(now: Mapping[str, Any], recorded: Mapping[str, Any], fields: tuple[str, ...]) -> bool:
     return all(now.get(f) == recorded.get(f) for f in fields)
 
 
@@ -92,15 +96,15 @@ class Freshness:
     unchecked: frozenset[str]
 
 
-def assess(index_path: str, source_path: str, manifest: dict[str, Any], rebuild: str) -> Freshness:
+def assess(index_path: str, source_path: str, manifest: Manifest, rebuild: str) -> Freshness:
     """Compare the source as it is now with what the index recorded (see the
     module notes); raises :class:`StaleIndexError` when the source was
     written, naming what moved and the command ``rebuild``."""
-    recorded: dict[str, Any] = manifest.get("source", {})
+    recorded = manifest.source.stamp
     now = fingerprint(source_path)
-    if same(now, recorded, _STAT_FIELDS) and trusted(recorded, recorded.get("read_ns")):
+    if same(now, recorded, _STAT_FIELDS) and trusted(recorded, manifest.source.read_ns):
         return Freshness(now, frozenset())
-    every = frozenset(manifest["variables"])
+    every = frozenset(manifest.variables)
     checked = read_checked(index_path, now)
     if not same(now, recorded, _WRITE_FIELDS) and not every <= checked:
         changes = []

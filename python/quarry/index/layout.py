@@ -5,6 +5,7 @@
     "QUARRYIX" u32 version u32 0          16-byte header
     block bytes ...                       each block is self-checking (quarry-core)
     manifest (UTF-8 JSON)                 variables, edges, block spans, provenance
+                                          (typed in :mod:`quarry.index.manifest`)
     u64 manifest offset, u64 length, u32 crc32, u32 version, "QIDXEND\\0"   32-byte trailer
 
 The file is written under a temporary name in the same directory, flushed,
@@ -48,12 +49,13 @@ import re
 import struct
 import zlib
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
 from quarry import _core
 from quarry.errors import CorruptIndexError
+from quarry.index.manifest import Manifest, VariableEntry
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -149,21 +151,21 @@ def encode_edges(edges: npt.NDArray[np.generic], key: str) -> str:
     --------
     >>> import numpy as np
     >>> text = encode_edges(np.array([0.5, 1.5]), "f64")
-    >>> decode_edges({"key": "f64", "edges": text}).tolist()
+    >>> decode_edges(VariableEntry("<f8", (0,), "f64", 3, 2, text, [], [])).tolist()
     [0.5, 1.5]
     """
     return base64.b64encode(np.asarray(edges, dtype=_EDGE_DTYPES[key]).tobytes()).decode()
 
 
-def decode_edges(entry: dict[str, Any]) -> npt.NDArray[np.generic]:
+def decode_edges(entry: VariableEntry) -> npt.NDArray[np.generic]:
     """The bin edges of a manifest's variable entry."""
-    return np.frombuffer(base64.b64decode(entry["edges"]), dtype=_EDGE_DTYPES[entry["key"]])
+    return np.frombuffer(base64.b64decode(entry.edges), dtype=_EDGE_DTYPES[entry.key])
 
 
 def index_size(index_path: str) -> int:
     """Bytes the index at ``index_path`` takes on disk, shards included."""
     _, manifest = read_manifest(index_path)
-    return os.path.getsize(index_path) + sum(int(s["size"]) for s in manifest.get("shards", []))
+    return os.path.getsize(index_path) + sum(s.size for s in manifest.shards)
 
 
 def shard_path(index_path: str, build: str, rank: int) -> str:
@@ -184,18 +186,16 @@ class IndexWriter(BlockWriter):
         self.publish_as = path
         super().__init__(_temporary_beside(path), _HEADER.pack(MAGIC, VERSION, 0))
 
-    def commit(self, manifest: dict[str, Any]) -> None:
+    def commit(self, manifest: Manifest) -> None:
         """Write the manifest and put the file in place of any old index,
         whose shards (if it had any) are removed afterwards."""
-        body = json.dumps(manifest, separators=(",", ":")).encode()
+        body = json.dumps(manifest.to_json(), separators=(",", ":")).encode()
         self._file.write(body)
         self._file.write(
             _TRAILER.pack(self._offset, len(body), zlib.crc32(body), VERSION, END_MAGIC)
         )
         self.finish()
-        old_shards = set(_shards_of(self.publish_as)) - {
-            s["name"] for s in manifest.get("shards", [])
-        }
+        old_shards = set(_shards_of(self.publish_as)) - {s.name for s in manifest.shards}
         # Renamed while still locked: until then its name is a temporary's.
         _publish(self.path, self.publish_as)
         self.release()
@@ -339,7 +339,7 @@ def _shards_of(index_path: str) -> list[str]:
         _, manifest = read_manifest(index_path)
     except (OSError, CorruptIndexError):
         return []
-    return [str(s["name"]) for s in manifest.get("shards", [])]
+    return [s.name for s in manifest.shards]
 
 
 @contextlib.contextmanager
@@ -353,14 +353,14 @@ def writing(path: str) -> Iterator[IndexWriter]:
         raise
 
 
-def read(path: str) -> tuple[list[_core.IndexFile], dict[str, Any]]:
+def read(path: str) -> tuple[list[_core.IndexFile], Manifest]:
     """Map an index file and its shards (the files block spans number) and
     return them with the verified manifest."""
     index, manifest = read_manifest(path)
     files = [index]
     directory = os.path.dirname(os.path.abspath(path))
-    for shard in manifest.get("shards", []):
-        shard_file = os.path.join(directory, str(shard["name"]))
+    for shard in manifest.shards:
+        shard_file = os.path.join(directory, shard.name)
         try:
             mapped = _core.IndexFile(shard_file)
         except OSError as exc:
@@ -368,17 +368,17 @@ def read(path: str) -> tuple[list[_core.IndexFile], dict[str, Any]]:
                 f"index {path} is incomplete: its shard {shard_file} cannot be read "
                 f"({exc.strerror}); rebuild it with 'quarry index'"
             ) from None
-        if len(mapped) != shard["size"] or mapped.read(0, 8) != SHARD_MAGIC:
+        if len(mapped) != shard.size or mapped.read(0, 8) != SHARD_MAGIC:
             raise CorruptIndexError(
                 f"index {path} is damaged: its shard {shard_file} is {len(mapped)} bytes "
-                f"where {shard['size']} were written, or is not a shard; "
+                f"where {shard.size} were written, or is not a shard; "
                 "rebuild it with 'quarry index'"
             )
         files.append(mapped)
     return files, manifest
 
 
-def read_manifest(path: str) -> tuple[_core.IndexFile, dict[str, Any]]:
+def read_manifest(path: str) -> tuple[_core.IndexFile, Manifest]:
     """Map an index file and return it with its verified manifest."""
     index = _core.IndexFile(path)
     size = len(index)
@@ -407,9 +407,10 @@ def read_manifest(path: str) -> tuple[_core.IndexFile, dict[str, Any]]:
     if zlib.crc32(body) != crc:
         raise damaged("manifest checksum mismatch")
     try:
-        manifest = json.loads(body)
+        doc = json.loads(body)
     except ValueError:
         raise damaged("manifest is not valid JSON") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != "quarry-index":
-        raise damaged("manifest is not a Quarry manifest")
-    return index, manifest
+    try:
+        return index, Manifest.from_json(doc)
+    except CorruptIndexError as exc:
+        raise damaged(str(exc)) from None

@@ -70,8 +70,8 @@ def up_to_date(
         entry = entries.get(var.path)
         if entry is None:
             return False
-        if bins is not None and entry.get("bins") != bins:
+        if bins is not None and entry.bins != bins:
             return False
-        if precision is not None and entry.get("precision") != precision:
+        if precision is not None and entry.precision != precision:
             return False
     return True

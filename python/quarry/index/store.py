@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from quarry import _core
 from quarry.errors import CorruptIndexError, StaleIndexError
@@ -12,6 +12,7 @@ from quarry.formats.base import fingerprint
 from quarry.index import fresh, layout
 from quarry.index.derived import Derivation
 from quarry.index.locate import rebuild_command
+from quarry.index.manifest import VariableEntry
 
 if TYPE_CHECKING:
     from quarry.index.verify import Reader
@@ -59,17 +60,16 @@ class IndexStore:
                 f"times or inode moved) and cannot be read here to check; "
                 f"check it with: {rebuild_command(self.source_path, self.path, 'verify')}"
             )
-        from quarry.index.verify import changed_blocks, n_rows, source_crcs
+        from quarry.index.verify import changed_blocks, source_crcs
 
         read_ns = time.time_ns()
         entries = self.variables
-        now = source_crcs(self._read, [(p, n_rows(entries[p])) for p in todo], self.block_len)
-        changed = {p: changed_blocks(entries[p]["source_crc32"], now[p]) for p in todo}
+        now = source_crcs(self._read, [(p, entries[p].n_rows) for p in todo], self.block_len)
+        changed = {p: changed_blocks(entries[p].crcs, now[p]) for p in todo}
         changed = {p: blocks for p, blocks in changed.items() if blocks}
         if changed:
             where = "; ".join(
-                f"{p} {fresh.describe_blocks(b, len(entries[p]['source_crc32']))}"
-                for p, b in changed.items()
+                f"{p} {fresh.describe_blocks(b, len(entries[p].crcs))}" for p, b in changed.items()
             )
             raise StaleIndexError(
                 f"{self.source_path} has changed since it was indexed: {where} changed "
@@ -84,17 +84,16 @@ class IndexStore:
 
     @property
     def block_len(self) -> int:
-        return int(self.manifest["block_len"])
+        return self.manifest.block_len
 
     @property
     def derivations(self) -> list[Derivation]:
         """The derived variables this index defines (``r = sqrt(x**2 + y**2)``)."""
-        return [Derivation(d["name"], d["expr"]) for d in self.manifest.get("derived", [])]
+        return list(self.manifest.derived)
 
     @property
-    def variables(self) -> dict[str, Any]:
-        entries: dict[str, Any] = self.manifest["variables"]
-        return entries
+    def variables(self) -> Mapping[str, VariableEntry]:
+        return self.manifest.variables
 
     def column(self, path: str) -> _core.Column:
         """The indexed column of variable ``path`` (its block headers verified)."""
@@ -102,13 +101,11 @@ class IndexStore:
         if col is None:
             self.check([path])
             entry = self.variables[path]
-            n_rows = 1
-            for s in entry["shape"]:
-                n_rows *= int(s)
-            spans = [(int(f), int(o), int(n)) for f, o, n in entry["blocks"]]
             try:
-                col = _core.Column.open(self._files, entry["key"], spans, n_rows, self.block_len)
-            except _core.CorruptBlockError as exc:
+                col = _core.Column.open(
+                    self._files, entry.key, entry.spans, entry.n_rows, self.block_len
+                )
+            except (_core.CorruptBlockError, CorruptIndexError) as exc:
                 raise self.damaged(path, exc) from None
             self._columns[path] = col
         return col

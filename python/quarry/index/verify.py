@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,17 +25,10 @@ import numpy as np
 from quarry.formats.base import Driver, fingerprint
 from quarry.index.build import READ_SPAN, indexed_values
 from quarry.index.fresh import describe_blocks, record_checked, same, trusted
+from quarry.index.manifest import Manifest
 
 #: Reads ``rows [start, stop)`` of a variable, as a driver's ``read`` does.
 Reader = Callable[[str, int, int], Any]
-
-
-def n_rows(entry: dict[str, Any]) -> int:
-    """Rows of a manifest's variable entry."""
-    rows = 1
-    for s in entry["shape"]:
-        rows *= int(s)
-    return rows
 
 
 def source_crcs(
@@ -79,7 +72,7 @@ def source_crcs(
     return {path: [f.result() for f in sums] for path, sums in out.items()}
 
 
-def changed_blocks(recorded: list[int], now: list[int]) -> list[int]:
+def changed_blocks(recorded: Sequence[int], now: Sequence[int]) -> list[int]:
     """Blocks whose CRC differs (a block missing on either side counts).
 
     Examples
@@ -140,37 +133,37 @@ class Verification:
 
 
 def verify(
-    source_path: str, index_path: str, manifest: dict[str, Any], driver: Driver, jobs: int = 0
+    source_path: str, index_path: str, manifest: Manifest, driver: Driver, jobs: int = 0
 ) -> Verification:
     """Check every block ``manifest`` recorded against the source read
     through ``driver`` (derived variables included); when all match, record
     the source's stat as checked (:func:`quarry.index.fresh.record_checked`)."""
     before = fingerprint(source_path)
     read_ns = time.time_ns()
-    block_len = int(manifest["block_len"])
+    block_len = manifest.block_len
     known = {v.path: v for v in driver.variables()}
-    entries: dict[str, dict[str, Any]] = manifest["variables"]
+    entries = manifest.variables
     report = Verification(source_path, index_path, len(entries), 0)
     columns = []
     for path, entry in entries.items():
-        report.block_counts[path] = len(entry["source_crc32"])
+        report.block_counts[path] = len(entry.crcs)
         info = known.get(path)
         if info is None:
             report.problems[path] = "is no longer in the file"
-        elif list(info.shape) != list(entry["shape"]) or info.dtype.str != entry["dtype"]:
+        elif info.shape != entry.shape or info.dtype.str != entry.dtype:
             report.problems[path] = (
-                f"was {np.dtype(entry['dtype'])} of shape {tuple(entry['shape'])}, "
+                f"was {np.dtype(entry.dtype)} of shape {entry.shape}, "
                 f"is {info.dtype} of shape {info.shape}"
             )
         else:
-            columns.append((path, n_rows(entry)))
+            columns.append((path, entry.n_rows))
     for path, crcs in source_crcs(driver.read, columns, block_len, jobs).items():
         report.blocks += len(crcs)
-        blocks = changed_blocks(entries[path]["source_crc32"], crcs)
+        blocks = changed_blocks(entries[path].crcs, crcs)
         if blocks:
             report.changed[path] = blocks
-    recorded = manifest.get("source", {})
-    proven = same(before, recorded, tuple(before)) and trusted(recorded, recorded.get("read_ns"))
+    recorded = manifest.source.stamp
+    proven = same(before, recorded, tuple(before)) and trusted(recorded, manifest.source.read_ns)
     if report.ok and not proven and fingerprint(source_path) == before:
         record_checked(index_path, before, read_ns, frozenset(entries))
     return report

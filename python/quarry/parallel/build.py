@@ -16,7 +16,7 @@ import os
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quarry.errors import ParallelError, QuarryError, SourceError
 from quarry.formats.base import Driver, VariableInfo, fingerprint
@@ -29,8 +29,12 @@ from quarry.index.build import (
     check_unchanged,
     index_blocks,
 )
+from quarry.index.manifest import Manifest, Shard
 from quarry.index.options import BuildOptions
 from quarry.parallel.mpi import raise_failures, share, world_rank
+
+if TYPE_CHECKING:
+    from quarry.index.derived import Derivation
 
 
 def build_shared(
@@ -40,8 +44,8 @@ def build_shared(
     index_path: str,
     opts: BuildOptions,
     progress: Callable[[int], object] | None = None,
-    derived: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+    derived: list[Derivation] | None = None,
+) -> Manifest:
     """Index ``variables`` of an open file with every rank of ``comm``
     (collective: all ranks call it with the same arguments); returns the
     manifest (on ranks other than 0 without its per-block lists, which would
@@ -79,14 +83,14 @@ def build_shared(
         failure = _describe(exc)
     shard_size = writer.size if writer is not None else 0
     gathered = comm.gather((world_rank(), failure, parts, shard_size, before), root=0)
-    manifest: dict[str, Any] = {}
+    manifest: Manifest | None = None
     outcome: tuple[str, Any] = ("ok", None)
     if comm.rank == 0:
         try:
             manifest = _publish(
                 driver, variables, index_path, opts, build, gathered, derived, read_ns
             )
-            outcome = ("ok", _without_blocks(manifest))
+            outcome = ("ok", manifest.without_blocks())
         except Exception as exc:
             outcome = ("error", _describe(exc))
     outcome = comm.bcast(outcome, root=0)
@@ -96,16 +100,8 @@ def build_shared(
         if writer is not None:
             writer.abort()
         raise ParallelError(f"indexing {driver.path}: {outcome[1]}")
-    return manifest if comm.rank == 0 else dict(outcome[1])
-
-
-def _without_blocks(manifest: dict[str, Any]) -> dict[str, Any]:
-    per_block = ("blocks", "source_crc32")
-    variables = {
-        path: {k: v for k, v in entry.items() if k not in per_block}
-        for path, entry in manifest["variables"].items()
-    }
-    return {**manifest, "variables": variables}
+    shared: Manifest = outcome[1]
+    return manifest if manifest is not None else shared
 
 
 def _publish(
@@ -115,9 +111,9 @@ def _publish(
     opts: BuildOptions,
     build: str,
     gathered: list[tuple[int, str | None, dict[str, VariablePart], int, dict[str, Any]]],
-    derived: list[dict[str, Any]] | None,
+    derived: list[Derivation] | None,
     read_ns: int,
-) -> dict[str, Any]:
+) -> Manifest:
     """Rank 0: check every rank's outcome and publish the manifest."""
     raise_failures([(rank, failure) for rank, failure, *_ in gathered], "the build")
     fingerprints = {repr(g[4]) for g in gathered}
@@ -125,13 +121,13 @@ def _publish(
         raise SourceError(f"{driver.path} changed while it was being indexed; run again")
     # Ranks that indexed no block wrote an empty shard: leave it out, and
     # number the others' files 1, 2, ... in rank order.
-    shards: list[dict[str, Any]] = []
+    shards: list[Shard] = []
     renumber: dict[int, int] = {}
     for group_rank, (_, _, parts, size, _) in enumerate(gathered):
         if any(p.spans for p in parts.values()):
             renumber[group_rank + 1] = len(shards) + 1
             path = layout.shard_path(index_path, build, group_rank)
-            shards.append({"name": os.path.basename(path), "size": size})
+            shards.append(Shard(os.path.basename(path), size))
         else:
             with contextlib.suppress(OSError):
                 os.unlink(layout.shard_path(index_path, build, group_rank))

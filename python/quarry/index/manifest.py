@@ -1,0 +1,284 @@
+"""The manifest of an index file, typed: what :mod:`quarry.index.layout`
+keeps as JSON after the blocks.
+
+::
+
+    {"format": "quarry-index", "version": 3, "created_by": "quarry 0.4.0",
+     "source": {"name": "run.h5", "size": ..., "mtime_ns": ..., "ctime_ns": ...,
+                "ino": ..., "fine_times": 1, "read_ns": ...},
+     "block_len": 1048576,
+     "derived": [{"name": "r", "expr": "sqrt(x**2 + y**2)"}],
+     "shards": [{"name": "run.h5.qidx.3f9a2c01-0001.qshard", "size": ...}],
+     "variables": {"/x": {"dtype": "<f8", "shape": [500], "key": "f64", "bins": 1024,
+                          "precision": 2, "edges": "<base64>", "blocks": [[0, 16, 812], ...],
+                          "source_crc32": [...]}}}
+
+:meth:`Manifest.from_json` checks every field it reads and names the one
+that is missing or malformed (the per-block lists, thousands of numbers
+most queries never look at, are checked where they are used).
+:meth:`Manifest.to_json` gives back exactly the JSON a build writes (same
+keys, same order), so an index's manifest reads and writes back byte for
+byte. Fields a reader does not know are ignored, and the source's stat
+fields are kept as recorded: an index from before ``ctime_ns``, ``ino`` or
+``read_ns`` were recorded lacks them (see :mod:`quarry.index.fresh`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from quarry.errors import CorruptIndexError
+
+if TYPE_CHECKING:
+    from quarry.index.derived import Derivation
+
+FORMAT = "quarry-index"
+
+
+def _field(doc: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    """``doc[key]``, checked to be of ``kind`` (a bool is not an int here)."""
+    if key not in doc:
+        raise CorruptIndexError(f"the manifest's {where}{key} is missing")
+    value = doc[key]
+    if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _kinds(kind)):
+        raise CorruptIndexError(f"the manifest's {where}{key} is {value!r}, not {_name(kind)}")
+    return value
+
+
+def _kinds(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def _name(kind: type | tuple[type, ...]) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", int: "an integer"}
+    return " or ".join(names.get(k, k.__name__) for k in _kinds(kind))
+
+
+def _ints(values: Sequence[Any], where: str) -> None:
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise CorruptIndexError(f"the manifest's {where} holds something other than integers")
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """What the build recorded of its source: its file name, its stat as
+    :func:`~quarry.formats.base.fingerprint` gives it (``stamp``, the keys
+    as recorded), and when reading began (``read_ns``; None in an index
+    from before it was recorded)."""
+
+    name: str
+    stamp: Mapping[str, int]
+    read_ns: int | None = None
+
+    @staticmethod
+    def from_json(doc: Any) -> SourceRecord:
+        if not isinstance(doc, dict):
+            raise CorruptIndexError(f"the manifest's source is {doc!r}, not an object")
+        stamp = {k: v for k, v in doc.items() if k not in ("name", "read_ns")}
+        _ints(list(stamp.values()), "source")
+        read_ns = _field(doc, "read_ns", int, "source.") if "read_ns" in doc else None
+        name = _field(doc, "name", str, "source.") if "name" in doc else ""
+        return SourceRecord(name, stamp, read_ns)
+
+    def to_json(self) -> dict[str, Any]:
+        read = {} if self.read_ns is None else {"read_ns": self.read_ns}
+        return {"name": self.name, **self.stamp, **read}
+
+
+@dataclass(frozen=True)
+class Shard:
+    """A file of blocks written by one rank of a parallel build (named
+    relative to the index) and its size in bytes."""
+
+    name: str
+    size: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "size": self.size}
+
+
+@dataclass(frozen=True)
+class VariableEntry:
+    """One indexed variable: its dtype (NumPy's ``str``, as read), shape, the
+    key kind its bins are kept in (``f64``, ``i64`` or ``u64``), the options
+    it was built with, its bin edges (encoded, see
+    :func:`quarry.index.layout.decode_edges`), and per block its ``[file,
+    offset, length]`` span and the CRC-32 of the values indexed.
+
+    ``blocks`` and ``source_crc32`` are None in a copy without the per-block
+    lists (what ranks other than 0 of a parallel build are given).
+    """
+
+    dtype: str
+    shape: tuple[int, ...]
+    key: str
+    bins: int
+    precision: int
+    edges: str
+    blocks: Sequence[Sequence[int]] | None
+    source_crc32: Sequence[int] | None
+
+    @property
+    def n_rows(self) -> int:
+        """Rows of the variable: the product of its shape.
+
+        Examples
+        --------
+        >>> VariableEntry("<f8", (4, 5), "f64", 8, 2, "", [], []).n_rows
+        20
+        """
+        rows = 1
+        for s in self.shape:
+            rows *= s
+        return rows
+
+    @property
+    def spans(self) -> list[tuple[int, int, int]]:
+        """Each block's ``(file, offset, length)``, checked to be three integers."""
+        if self.blocks is None:
+            raise CorruptIndexError("this copy of the manifest has no per-block lists")
+        spans = []
+        for span in self.blocks:
+            if not isinstance(span, list) or len(span) != 3:
+                raise CorruptIndexError(
+                    f"the manifest's block span {span!r} is not [file, offset, length]"
+                )
+            _ints(span, "block spans")
+            spans.append((span[0], span[1], span[2]))
+        return spans
+
+    @property
+    def crcs(self) -> Sequence[int]:
+        """The recorded CRC-32 of each block, checked to be integers."""
+        if self.source_crc32 is None:
+            raise CorruptIndexError("this copy of the manifest has no per-block lists")
+        _ints(self.source_crc32, "source_crc32")
+        return self.source_crc32
+
+    @staticmethod
+    def from_json(doc: Any, path: str) -> VariableEntry:
+        where = f"variables[{path!r}]."
+        if not isinstance(doc, dict):
+            raise CorruptIndexError(f"the manifest's variables[{path!r}] is {doc!r}, not an object")
+        shape = _field(doc, "shape", list, where)
+        _ints(shape, f"{where}shape")
+        blocks = _field(doc, "blocks", list, where) if "blocks" in doc else None
+        crcs = _field(doc, "source_crc32", list, where) if "source_crc32" in doc else None
+        if (blocks is None) != (crcs is None) or (
+            blocks is not None and crcs is not None and len(blocks) != len(crcs)
+        ):
+            raise CorruptIndexError(
+                f"the manifest's {where}blocks and {where}source_crc32 do not match"
+            )
+        return VariableEntry(
+            dtype=_field(doc, "dtype", str, where),
+            shape=tuple(shape),
+            key=_field(doc, "key", str, where),
+            bins=_field(doc, "bins", int, where),
+            precision=_field(doc, "precision", int, where),
+            edges=_field(doc, "edges", str, where),
+            blocks=blocks,
+            source_crc32=crcs,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "dtype": self.dtype,
+            "shape": list(self.shape),
+            "key": self.key,
+            "bins": self.bins,
+            "precision": self.precision,
+            "edges": self.edges,
+        }
+        if self.blocks is not None and self.source_crc32 is not None:
+            doc["blocks"] = [list(span) for span in self.blocks]
+            doc["source_crc32"] = list(self.source_crc32)
+        return doc
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """An index's manifest (see the module notes).
+
+    Examples
+    --------
+    >>> doc = {"format": "quarry-index", "version": 3, "created_by": "quarry 0.4.0",
+    ...        "source": {"name": "a.h5", "size": 8, "mtime_ns": 1, "read_ns": 5},
+    ...        "block_len": 4, "derived": [], "shards": [], "variables": {}}
+    >>> manifest = Manifest.from_json(doc)
+    >>> manifest.block_len, manifest.source.stamp["size"], manifest.to_json() == doc
+    (4, 8, True)
+    >>> Manifest.from_json({**doc, "block_len": "4"})
+    Traceback (most recent call last):
+    ...
+    quarry.errors.CorruptIndexError: the manifest's block_len is '4', not an integer
+    """
+
+    version: int
+    created_by: str
+    source: SourceRecord
+    block_len: int
+    derived: tuple[Derivation, ...]
+    shards: tuple[Shard, ...]
+    variables: Mapping[str, VariableEntry]
+
+    @staticmethod
+    def from_json(doc: Any) -> Manifest:
+        """The manifest in the decoded JSON ``doc``; raises
+        :class:`CorruptIndexError` naming the field that is missing or
+        malformed. Fields it does not know are ignored."""
+        from quarry.index.derived import Derivation
+
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise CorruptIndexError("the manifest is not a Quarry manifest")
+        block_len = _field(doc, "block_len", int, "")
+        if block_len < 1:
+            raise CorruptIndexError(f"the manifest's block_len is {block_len}, not positive")
+        derived = []
+        for d in doc.get("derived", []):
+            if not isinstance(d, dict):
+                raise CorruptIndexError(f"the manifest's derived holds {d!r}, not an object")
+            derived.append(
+                Derivation(_field(d, "name", str, "derived."), _field(d, "expr", str, "derived."))
+            )
+        shards = []
+        for s in doc.get("shards", []):
+            if not isinstance(s, dict):
+                raise CorruptIndexError(f"the manifest's shards holds {s!r}, not an object")
+            shards.append(
+                Shard(_field(s, "name", str, "shards."), _field(s, "size", int, "shards."))
+            )
+        entries = _field(doc, "variables", dict, "")
+        return Manifest(
+            version=_field(doc, "version", int, ""),
+            created_by=_field(doc, "created_by", str, "") if "created_by" in doc else "",
+            source=SourceRecord.from_json(doc.get("source", {})),
+            block_len=block_len,
+            derived=tuple(derived),
+            shards=tuple(shards),
+            variables={p: VariableEntry.from_json(e, p) for p, e in entries.items()},
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON-ready manifest, keys in the order a build writes them."""
+        return {
+            "format": FORMAT,
+            "version": self.version,
+            "created_by": self.created_by,
+            "source": self.source.to_json(),
+            "block_len": self.block_len,
+            "derived": [d.to_dict() for d in self.derived],
+            "shards": [s.to_json() for s in self.shards],
+            "variables": {p: e.to_json() for p, e in self.variables.items()},
+        }
+
+    def without_blocks(self) -> Manifest:
+        """This manifest without the per-block lists (for broadcasting)."""
+        return replace(
+            self,
+            variables={
+                p: replace(e, blocks=None, source_crc32=None) for p, e in self.variables.items()
+            },
+        )
