@@ -29,6 +29,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from quarry.errors import UsageError
+
 
 def _count(text: str) -> int:
     """An argparse type: a whole number, 0 or more."""
@@ -388,16 +390,13 @@ def _cmd_query(args: argparse.Namespace) -> int:
 
     swapped = _swapped_query(args.inputs)
     if swapped:
-        print(f"quarry: error: {swapped}", file=sys.stderr)
-        return 2
+        raise UsageError(swapped)
     if split_query_inputs(args):
         if args.explain:
-            print("quarry: error: --explain takes one file and one query", file=sys.stderr)
-            return 2
+            raise UsageError("--explain takes one file and one query")
         return cmd_query_many(args)
     if args.explain and (args.comm is not None or args.out_per_rank):
-        print("quarry: error: --explain runs in one process, without mpiexec", file=sys.stderr)
-        return 2
+        raise UsageError("--explain runs in one process, without mpiexec")
     start = time.perf_counter()
     with quarry.open(args.file, index=args.index, si=args.si) as ds:
         if args.load:
@@ -529,8 +528,7 @@ def _cmd_hist(args: argparse.Namespace) -> int:
 
     names = [n.strip() for n in args.vars.split(",") if n.strip()]
     if not 1 <= len(names) <= 3:
-        print("quarry: error: give one to three variables", file=sys.stderr)
-        return 2
+        raise UsageError("give one to three variables")
     bins: Any = args.bins
     value_range: Any = None
     try:
@@ -544,10 +542,7 @@ def _cmd_hist(args: argparse.Namespace) -> int:
                 raise ValueError(args.value_range)
             value_range = pairs[0] if len(names) == 1 else pairs
     except ValueError:
-        print(
-            "quarry: error: --edges and --range take numbers separated by commas", file=sys.stderr
-        )
-        return 2
+        raise UsageError("--edges and --range take numbers separated by commas") from None
     with quarry.open(args.file, index=args.index, si=args.si) as ds:
         target: Any = names if len(names) > 1 else names[0]
         hist = ds.histogram(
@@ -583,8 +578,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     from quarry.outputs.plots import draw_overlay
 
     if not (args.png or args.svg):
-        print("quarry: error: give --png FILE or --svg FILE", file=sys.stderr)
-        return 2
+        raise UsageError("give --png FILE or --svg FILE")
     with quarry.open(args.file, index=args.index, si=args.si) as ds:
         everything = ds.histogram([args.x, args.y], bins=args.bins, path=args.path)
         hits = ds.query(args.where, args.path)
@@ -627,17 +621,14 @@ def _cmd_register(args: argparse.Namespace) -> int:
     try:
         shape = tuple(int(s) for s in args.shape.split(","))
     except ValueError:
-        print(
-            f"quarry: error: --shape must be integers separated by commas, got {args.shape!r}",
-            file=sys.stderr,
-        )
-        return 2
+        raise UsageError(
+            f"--shape must be integers separated by commas, got {args.shape!r}"
+        ) from None
     name = args.name or os.path.splitext(os.path.basename(args.file))[0]
     try:
         np.dtype(args.dtype)
     except TypeError:
-        print(f"quarry: error: unknown dtype {args.dtype!r} (e.g. <f4, >f8, <i4)", file=sys.stderr)
-        return 2
+        raise UsageError(f"unknown dtype {args.dtype!r} (e.g. <f4, >f8, <i4)") from None
     layout = RawLayout(name, args.dtype, shape, args.order, args.offset, args.fill_value)
     where = register(args.file, layout, args.index)
     print(f"registered {args.file} as /{name} {args.dtype} {shape} -> {where}")
@@ -704,8 +695,7 @@ def _cmd_track(args: argparse.Namespace) -> int:
 
     *sources, query = args.inputs
     if not sources:
-        print("quarry: error: give the data file(s), then the query", file=sys.stderr)
-        return 2
+        raise UsageError("give the data file(s), then the query")
     names = [n.strip() for n in args.values.split(",") if n.strip()] if args.values else []
     files = expand_sources(sources)
     with quarry.open_series(files, index=args.index, path=args.path) as series:
@@ -796,6 +786,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return code
     except BrokenPipeError:
         return _reader_went_away()
+    except UsageError as exc:  # no traceback with --debug: the command line was wrong
+        return _fail(args, exc, 2, f"error: {exc}")
     except QuerySyntaxError as exc:
         if args.debug:
             raise
@@ -872,8 +864,6 @@ def _fail(args: argparse.Namespace, exc: BaseException, code: int, message: str)
     return the exit ``code``. Under MPI, one found before the work began is
     agreed on by every rank and reported once by rank 0 (see
     :mod:`quarry.cli.parallel`); one during the work stops every rank."""
-    if args.debug:
-        raise exc
     from quarry.cli.parallel import stop_before_work
 
     agreed = stop_before_work(args, code, message)

@@ -14,16 +14,13 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from quarry.errors import UsageError
+
 if TYPE_CHECKING:
     from quarry.series import SeriesSelection
 
 #: Options of ``quarry query`` that print rows, unknown to ``--batch``.
 _ROW_OPTIONS = ("ids", "coords", "coords_of", "values", "out", "save")
-
-
-def _usage(message: str) -> int:
-    print(f"quarry: error: {message}", file=sys.stderr)
-    return 2
 
 
 def many(files: list[str]) -> bool:
@@ -76,11 +73,13 @@ def cmd_query_many(args: Any) -> int:
 
     rows = [f"--{o.replace('_', '-')}" for o in _ROW_OPTIONS if getattr(args, o, None)]
     if getattr(args, "load", None):
-        return _usage(f"--load takes one file, the one the selection was saved from: {args.load}")
+        raise UsageError(
+            f"--load takes one file, the one the selection was saved from: {args.load}"
+        )
     if args.batch:
         return cmd_batch(args, rows)
     if args.query is None:
-        return _usage("give the data file(s) and then a query, e.g. quarry query run.h5 'x > 1'")
+        raise UsageError("give the data file(s) and then a query, e.g. quarry query run.h5 'x > 1'")
     start = time.perf_counter()
     with quarry.open_series(args.files, index=args.index, path=args.path, si=args.si) as series:
         return answer_series(args, series.query(args.query), start)
@@ -94,14 +93,14 @@ def answer_series(args: Any, sel: SeriesSelection, start: float) -> int:
     ``--json``), or with ``--out`` one group per member holding the ids,
     coordinates and values (:meth:`quarry.series.SeriesSelection.extract`)."""
     if args.save:
-        return _usage(
+        raise UsageError(
             "--save keeps the rows of one table; over several steps choose one with "
             "--path Step#N (or save per step from Python)"
         )
     rows = bool(args.ids or args.coords or args.coords_of or args.values)
     names = [n.strip() for n in args.values.split(",") if n.strip()] if args.values else []
     if args.out and args.coords_of:
-        return _usage(
+        raise UsageError(
             "over several steps --out writes one group per step with the ids and the "
             "table's coordinates (--ids or --coords --out F.h5|.nc|.parquet); "
             "--coords-of prints"
@@ -305,9 +304,9 @@ def cmd_batch(args: Any, rows: list[str]) -> int:
     from quarry.batch import evaluate, parse_batch, read_batch
 
     if rows or args.plot:
-        return _usage(f"{', '.join(rows) or '--plot'} cannot be used with --batch (counts only)")
+        raise UsageError(f"{', '.join(rows) or '--plot'} cannot be used with --batch (counts only)")
     if len(args.files) > 1 and not os.path.exists(args.files[-1]) and not many(args.files[-1:]):
-        return _usage("give either a query or --batch FILE, not both")
+        raise UsageError("give either a query or --batch FILE, not both")
     items = read_batch(args.batch) if args.batch != "-" else parse_batch(sys.stdin.read())
     labelled = [(f"line {n}", q) for n, q in items]
     if not args.per_step and not many(args.files):
