@@ -1,0 +1,55 @@
+"""``quarry track FILE... QUERY --at-step S``: select particles at one step
+and follow their ids through every step."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from quarry.cli import options, render
+from quarry.errors import UsageError
+
+
+def add_parser(subparsers: Any) -> None:
+    tr = subparsers.add_parser(
+        "track", help="select particles at one step and follow their ids through every step"
+    )
+    tr.add_argument(
+        "inputs", nargs="+", metavar="FILE... QUERY", help="data file(s), then the query"
+    )
+    tr.add_argument("--at-step", type=int, required=True, help="the step where QUERY selects")
+    tr.add_argument("--id-var", default="id", help="integer variable of particle ids (default id)")
+    tr.add_argument("--values", metavar="A,B", help="variables to read at every step")
+    options.add_json(tr, "print everything as one JSON object")
+    tr.add_argument(
+        "--out",
+        metavar="F.h5",
+        help="write one group per step to .h5 or .nc (.parquet: one table with a step column)",
+    )
+    options.add_index(tr)
+    options.add_jobs(tr)
+    options.add_path(tr)
+
+
+def run(args: argparse.Namespace) -> int:
+    import quarry
+    from quarry.query.track import track
+    from quarry.series import expand_sources
+
+    *sources, query = args.inputs
+    if not sources:
+        raise UsageError("give the data file(s), then the query")
+    files = expand_sources(sources)
+    with quarry.open_series(files, index=args.index, path=args.path) as series:
+        tracks = track(series, query, args.at_step, args.id_var, options.names(args.values))
+    if args.out:
+        tracks.write(args.out, files)
+    if args.json:
+        print(json.dumps(tracks.to_dict()))
+        return 0
+    for line in render.track_lines(tracks, args.at_step):
+        print(line)
+    if args.out:
+        print(f"written to {args.out}")
+    return 0
