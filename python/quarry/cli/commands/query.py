@@ -184,7 +184,6 @@ def _query_file(args: argparse.Namespace, file: str, query: str | None) -> int:
     """One file: the query's count, or its hits (``--ids``, ``--coords``,
     ``--values``) printed or written; a file of step groups goes on as a series."""
     import quarry
-    from quarry.cli.commands.query_series import report_series
 
     start = time.perf_counter()
     with quarry.open(file, index=args.index, si=args.si) as ds:
@@ -195,6 +194,8 @@ def _query_file(args: argparse.Namespace, file: str, query: str | None) -> int:
             assert query is not None  # split_inputs sends a missing query to the series path
             answer = ds.query(query, args.path)
             if not isinstance(answer, quarry.Selection):  # the file's steps, as a series
+                from quarry.cli.commands.query_series import report_series
+
                 return report_series(args, query, answer, start)
             sel = answer
         if not _answer(args, sel, query):
