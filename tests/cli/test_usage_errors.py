@@ -65,3 +65,27 @@ def test_misuse_is_a_usage_error_and_data_errors_exit_1(run_h5, capsys):
     err = capsys.readouterr().err.splitlines()
     assert err[0] == "quarry: error: give --png FILE or --svg FILE"
     assert err[1].startswith("quarry: error: ") and "nothere" in err[1]
+
+
+def test_misuse_under_mpiexec_is_agreed_on_before_the_work(run_h5, monkeypatch, capsys):
+    """Under mpiexec a usage error takes the path of every error found before
+    the work: the ranks agree on it (quarry.parallel.mpi.agree_to_start) and
+    rank 0 prints it once, with the serial exit code. The launch and the
+    collective call are stood in for here; tests/parallel runs the real one."""
+    import quarry.parallel.mpi as mpi
+
+    class RankZero:
+        rank, size = 0, 2
+
+    offered = []
+
+    def agree_to_start(comm, failure):
+        offered.append(failure)
+        return failure
+
+    monkeypatch.setattr(mpi, "launched_ranks", lambda: 2)
+    monkeypatch.setattr(mpi, "world", RankZero)
+    monkeypatch.setattr(mpi, "agree_to_start", agree_to_start)
+    assert main(["query", run_h5, run_h5, "x > 1", "--explain"]) == 2
+    assert offered == [(2, "error: --explain takes one file and one query")]
+    assert capsys.readouterr().err == "quarry: error: --explain takes one file and one query\n"

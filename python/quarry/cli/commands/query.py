@@ -25,7 +25,6 @@ from quarry.cli import options, render
 from quarry.errors import UsageError
 
 if TYPE_CHECKING:
-    from quarry.dataset import Dataset
     from quarry.query.selection import Selection
 
 
@@ -203,7 +202,7 @@ def _query_file(args: argparse.Namespace, file: str, query: str | None) -> int:
         if args.save:
             sel.save(args.save)
         if args.ids or args.coords or args.coords_of or args.values:
-            status = _report_hits(args, ds, sel, query, file, start)
+            status = _report_hits(args, sel, query, file, start)
         else:
             result = render.query_result(
                 sel,
@@ -235,7 +234,7 @@ def _answer(args: argparse.Namespace, sel: Selection, query: str) -> bool:
 
 
 def _report_hits(
-    args: argparse.Namespace, ds: Dataset, sel: Selection, query: str, file: str, start: float
+    args: argparse.Namespace, sel: Selection, query: str, file: str, start: float
 ) -> int:
     """The hits' ids, coordinates or values: to ``--out``, as JSON, or as
     lines (CSV for values, named as in every output)."""
