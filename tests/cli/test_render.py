@@ -99,7 +99,8 @@ def test_histogram_and_info_results_are_what_the_command_prints(data):
 
 def test_a_count_imports_no_command_it_does_not_run(data):
     """A count's process imports neither plotting, tables, other formats'
-    libraries nor the CLI's series, batch and progress-bar code."""
+    libraries nor the CLI's series, batch and progress-bar code, nor the
+    modules of other commands."""
     path, _ = data
     script = (
         "import sys\n"
@@ -119,5 +120,6 @@ def test_a_count_imports_no_command_it_does_not_run(data):
         "quarry.batch",
         "quarry.outputs.plots",
         "quarry.cli.commands.query_series",
+        *(f"quarry.cli.commands.{c}" for c in ("index", "hist", "plot", "info", "demo")),
     }
     assert loaded & heavy == set()

@@ -23,26 +23,27 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import sys
 from collections.abc import Sequence
-from types import ModuleType
-from typing import Any
+from typing import Any, Protocol, cast
 
-from quarry.cli.commands import demo, hist, index, info, plot, query, register, track, verify
 from quarry.errors import UsageError
 
-#: The commands, in the order ``quarry --help`` lists them; each module has
-#: ``add_parser(subparsers)`` and ``run(args) -> int``.
-COMMANDS: dict[str, ModuleType] = {
-    "index": index,
-    "query": query,
-    "hist": hist,
-    "plot": plot,
-    "track": track,
-    "info": info,
-    "register": register,
-    "verify": verify,
-    "demo": demo,
+#: The commands, in the order ``quarry --help`` lists them, with their line
+#: there. Each is a module of :mod:`quarry.cli.commands` with
+#: ``add_arguments(parser)`` and ``run(args) -> int``.
+COMMANDS = {
+    "index": "build the index of a file (or one per file of many)",
+    "query": "evaluate a query",
+    "hist": "histogram of 1-3 variables, optionally of a selection",
+    "plot": "all rows as a grey density, a selection in colour",
+    "track": "select particles at one step and follow their ids through every step",
+    "info": "variables, shapes, dtypes, and what is indexed",
+    "register": "describe a raw binary file (dtype, shape, ...) so it can be queried",
+    "verify": "check every indexed value against the CRCs its index recorded "
+    "(exit 1 if any changed)",
+    "demo": "generate a sample, index it, query it, draw a histogram",
 }
 
 #: The commands that share their work over the ranks of an mpiexec run.
@@ -63,7 +64,25 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-def _parser() -> argparse.ArgumentParser:
+class Command(Protocol):
+    """What a module of :mod:`quarry.cli.commands` defines."""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+def _command(name: str) -> Command:
+    """The module of command ``name``, imported now."""
+    return cast(Command, importlib.import_module(f"quarry.cli.commands.{name}"))
+
+
+def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of the command line ``argv``. Only the command it names
+    gets its options, so that only that command's module is imported (the
+    others are listed by name and line, which is all ``quarry --help``
+    shows of them); with no command named, every command gets its options."""
+    named = next((a for a in argv if not a.startswith("-")), None)
     p = argparse.ArgumentParser(
         prog="quarry",
         description="Exact, fast range queries over scientific array files.",
@@ -71,14 +90,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in COMMANDS.values():
-        command.add_parser(sub)
+    for name, line in COMMANDS.items():
+        parser = sub.add_parser(name, help=line)
+        if named == name or named not in COMMANDS:
+            _command(name).add_arguments(parser)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status."""
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = _parser(argv).parse_args(argv)
     from quarry.errors import QuarryError, QuerySyntaxError
 
     previous_sigterm = _handle_sigterm()
@@ -98,11 +120,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "(index and query share work over ranks)"
                 )
         if args.command == "demo":
-            return demo.run(args)
+            return _command("demo").run(args)
         from quarry.parallel import threads
 
         with threads(getattr(args, "jobs", None)):
-            code: int = COMMANDS[args.command].run(args)
+            code = _command(args.command).run(args)
             # A command with no collective work (a batch) still meets the
             # others, so a rank that failed alone is not left waiting.
             from quarry.cli.parallel import start_work

@@ -7,18 +7,16 @@ import os
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from quarry.dataset import Dataset
 
 
-def add_parser(subparsers: Any) -> None:
-    demo = subparsers.add_parser(
-        "demo", help="generate a sample, index it, query it, draw a histogram"
-    )
-    demo.add_argument("--dir", default="quarry-demo", help="where to put the sample and pictures")
-    demo.add_argument("--rows", type=int, default=1 << 21, help="particles in the sample")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``quarry demo``."""
+    parser.add_argument("--dir", default="quarry-demo", help="where to put the sample and pictures")
+    parser.add_argument("--rows", type=int, default=1 << 21, help="particles in the sample")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,32 +11,30 @@ from quarry.cli import options, render
 from quarry.errors import UsageError
 
 
-def add_parser(subparsers: Any) -> None:
-    hist = subparsers.add_parser(
-        "hist", help="histogram of 1-3 variables, optionally of a selection"
-    )
-    hist.add_argument("file")
-    hist.add_argument("vars", help="one to three comma-separated variables, e.g. energy or x,y")
-    hist.add_argument(
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``quarry hist``."""
+    parser.add_argument("file")
+    parser.add_argument("vars", help="one to three comma-separated variables, e.g. energy or x,y")
+    parser.add_argument(
         "--where", metavar="QUERY", help="histogram only the rows where QUERY is true"
     )
-    hist.add_argument("--bins", type=int, default=10, help="bins per axis (default 10, as NumPy)")
-    hist.add_argument("--edges", help="explicit bin edges for a 1-D histogram, e.g. 0,0.5,1,2")
-    hist.add_argument(
+    parser.add_argument("--bins", type=int, default=10, help="bins per axis (default 10, as NumPy)")
+    parser.add_argument("--edges", help="explicit bin edges for a 1-D histogram, e.g. 0,0.5,1,2")
+    parser.add_argument(
         "--range",
         dest="value_range",
         metavar="LO,HI",
         help="lower and upper edge (1-D; per axis LO,HI;LO,HI for 2-D/3-D)",
     )
-    hist.add_argument("--weight", help="weight each row by this variable")
-    hist.add_argument("--log", action="store_true", help="log-scaled counts in the picture")
-    options.add_json(hist, 'print {"counts": ..., "edges": ...}')
-    hist.add_argument("--png", metavar="FILE", help="draw the histogram to a PNG file")
-    hist.add_argument("--svg", metavar="FILE", help="draw the histogram to an SVG file")
-    options.add_index(hist)
-    options.add_jobs(hist)
-    options.add_path(hist)
-    options.add_si(hist)
+    parser.add_argument("--weight", help="weight each row by this variable")
+    parser.add_argument("--log", action="store_true", help="log-scaled counts in the picture")
+    options.add_json(parser, 'print {"counts": ..., "edges": ...}')
+    parser.add_argument("--png", metavar="FILE", help="draw the histogram to a PNG file")
+    parser.add_argument("--svg", metavar="FILE", help="draw the histogram to an SVG file")
+    options.add_index(parser)
+    options.add_jobs(parser)
+    options.add_path(parser)
+    options.add_si(parser)
 
 
 def _bins_and_range(args: argparse.Namespace, axes: int) -> tuple[Any, Any]:

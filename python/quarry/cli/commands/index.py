@@ -15,46 +15,46 @@ if TYPE_CHECKING:
     from quarry.series import IndexReport
 
 
-def add_parser(subparsers: Any) -> None:
-    ix = subparsers.add_parser("index", help="build the index of a file (or one per file of many)")
-    options.add_files(ix)
-    ix.add_argument("--vars", help="comma-separated variables (default: every numeric one)")
-    ix.add_argument("--bins", type=int, help="equal-weight bins per variable (default 1024)")
-    ix.add_argument(
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``quarry index``."""
+    options.add_files(parser)
+    parser.add_argument("--vars", help="comma-separated variables (default: every numeric one)")
+    parser.add_argument("--bins", type=int, help="equal-weight bins per variable (default 1024)")
+    parser.add_argument(
         "--precision",
         type=int,
         help="also put bin edges at every decimal with this many significant digits, so "
         "ranges on typed literals need no check (default 2; 0: off)",
     )
-    ix.add_argument(
+    parser.add_argument(
         "--block-size",
         type=int,
         dest="block_len",
         help="rows per block, the unit of parallel work (default 1048576)",
     )
-    ix.add_argument(
+    parser.add_argument(
         "--derive",
         action="append",
         metavar="NAME=EXPR",
         help='index a computed variable too, e.g. --derive "r=sqrt(x**2 + y**2)" '
         "(repeatable; made in every group holding its inputs)",
     )
-    options.add_json(ix, "print a JSON summary")
-    options.add_quiet(ix)
-    ix.add_argument(
+    options.add_json(parser, "print a JSON summary")
+    options.add_quiet(parser)
+    parser.add_argument(
         "--force",
         action="store_true",
         help="rebuild indexes that are up to date too (otherwise they are skipped)",
     )
-    ix.add_argument(
+    parser.add_argument(
         "--ranks-per-file",
         type=options.count,
         metavar="G",
         help="under mpiexec: ranks that build each file's index together "
         "(default: the ranks shared evenly over the files)",
     )
-    options.add_index(ix)
-    options.add_jobs(ix)
+    options.add_index(parser)
+    options.add_jobs(parser)
 
 
 def run(args: argparse.Namespace) -> int:

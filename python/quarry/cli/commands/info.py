@@ -13,15 +13,15 @@ if TYPE_CHECKING:
     from quarry.dataset import Dataset
 
 
-def add_parser(subparsers: Any) -> None:
-    info = subparsers.add_parser("info", help="variables, shapes, dtypes, and what is indexed")
-    info.add_argument("file")
-    options.add_json(info, None)
-    info.add_argument(
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``quarry info``."""
+    parser.add_argument("file")
+    options.add_json(parser, None)
+    parser.add_argument(
         "--resolve", metavar="NAME", help="only say what NAME resolves to (with --path)"
     )
-    options.add_index(info)
-    options.add_path(info)
+    options.add_index(parser)
+    options.add_path(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -4,25 +4,24 @@ a selection over it in colour."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from quarry.cli import options
 from quarry.errors import UsageError
 
 
-def add_parser(subparsers: Any) -> None:
-    plot = subparsers.add_parser("plot", help="all rows as a grey density, a selection in colour")
-    plot.add_argument("file")
-    plot.add_argument("x")
-    plot.add_argument("y")
-    plot.add_argument("--where", metavar="QUERY", required=True, help="the rows to highlight")
-    plot.add_argument("--png", metavar="FILE", help="PNG to write")
-    plot.add_argument("--svg", metavar="FILE", help="SVG to write")
-    plot.add_argument("--bins", type=int, default=200, help="density bins per axis (default 200)")
-    options.add_index(plot)
-    options.add_jobs(plot)
-    options.add_path(plot)
-    options.add_si(plot)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``quarry plot``."""
+    parser.add_argument("file")
+    parser.add_argument("x")
+    parser.add_argument("y")
+    parser.add_argument("--where", metavar="QUERY", required=True, help="the rows to highlight")
+    parser.add_argument("--png", metavar="FILE", help="PNG to write")
+    parser.add_argument("--svg", metavar="FILE", help="SVG to write")
+    parser.add_argument("--bins", type=int, default=200, help="density bins per axis (default 200)")
+    options.add_index(parser)
+    options.add_jobs(parser)
+    options.add_path(parser)
+    options.add_si(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -28,16 +28,16 @@ if TYPE_CHECKING:
     from quarry.query.selection import Selection
 
 
-def add_parser(subparsers: Any) -> None:
-    q = subparsers.add_parser("query", help="evaluate a query")
-    q.add_argument(
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``quarry query``."""
+    parser.add_argument(
         "inputs",
         nargs="+",
         metavar="FILE... QUERY",
         help="data file(s) (a glob pattern or a directory too), then the query, e.g. "
         '"energy > 1.3 && x < 100"',
     )
-    out = q.add_mutually_exclusive_group()
+    out = parser.add_mutually_exclusive_group()
     out.add_argument("--count", action="store_true", help="number of hits (the default)")
     out.add_argument("--ids", action="store_true", help="flat row-major ids of the hits")
     out.add_argument("--coords", action="store_true", help="N-d indices of the hits")
@@ -47,54 +47,54 @@ def add_parser(subparsers: Any) -> None:
         help="N-d indices of the hits in VAR's own array (for a query over subarrays of VAR)",
     )
     out.add_argument("--values", metavar="A,B", help="values of these variables at the hits")
-    q.add_argument(
+    parser.add_argument(
         "--out",
         metavar="FILE",
         help="write the hits to FILE, by extension: --ids and --coords to .npy; --values "
         "to .h5, .nc, .parquet, .csv or .npy (over many files or steps: .h5, .nc or "
         ".parquet, one group per step)",
     )
-    options.add_json(q, "print a JSON object")
-    q.add_argument(
+    options.add_json(parser, "print a JSON object")
+    parser.add_argument(
         "--save",
         metavar="FILE",
         help="also keep the selection (.qsel) to fetch more variables later",
     )
-    options.add_quiet(q)
-    q.add_argument(
+    options.add_quiet(parser)
+    parser.add_argument(
         "--explain",
         action="store_true",
         help="also say what answering took, like EXPLAIN ANALYZE: rows checked, bitmaps "
         'decoded, bytes read (with --json: a "stats" object; else one line on stderr)',
     )
-    q.add_argument(
+    parser.add_argument(
         "--load",
         metavar="FILE",
         help="the hits of a selection saved with --save, instead of running a QUERY: "
         "fetch --values, --ids or --coords of a file without querying it again",
     )
-    q.add_argument(
+    parser.add_argument(
         "--per-step",
         action="store_true",
         help='counts per file and step group as JSON: {"count": N, "per_step": [...]}',
     )
-    q.add_argument("--plot", metavar="PNG", help="draw the counts per step to a PNG (or SVG)")
-    q.add_argument(
+    parser.add_argument("--plot", metavar="PNG", help="draw the counts per step to a PNG (or SVG)")
+    parser.add_argument(
         "--batch",
         metavar="FILE",
         help="queries, one per line (# comments; - for stdin), instead of QUERY: one JSON "
         'line {"query": ..., "count": ...} each, the index opened once',
     )
-    q.add_argument(
+    parser.add_argument(
         "--out-per-rank",
         action="store_true",
         help="under mpiexec: each rank writes its own hits to --out with .rankNNNN before "
         "the extension, instead of gathering them to rank 0",
     )
-    options.add_index(q)
-    options.add_jobs(q)
-    options.add_path(q)
-    options.add_si(q)
+    options.add_index(parser)
+    options.add_jobs(parser)
+    options.add_path(parser)
+    options.add_si(parser)
 
 
 @dataclass(frozen=True)

@@ -4,30 +4,27 @@ binary file so it can be queried."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from quarry.errors import UsageError
 
 
-def add_parser(subparsers: Any) -> None:
-    reg = subparsers.add_parser(
-        "register", help="describe a raw binary file (dtype, shape, ...) so it can be queried"
-    )
-    reg.add_argument("file")
-    reg.add_argument("--dtype", required=True, help="NumPy dtype with byte order, e.g. <f4, >i8")
-    reg.add_argument("--shape", required=True, help="comma-separated, e.g. 128,128,128")
-    reg.add_argument(
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``quarry register``."""
+    parser.add_argument("file")
+    parser.add_argument("--dtype", required=True, help="NumPy dtype with byte order, e.g. <f4, >i8")
+    parser.add_argument("--shape", required=True, help="comma-separated, e.g. 128,128,128")
+    parser.add_argument(
         "--order",
         choices=["C", "F"],
         default="C",
         help="C (row-major, default) or F (Fortran, column-major)",
     )
-    reg.add_argument("--offset", type=int, default=0, help="bytes before the first element")
-    reg.add_argument("--name", help="variable name (default: the file name without extension)")
-    reg.add_argument(
+    parser.add_argument("--offset", type=int, default=0, help="bytes before the first element")
+    parser.add_argument("--name", help="variable name (default: the file name without extension)")
+    parser.add_argument(
         "--fill-value", type=float, dest="fill_value", help="a value that marks missing data"
     )
-    reg.add_argument(
+    parser.add_argument(
         "--index", metavar="DIR", help="keep the description in this directory (read-only data)"
     )
 

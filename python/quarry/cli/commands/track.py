@@ -5,31 +5,30 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
 from quarry.cli import options, render
 from quarry.errors import UsageError
 
 
-def add_parser(subparsers: Any) -> None:
-    tr = subparsers.add_parser(
-        "track", help="select particles at one step and follow their ids through every step"
-    )
-    tr.add_argument(
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``quarry track``."""
+    parser.add_argument(
         "inputs", nargs="+", metavar="FILE... QUERY", help="data file(s), then the query"
     )
-    tr.add_argument("--at-step", type=int, required=True, help="the step where QUERY selects")
-    tr.add_argument("--id-var", default="id", help="integer variable of particle ids (default id)")
-    tr.add_argument("--values", metavar="A,B", help="variables to read at every step")
-    options.add_json(tr, "print everything as one JSON object")
-    tr.add_argument(
+    parser.add_argument("--at-step", type=int, required=True, help="the step where QUERY selects")
+    parser.add_argument(
+        "--id-var", default="id", help="integer variable of particle ids (default id)"
+    )
+    parser.add_argument("--values", metavar="A,B", help="variables to read at every step")
+    options.add_json(parser, "print everything as one JSON object")
+    parser.add_argument(
         "--out",
         metavar="F.h5",
         help="write one group per step to .h5 or .nc (.parquet: one table with a step column)",
     )
-    options.add_index(tr)
-    options.add_jobs(tr)
-    options.add_path(tr)
+    options.add_index(parser)
+    options.add_jobs(parser)
+    options.add_path(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,16 +10,12 @@ from typing import Any
 from quarry.cli import options, render
 
 
-def add_parser(subparsers: Any) -> None:
-    ver = subparsers.add_parser(
-        "verify",
-        help="check every indexed value against the CRCs its index recorded "
-        "(exit 1 if any changed)",
-    )
-    options.add_files(ver)
-    options.add_json(ver, "print one JSON object")
-    options.add_index(ver)
-    options.add_jobs(ver)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``quarry verify``."""
+    options.add_files(parser)
+    options.add_json(parser, "print one JSON object")
+    options.add_index(parser)
+    options.add_jobs(parser)
 
 
 def run(args: argparse.Namespace) -> int:
