@@ -18,8 +18,7 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from quarry.cli import options, render
 from quarry.errors import UsageError
@@ -97,12 +96,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.add_si(parser)
 
 
-@dataclass(frozen=True)
-class Inputs:
+class Inputs(NamedTuple):
     """``quarry query``'s positional inputs: the sources, the query (None
     with ``--batch`` or ``--load``, or when only sources were given), and
     whether they make a series (several files, a series option, or
-    arguments only the series path can explain)."""
+    arguments only the series path can explain). A named tuple, not a
+    dataclass: the class is created on every start of ``quarry query``,
+    and a dataclass's creation takes half a millisecond of it."""
 
     files: list[str]
     query: str | None
