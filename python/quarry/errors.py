@@ -261,3 +261,16 @@ class SeriesError(QuarryError, ValueError):
 class ParallelError(QuarryError):
     """An MPI run went wrong: a rank failed (named, with its cause), or MPI
     was asked for without mpi4py installed."""
+
+
+class UsageError(QuarryError, ValueError):
+    """The command line asks for something it cannot do (options that do not
+    go together, an argument of the wrong form): the ``quarry`` command prints
+    ``quarry: error: <message>`` and exits 2, as for a malformed query, where
+    a problem with the data exits 1.
+
+    Examples
+    --------
+    >>> print(UsageError("give --png FILE or --svg FILE"))
+    give --png FILE or --svg FILE
+    """

@@ -17,6 +17,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from quarry.cli.options import names as names_of
 from quarry.errors import QuarryError
 
 if TYPE_CHECKING:
@@ -72,8 +73,10 @@ def report_stop(comm: Any, code: int, message: str) -> int:
     return code
 
 
-def shared_answers(args: Any, answer: Selection | SeriesSelection) -> list[Selection] | None:
-    """Answer with every rank of ``args.comm`` (collective). Returns the
+def shared_answers(
+    args: Any, answer: Selection | SeriesSelection, query: str
+) -> list[Selection] | None:
+    """Answer ``query`` with every rank of ``args.comm`` (collective). Returns the
     selections, answered, on rank 0 for the usual output code to report;
     None where nothing is left to do: on other ranks, and once every rank
     has written its own file with ``--out-per-rank``."""
@@ -81,7 +84,7 @@ def shared_answers(args: Any, answer: Selection | SeriesSelection) -> list[Selec
     from quarry.query.series import SeriesSelection
 
     comm = args.comm
-    names = [n.strip() for n in args.values.split(",") if n.strip()] if args.values else []
+    names = names_of(args.values)
     selections = answer.selections if isinstance(answer, SeriesSelection) else [answer]
     if args.out_per_rank:
         if comm is None:
@@ -89,7 +92,7 @@ def shared_answers(args: Any, answer: Selection | SeriesSelection) -> list[Selec
         if not args.out or not (args.ids or args.coords or args.values):
             raise QuarryError("--out-per-rank needs --out FILE and --ids, --coords or --values")
         start_work(args)
-        _write_per_rank(args, comm, answer, names)
+        _write_per_rank(args, comm, answer, query, names)
         return None
     rows = bool(args.ids or args.coords or args.coords_of or args.values or args.save)
     start_work(args)
@@ -102,7 +105,7 @@ def shared_answers(args: Any, answer: Selection | SeriesSelection) -> list[Selec
 
 
 def _write_per_rank(
-    args: Any, comm: Any, answer: Selection | SeriesSelection, names: list[str]
+    args: Any, comm: Any, answer: Selection | SeriesSelection, query: str, names: list[str]
 ) -> None:
     from quarry.outputs import write_positions
     from quarry.parallel.runners import Mpi, rank_path
@@ -124,6 +127,6 @@ def _write_per_rank(
         return
     files = [rank_path(args.out, r) for r in range(comm.size)]
     if args.json:
-        print(json.dumps({"query": args.query, "count": total, "out": files}))
+        print(json.dumps({"query": query, "count": total, "out": files}))
     else:
         print(f"{total} hit(s) written to {len(files)} files: {files[0]} ... {files[-1]}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import time
 from collections.abc import Callable
@@ -10,6 +11,16 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from quarry.dataset import Dataset
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``quarry demo``."""
+    parser.add_argument("--dir", default="quarry-demo", help="where to put the sample and pictures")
+    parser.add_argument("--rows", type=int, default=1 << 21, help="particles in the sample")
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_demo(args.dir, args.rows)
 
 
 def run_demo(directory: str, rows: int) -> int:

@@ -1,0 +1,109 @@
+"""What ``quarry query`` reports over a series: many files, or one file's
+step groups (both come here from :mod:`quarry.cli.commands.query`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from quarry.cli import options, render
+from quarry.errors import UsageError
+
+if TYPE_CHECKING:
+    from quarry.query.series import SeriesSelection
+
+
+def report_series(args: argparse.Namespace, query: str, sel: SeriesSelection, start: float) -> int:
+    """Report ``quarry query``'s answer over a series: the total,
+    ``--per-step`` counts as JSON, ``--plot`` of the counts per step; the
+    hits' ``--ids``, ``--coords``, ``--coords-of`` and ``--values`` as CSV
+    lines led by ``quarry_file,quarry_step`` (or per member with ``--json``),
+    or with ``--out`` one group per member holding the ids, coordinates and
+    values (:meth:`quarry.SeriesSelection.extract`)."""
+    if args.save:
+        raise UsageError(
+            "--save keeps the rows of one table; over several steps choose one with "
+            "--path Step#N (or save per step from Python)"
+        )
+    rows = bool(args.ids or args.coords or args.coords_of or args.values)
+    names = options.names(args.values)
+    if args.out and args.coords_of:
+        raise UsageError(
+            "over several steps --out writes one group per step with the ids and the "
+            "table's coordinates (--ids or --coords --out F.h5|.nc|.parquet); "
+            "--coords-of prints"
+        )
+    if args.comm is not None or args.out_per_rank:
+        from quarry.cli.parallel import shared_answers
+
+        if shared_answers(args, sel, query) is None:
+            return 0  # the command is done (or this rank is not rank 0)
+    else:
+        from quarry.cli.progress import answer_with_progress
+
+        answer_with_progress(args, sel.selections)
+    per_step = sel.per_step()
+    if rows and args.out:
+        sel.extract(args.out, names)
+    total = sum(r["count"] for r in per_step)
+    if args.plot:
+        from quarry.outputs.plots import draw_counts
+
+        draw_counts(per_step, args.plot, query)
+    if rows and not args.out:
+        _print_rows(args, query, sel, names, per_step)
+    elif args.per_step:
+        print(json.dumps(render.per_step_result(per_step)))
+    elif args.json:
+        elapsed = time.perf_counter() - start
+        print(json.dumps(render.series_result(query, sel, per_step, elapsed, args.out)))
+    elif args.plot or (rows and args.out):
+        written = [f for f in (args.plot, args.out if rows else None) if f]
+        print(f"{total} hit(s) in {len(per_step)} step(s) -> {', '.join(written)}")
+    else:
+        print(total)
+    return 0
+
+
+def _print_rows(
+    args: argparse.Namespace,
+    query: str,
+    sel: SeriesSelection,
+    names: list[str],
+    per_step: list[dict[str, Any]],
+) -> None:
+    """Each member's hits: with --json one object, the members' ids,
+    coordinates or values under ``per_step``; else CSV led by
+    ``quarry_file,quarry_step``, then each member's columns named as in every
+    output (:mod:`quarry.outputs.columns`)."""
+    from quarry.outputs.columns import FILE, INDEX, ROW, STEP, own_name
+
+    if args.json:
+        for entry, part in zip(per_step, sel.selections, strict=True):
+            if args.values:
+                entry["values"] = {n: part.values(n).tolist() for n in names}
+            elif args.coords or args.coords_of:
+                coords = part.coords_of(args.coords_of) if args.coords_of else part.coords()
+                entry["coords"] = coords.tolist()
+            else:
+                entry["ids"] = part.ids().tolist()
+        print(json.dumps({"query": query, **render.per_step_result(per_step)}))
+        return
+    tables: list[dict[str, Any]] = []
+    for part in sel.selections:
+        if args.coords_of:
+            coords = part.coords_of(args.coords_of)
+            tables.append({f"{INDEX}{k}": coords[:, k] for k in range(coords.shape[1])})
+        else:
+            table = part.columns(names if args.values else [], indices=bool(args.coords))
+            if args.coords:
+                table.pop(ROW, None)
+            tables.append(table)
+    own = [*(tables[0] if tables else [ROW])]
+    print(",".join([own_name(FILE, own), own_name(STEP, own), *own]))
+    for (member, _), table in zip(sel, tables, strict=True):
+        lead = f"{member.file},{'' if member.step is None else member.step}"
+        for line in render.csv_lines(table, lead):
+            print(line)

@@ -1,0 +1,109 @@
+"""The options several ``quarry`` commands share, each defined once here so
+that its spelling, type and help read the same in every command."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def count(text: str) -> int:
+    """An argparse type: a whole number, 0 or more.
+
+    Examples
+    --------
+    >>> count("8")
+    8
+    >>> count("-1")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: expected 0 or more, got -1
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
+    return value
+
+
+def names(text: str | None) -> list[str]:
+    """A comma-separated list of variables (``--vars``, ``--values``) as names;
+    empty for no option.
+
+    Examples
+    --------
+    >>> names("x, y,,energy"), names(None)
+    (['x', 'y', 'energy'], [])
+    """
+    return [n.strip() for n in text.split(",") if n.strip()] if text else []
+
+
+def many(files: list[str]) -> bool:
+    """Whether command-line sources stand for more than one plain file.
+
+    Examples
+    --------
+    >>> many(["run.h5"]), many(["a.h5", "b.h5"]), many(["run_*.h5"])
+    (False, True, True)
+    """
+    from quarry.formats.sources import is_many
+
+    return len(files) > 1 or any(is_many(f) for f in files)
+
+
+def add_files(parser: argparse.ArgumentParser) -> None:
+    """``FILE...``: the data files of ``quarry index`` and ``quarry verify``."""
+    parser.add_argument(
+        "files", nargs="+", metavar="FILE", help="data file(s), a glob pattern or a directory"
+    )
+
+
+def add_json(parser: argparse.ArgumentParser, help: str | None) -> None:
+    """``--json``, saying what the command prints as JSON."""
+    parser.add_argument("--json", action="store_true", help=help)
+
+
+def add_quiet(parser: argparse.ArgumentParser) -> None:
+    """``--quiet``: no progress bar."""
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def add_index(parser: argparse.ArgumentParser) -> None:
+    """``--index PATH``: where the index is, when not beside the data."""
+    parser.add_argument(
+        "--index",
+        metavar="PATH",
+        help="index file location (default: FILE.qidx beside the data)",
+    )
+
+
+def add_jobs(parser: argparse.ArgumentParser) -> None:
+    """``--jobs N``: threads (:func:`quarry.parallel.threads`)."""
+    parser.add_argument(
+        "--jobs",
+        "-j",
+        type=count,
+        default=0,
+        metavar="N",
+        help="threads to use (default 0: one per core)",
+    )
+
+
+def add_path(parser: argparse.ArgumentParser) -> None:
+    """``--path P``: the context in which bare names resolve."""
+    parser.add_argument(
+        "--path",
+        metavar="P",
+        help="context in which bare names resolve, e.g. Step#3 (names under */P/*; "
+        "globs allowed; a name matching in separate groups is an error listing them)",
+    )
+
+
+def add_si(parser: argparse.ArgumentParser) -> None:
+    """``--si``: openPMD values in SI units."""
+    parser.add_argument(
+        "--si",
+        action="store_true",
+        help="openPMD: values in SI units (stored value * unitSI, in float64), in the "
+        "query and every output (default: the stored values)",
+    )
