@@ -34,22 +34,15 @@ from quarry.expr.ast import (
     Var,
     is_aggregate,
 )
+from quarry.expr.keys import INTEGER_RANGES, KEY_DTYPES, key_kind
 from quarry.formats.base import VariableInfo
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
 Number = int | float
-_I64 = (-(2**63), 2**63 - 1)
-_U64 = (0, 2**64 - 1)
-
-
-def key_kind(dtype: np.dtype[np.generic]) -> str:
-    """The key domain a dtype is indexed and compared in: ``f64``, ``i64`` or ``u64``."""
-    return {"f": "f64", "i": "i64", "u": "u64"}[dtype.kind]
-
-
-KEY_DTYPES = {"f64": np.dtype("f8"), "i64": np.dtype("i8"), "u64": np.dtype("u8")}
+_I64 = INTEGER_RANGES["i64"]
+_U64 = INTEGER_RANGES["u64"]
 
 
 @dataclass(frozen=True)
