@@ -16,7 +16,14 @@ use quarry_core::scan::Values;
 pub fn contiguous<'py, K: numpy::Element>(
     array: &Bound<'py, PyUntypedArray>,
 ) -> PyResult<PyReadonlyArray1<'py, K>> {
-    let typed = array.cast::<PyArray1<K>>()?;
+    let typed = array.cast::<PyArray1<K>>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "expected a 1-D {} array, got a {}-D {} array",
+            numpy::dtype::<K>(array.py()),
+            array.ndim(),
+            array.dtype()
+        ))
+    })?;
     Ok(typed.readonly())
 }
 
