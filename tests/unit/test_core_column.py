@@ -97,3 +97,12 @@ def test_blocks_opened_as_another_key_kind_are_corrupt(tmp_path):
     path, spans = _index_file(tmp_path, np.arange(1000, dtype=np.int64))
     with pytest.raises(_core.CorruptBlockError):
         _core.Column.open([_core.IndexFile(path)], "f64", spans, 1000, BLOCK_LEN)
+
+
+@pytest.mark.parametrize(("n_rows", "block_len"), [(2**62, 1), (1000, 0), (1000, 2**32)])
+def test_a_table_shape_the_spans_do_not_hold_is_refused_before_allocating(
+    tmp_path, n_rows, block_len
+):
+    path, spans = _index_file(tmp_path, np.arange(1000, dtype=np.int64))
+    with pytest.raises((ValueError, _core.CorruptBlockError)):
+        _core.Column.open([_core.IndexFile(path)], "i64", spans, n_rows, block_len)

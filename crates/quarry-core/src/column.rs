@@ -11,7 +11,7 @@ use crate::block::{BlockHeader, Stats};
 use crate::error::{corrupt, CoreError, Result};
 use crate::eval::Interval;
 use crate::key::{Key, Widen};
-use crate::rowset::{block_count, RowSet};
+use crate::rowset::{block_count, check_shape, RowSet};
 
 /// Bytes a column reads its blocks from: a memory-mapped index file, or a
 /// vector. Shared, so a column keeps the buffers it was opened on alive.
@@ -70,7 +70,7 @@ impl<K: Key> ColumnIndex<K> {
         block_len: u64,
     ) -> Result<Self> {
         let data: Vec<&[u8]> = buffers.iter().map(|b| (**b).as_ref()).collect();
-        let expected = RowSet::empty(n_rows, block_len)?; // validates block_len
+        check_shape(n_rows, block_len)?;
         if spans.len() != block_count(n_rows, block_len) {
             return corrupt(format!(
                 "{} blocks recorded for {n_rows} rows in blocks of {block_len}",
@@ -114,7 +114,7 @@ impl<K: Key> ColumnIndex<K> {
                 Ok(header)
             })
             .collect::<Result<Vec<_>>>()?;
-        drop((expected, data));
+        drop(data);
         Ok(Self {
             buffers,
             n_rows,
@@ -670,6 +670,9 @@ mod tests {
         let data = buffers(&shards);
         assert!(ColumnIndex::<i64>::open(data.clone(), &spans, 100, 30).is_ok());
         assert!(ColumnIndex::<i64>::open(data.clone(), &spans, 100, 25).is_err());
+        assert!(ColumnIndex::<i64>::open(data.clone(), &spans, 100, 0).is_err());
+        // Rows the spans cannot hold are refused before anything is allocated for them.
+        assert!(ColumnIndex::<i64>::open(data.clone(), &spans, 1 << 62, 1).is_err());
         assert!(ColumnIndex::<i64>::open(data.clone(), &spans[..3], 100, 30).is_err());
         assert!(ColumnIndex::<u64>::open(data.clone(), &spans, 100, 30).is_err());
         let mut cut = data.clone();
