@@ -7,6 +7,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "KEY_KINDS",
     "Column",
     "CorruptBlockError",
     "IndexFile",
@@ -23,6 +24,8 @@ __all__ = [
 ]
 
 __version__: str
+KEY_KINDS: tuple[str, ...]
+"""The key domains values are indexed in (``f64``, ``i64``, ``u64``), in the core's tag order."""
 
 class CorruptBlockError(Exception):
     """Index bytes that do not parse."""

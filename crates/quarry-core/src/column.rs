@@ -2,6 +2,7 @@
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use rayon::prelude::*;
 use roaring::{MultiOps, RoaringBitmap};
@@ -10,13 +11,20 @@ use crate::block::{BlockHeader, Stats};
 use crate::error::{corrupt, CoreError, Result};
 use crate::eval::Interval;
 use crate::key::{Key, Widen};
-use crate::rowset::{block_count, RowSet};
+use crate::rowset::{block_count, check_shape, RowSet};
 
-/// The parsed headers of a variable's blocks and where each block's bytes lie
-/// in the caller's buffers (typically memory-mapped index files: one, or
-/// one per shard when ranks wrote their blocks to their own files).
-#[derive(Clone, Debug)]
+/// Bytes a column reads its blocks from: a memory-mapped index file, or a
+/// vector. Shared, so a column keeps the buffers it was opened on alive.
+pub type Buffer = Arc<dyn AsRef<[u8]> + Send + Sync>;
+
+/// The parsed headers of a variable's blocks, and the buffers their bytes lie
+/// in (typically memory-mapped index files: one, or one per shard when ranks
+/// wrote their blocks to their own files). The column owns its buffers, so
+/// every span it parsed at `open` stays valid: no later call can hand it
+/// bytes that do not match.
+#[derive(Clone)]
 pub struct ColumnIndex<K> {
+    buffers: Vec<Buffer>,
     n_rows: u64,
     block_len: u64,
     spans: Vec<(usize, Range<usize>)>,
@@ -54,9 +62,15 @@ struct BlockPlan {
 }
 
 impl<K: Key> ColumnIndex<K> {
-    /// Parse every block header found at `spans` of the buffers `data`.
-    pub fn open(data: &[&[u8]], spans: &[BlockSpan], n_rows: u64, block_len: u64) -> Result<Self> {
-        let expected = RowSet::empty(n_rows, block_len)?; // validates block_len
+    /// Parse every block header found at `spans` of `buffers`, keeping the buffers.
+    pub fn open(
+        buffers: Vec<Buffer>,
+        spans: &[BlockSpan],
+        n_rows: u64,
+        block_len: u64,
+    ) -> Result<Self> {
+        let data: Vec<&[u8]> = buffers.iter().map(|b| (**b).as_ref()).collect();
+        check_shape(n_rows, block_len)?;
         if spans.len() != block_count(n_rows, block_len) {
             return corrupt(format!(
                 "{} blocks recorded for {n_rows} rows in blocks of {block_len}",
@@ -100,8 +114,9 @@ impl<K: Key> ColumnIndex<K> {
                 Ok(header)
             })
             .collect::<Result<Vec<_>>>()?;
-        drop(expected);
+        drop(data);
         Ok(Self {
+            buffers,
             n_rows,
             block_len,
             spans,
@@ -113,10 +128,15 @@ impl<K: Key> ColumnIndex<K> {
         self.n_rows
     }
 
-    /// The bytes of block `b`.
-    fn bytes<'a>(&self, data: &[&'a [u8]], b: usize) -> &'a [u8] {
+    /// The bytes of block `b` (its span was checked against the buffer at `open`).
+    fn bytes(&self, b: usize) -> &[u8] {
         let (shard, range) = &self.spans[b];
-        &data[*shard][range.clone()]
+        &(*self.buffers[*shard]).as_ref()[range.clone()]
+    }
+
+    /// Number of blocks.
+    pub fn n_blocks(&self) -> usize {
+        self.headers.len()
     }
 
     pub fn block_len(&self) -> u64 {
@@ -157,11 +177,10 @@ impl<K: Key> ColumnIndex<K> {
     fn union(
         &self,
         b: usize,
-        data: &[&[u8]],
         entries: impl Iterator<Item = usize>,
         tally: &Tally,
     ) -> Result<RoaringBitmap> {
-        let bytes = self.bytes(data, b);
+        let bytes = self.bytes(b);
         let bitmaps = entries
             .map(|i| self.headers[b].bitmap(bytes, i))
             .collect::<Result<Vec<_>>>()?;
@@ -170,24 +189,18 @@ impl<K: Key> ColumnIndex<K> {
     }
 
     /// Rows of block `b` that surely satisfy the plan.
-    fn sure(
-        &self,
-        b: usize,
-        data: &[&[u8]],
-        plan: &BlockPlan,
-        tally: &Tally,
-    ) -> Result<RoaringBitmap> {
+    fn sure(&self, b: usize, plan: &BlockPlan, tally: &Tally) -> Result<RoaringBitmap> {
         let header = &self.headers[b];
         let n_entries = header.entries.len();
         if plan.inside.len() * 2 <= n_entries {
-            return self.union(b, data, plan.inside.clone(), tally);
+            return self.union(b, plan.inside.clone(), tally);
         }
         // Most bins are inside: take everything and remove the few that are not.
         let mut all = RoaringBitmap::new();
         all.insert_range(0..header.n_rows);
         let outside = (0..plan.inside.start).chain(plan.inside.end..n_entries);
-        let removed = self.union(b, data, outside, tally)?;
-        let missing = header.missing(self.bytes(data, b))?;
+        let removed = self.union(b, outside, tally)?;
+        let missing = header.missing(self.bytes(b))?;
         tally.decoded(1);
         Ok(all - removed - missing)
     }
@@ -209,15 +222,15 @@ impl<K: Key> ColumnIndex<K> {
 
     /// Count of rows that surely satisfy `iv`, and the candidate rows the
     /// caller must check against the values. No sure bitmap is decoded.
-    pub fn count(&self, data: &[&[u8]], iv: &Interval<K>, tally: &Tally) -> Result<(u64, RowSet)> {
-        self.count_blocks(data, iv, 0..self.headers.len(), tally)
+    pub fn count(&self, iv: &Interval<K>, tally: &Tally) -> Result<(u64, RowSet)> {
+        self.count_blocks(iv, 0..self.headers.len(), tally)
     }
 
     /// [`Self::count`] on the blocks `blocks` only (a rank's share); rows of
-    /// other blocks are neither counted nor candidates.
+    /// other blocks are neither counted nor candidates. A range reaching past
+    /// the last block (a share cut from a larger table) takes the blocks that exist.
     pub fn count_blocks(
         &self,
-        data: &[&[u8]],
         iv: &Interval<K>,
         blocks: Range<usize>,
         tally: &Tally,
@@ -233,7 +246,7 @@ impl<K: Key> ColumnIndex<K> {
                     .iter()
                     .map(|e| e.count)
                     .sum();
-                let candidates = self.union(b, data, plan.boundary.iter().copied(), tally)?;
+                let candidates = self.union(b, plan.boundary.iter().copied(), tally)?;
                 Ok((sure, candidates))
             })
             .collect::<Result<Vec<_>>>()?;
@@ -249,7 +262,6 @@ impl<K: Key> ColumnIndex<K> {
     /// `domain` when given (blocks with no domain rows decode nothing).
     pub fn leaf(
         &self,
-        data: &[&[u8]],
         iv: &Interval<K>,
         domain: Option<&RowSet>,
         tally: &Tally,
@@ -265,8 +277,8 @@ impl<K: Key> ColumnIndex<K> {
                     return Ok((RoaringBitmap::new(), RoaringBitmap::new()));
                 }
                 let plan = Self::plan(&self.headers[b], iv);
-                let mut sure = self.sure(b, data, &plan, tally)?;
-                let mut cand = self.union(b, data, plan.boundary.iter().copied(), tally)?;
+                let mut sure = self.sure(b, &plan, tally)?;
+                let mut cand = self.union(b, plan.boundary.iter().copied(), tally)?;
                 if let Some(dom) = dom {
                     sure &= dom;
                     cand &= dom;
@@ -289,7 +301,6 @@ impl<K: Key> ColumnIndex<K> {
     /// caller counts from their values. Missing values are never counted.
     pub fn histogram(
         &self,
-        data: &[&[u8]],
         edges: &[f64],
         domain: Option<&RowSet>,
         tally: &Tally,
@@ -319,7 +330,7 @@ impl<K: Key> ColumnIndex<K> {
             .into_par_iter()
             .map(|b| {
                 let header = &self.headers[b];
-                let bytes = self.bytes(data, b);
+                let bytes = self.bytes(b);
                 let dom = domain.map(|d| &d.blocks()[b]);
                 let mut counts = vec![0u64; n_bins];
                 let mut straddling = Vec::new();
@@ -344,7 +355,7 @@ impl<K: Key> ColumnIndex<K> {
                         _ => straddling.push(i),
                     }
                 }
-                let mut candidates = self.union(b, data, straddling.into_iter(), tally)?;
+                let mut candidates = self.union(b, straddling.into_iter(), tally)?;
                 if let Some(d) = dom {
                     candidates &= d;
                 }
@@ -366,10 +377,10 @@ impl<K: Key> ColumnIndex<K> {
     }
 
     /// Rows whose value is missing (NaN).
-    pub fn missing(&self, data: &[&[u8]], tally: &Tally) -> Result<RowSet> {
+    pub fn missing(&self, tally: &Tally) -> Result<RowSet> {
         let blocks = (0..self.headers.len())
             .into_par_iter()
-            .map(|b| self.headers[b].missing(self.bytes(data, b)))
+            .map(|b| self.headers[b].missing(self.bytes(b)))
             .collect::<Result<Vec<_>>>()?;
         tally.decoded(blocks.len());
         RowSet::from_blocks(self.n_rows, self.block_len, blocks)
@@ -447,8 +458,11 @@ mod tests {
         (shards, spans)
     }
 
-    fn views(shards: &[Vec<u8>]) -> Vec<&[u8]> {
-        shards.iter().map(Vec::as_slice).collect()
+    fn buffers(shards: &[Vec<u8>]) -> Vec<Buffer> {
+        shards
+            .iter()
+            .map(|s| Arc::new(s.clone()) as Buffer)
+            .collect()
     }
 
     #[test]
@@ -478,8 +492,8 @@ mod tests {
         let edges: Vec<f64> = (1..5).map(|k| f64::from(k * 10)).collect();
         let blocks = build_blocks(&values, &edges, 25).unwrap();
         let (shards, spans) = layout(&blocks);
-        let data = views(&shards);
-        let col = ColumnIndex::<f64>::open(&data, &spans, 100, 25).unwrap();
+        let data = buffers(&shards);
+        let col = ColumnIndex::<f64>::open(data, &spans, 100, 25).unwrap();
         let on_edges = Interval {
             lo: 10.0,
             lo_incl: true,
@@ -487,7 +501,7 @@ mod tests {
             hi_incl: false,
         };
         let tally = Tally::default();
-        col.count(&data, &on_edges, &tally).unwrap();
+        col.count(&on_edges, &tally).unwrap();
         assert_eq!(
             tally.bitmaps_decoded(),
             0,
@@ -497,11 +511,11 @@ mod tests {
             lo: 15.0,
             ..on_edges
         };
-        let (sure, cand) = col.count(&data, &between, &tally).unwrap();
+        let (sure, cand) = col.count(&between, &tally).unwrap();
         // One straddling bin, [10, 20), in each block that holds rows of it.
         assert_eq!(tally.bitmaps_decoded(), 2);
         assert_eq!((sure, cand.len()), (20, 20));
-        col.missing(&data, &tally).unwrap();
+        col.missing(&tally).unwrap();
         assert_eq!(tally.bitmaps_decoded(), 2 + 4);
     }
 
@@ -519,8 +533,8 @@ mod tests {
         let edges = equal_weight_edges(&values, 16);
         let blocks = build_blocks(&values, &edges, 1000).unwrap();
         let (shards, spans) = layout(&blocks);
-        let data = views(&shards);
-        let col = ColumnIndex::<f64>::open(&data, &spans, values.len() as u64, 1000).unwrap();
+        let data = buffers(&shards);
+        let col = ColumnIndex::<f64>::open(data, &spans, values.len() as u64, 1000).unwrap();
         for (i, iv) in [
             Interval {
                 lo: 10.0,
@@ -551,7 +565,7 @@ mod tests {
         .enumerate()
         {
             let expect = oracle(&values, &iv);
-            let (sure, cand) = col.leaf(&data, &iv, None, &Tally::default()).unwrap();
+            let (sure, cand) = col.leaf(&iv, None, &Tally::default()).unwrap();
             let checked: Vec<u64> = cand
                 .to_ids()
                 .into_iter()
@@ -561,26 +575,21 @@ mod tests {
             got.extend(checked);
             got.sort_unstable();
             assert_eq!(got, expect, "{iv:?}");
-            let (count, cand2) = col.count(&data, &iv, &Tally::default()).unwrap();
+            let (count, cand2) = col.count(&iv, &Tally::default()).unwrap();
             assert_eq!(cand2, cand);
             assert_eq!(count, sure.len());
             // Two ranks' shares add up to the whole; candidates stay in their share.
             let n_blocks = cand.blocks().len();
             let cut = (i * 3) % (n_blocks + 1);
-            let (low, low_cand) = col
-                .count_blocks(&data, &iv, 0..cut, &Tally::default())
-                .unwrap();
+            let (low, low_cand) = col.count_blocks(&iv, 0..cut, &Tally::default()).unwrap();
             let (high, high_cand) = col
-                .count_blocks(&data, &iv, cut..n_blocks, &Tally::default())
+                .count_blocks(&iv, cut..n_blocks, &Tally::default())
                 .unwrap();
             assert_eq!(low + high, count);
             assert_eq!(low_cand.or(&high_cand).unwrap(), cand);
             assert!(low_cand.block_counts()[cut..].iter().all(|&n| n == 0));
             let bounds = col.block_bounds(&iv);
-            let missing = col
-                .missing(&data, &Tally::default())
-                .unwrap()
-                .block_counts();
+            let missing = col.missing(&Tally::default()).unwrap().block_counts();
             let counts = sure
                 .block_counts()
                 .into_iter()
@@ -590,7 +599,7 @@ mod tests {
                 assert_eq!(*bound, s + c + m, "block {b}");
             }
         }
-        assert_eq!(col.missing(&data, &Tally::default()).unwrap().len(), 100);
+        assert_eq!(col.missing(&Tally::default()).unwrap().len(), 100);
     }
 
     #[test]
@@ -607,8 +616,8 @@ mod tests {
         let edges = crate::binning::variable_edges(&values, 16, 2);
         let blocks = build_blocks(&values, &edges, 700).unwrap();
         let (shards, spans) = layout(&blocks);
-        let data = views(&shards);
-        let col = ColumnIndex::<f64>::open(&data, &spans, values.len() as u64, 700).unwrap();
+        let data = buffers(&shards);
+        let col = ColumnIndex::<f64>::open(data, &spans, values.len() as u64, 700).unwrap();
         let domain = RowSet::from_sorted_ids(
             values.len() as u64,
             700,
@@ -621,9 +630,8 @@ mod tests {
             vec![-1.0, 1000.0],
         ] {
             for dom in [None, Some(&domain)] {
-                let (mut counts, cand) = col
-                    .histogram(&data, &hist_edges, dom, &Tally::default())
-                    .unwrap();
+                let (mut counts, cand) =
+                    col.histogram(&hist_edges, dom, &Tally::default()).unwrap();
                 for id in cand.to_ids() {
                     let v = values[id as usize];
                     let n = hist_edges.len() - 1;
@@ -659,16 +667,41 @@ mod tests {
         let values: Vec<i64> = (0..100).collect();
         let blocks = build_blocks(&values, &[50], 30).unwrap();
         let (shards, spans) = layout(&blocks);
-        let data = views(&shards);
-        assert!(ColumnIndex::<i64>::open(&data, &spans, 100, 30).is_ok());
-        assert!(ColumnIndex::<i64>::open(&data, &spans, 100, 25).is_err());
-        assert!(ColumnIndex::<i64>::open(&data, &spans[..3], 100, 30).is_err());
-        assert!(ColumnIndex::<u64>::open(&data, &spans, 100, 30).is_err());
+        let data = buffers(&shards);
+        assert!(ColumnIndex::<i64>::open(data.clone(), &spans, 100, 30).is_ok());
+        assert!(ColumnIndex::<i64>::open(data.clone(), &spans, 100, 25).is_err());
+        assert!(ColumnIndex::<i64>::open(data.clone(), &spans, 100, 0).is_err());
+        // Rows the spans cannot hold are refused before anything is allocated for them.
+        assert!(ColumnIndex::<i64>::open(data.clone(), &spans, 1 << 62, 1).is_err());
+        assert!(ColumnIndex::<i64>::open(data.clone(), &spans[..3], 100, 30).is_err());
+        assert!(ColumnIndex::<u64>::open(data.clone(), &spans, 100, 30).is_err());
         let mut cut = data.clone();
-        cut[0] = &cut[0][..cut[0].len() - 1];
-        assert!(ColumnIndex::<i64>::open(&cut, &spans, 100, 30).is_err());
+        cut[0] = Arc::new(shards[0][..shards[0].len() - 1].to_vec());
+        assert!(ColumnIndex::<i64>::open(cut, &spans, 100, 30).is_err());
         let mut elsewhere = spans.clone();
         elsewhere[1].0 = 3; // a fourth file that is not there
-        assert!(ColumnIndex::<i64>::open(&data, &elsewhere, 100, 30).is_err());
+        assert!(ColumnIndex::<i64>::open(data, &elsewhere, 100, 30).is_err());
+    }
+
+    #[test]
+    fn the_column_keeps_its_buffers_and_counts_the_blocks_it_has() {
+        let values: Vec<i64> = (0..100).collect();
+        let blocks = build_blocks(&values, &[50], 30).unwrap();
+        let (shards, spans) = layout(&blocks);
+        let col = ColumnIndex::<i64>::open(buffers(&shards), &spans, 100, 30).unwrap();
+        drop(shards); // the column holds its own references
+        let all = Interval {
+            lo: i64::LOWEST,
+            lo_incl: true,
+            hi: i64::HIGHEST,
+            hi_incl: true,
+        };
+        let tally = Tally::default();
+        assert_eq!(col.n_blocks(), 4);
+        assert_eq!(col.count(&all, &tally).unwrap().0, 100);
+        for ((first, stop), rows) in [((1, 3), 60), ((3, 9), 10), ((0, 99), 100), ((4, 4), 0)] {
+            let (n, cand) = col.count_blocks(&all, first..stop, &tally).unwrap();
+            assert_eq!((n, cand.n_rows()), (rows, 100), "{first}..{stop}");
+        }
     }
 }

@@ -56,6 +56,14 @@ pub enum KeyKind {
 }
 
 impl KeyKind {
+    /// Every kind, in tag order.
+    pub const ALL: [KeyKind; 3] = [Self::F64, Self::I64, Self::U64];
+
+    /// The kind named `name` (`"f64"`, `"i64"` or `"u64"`; see [`Self::name`]).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+
     pub fn from_u8(tag: u8) -> Option<Self> {
         match tag {
             0 => Some(Self::F64),
@@ -167,5 +175,16 @@ mod tests {
         assert_eq!((-0.0f64).ordered(), 0.0f64.ordered());
         let ints = [i64::MIN, -1, 0, 1, i64::MAX];
         assert!(ints.windows(2).all(|w| w[0].ordered() < w[1].ordered()));
+    }
+
+    #[test]
+    fn kinds_round_trip_through_tags_and_names() {
+        for (tag, kind) in KeyKind::ALL.into_iter().enumerate() {
+            assert_eq!(KeyKind::from_u8(tag as u8), Some(kind));
+            assert_eq!(kind as u8, tag as u8);
+            assert_eq!(KeyKind::from_name(kind.name()), Some(kind));
+        }
+        assert_eq!(KeyKind::from_u8(3), None);
+        assert_eq!(KeyKind::from_name("f32"), None);
     }
 }

@@ -22,7 +22,7 @@ pub fn block_count(n_rows: u64, block_len: u64) -> usize {
     n_rows.div_ceil(block_len) as usize
 }
 
-fn check_shape(n_rows: u64, block_len: u64) -> Result<()> {
+pub(crate) fn check_shape(n_rows: u64, block_len: u64) -> Result<()> {
     if block_len == 0 || block_len > u64::from(u32::MAX) {
         return Err(CoreError::Invalid(format!(
             "block length {block_len} is not in 1..2^32"

@@ -12,7 +12,7 @@ use roaring::RoaringBitmap;
 use crate::error::{CoreError, Result};
 use crate::eval::Interval;
 use crate::key::{Key, Widen};
-use crate::rowset::{block_count, RowSet};
+use crate::rowset::{block_count, check_shape, RowSet};
 
 const CHUNK: usize = 1024;
 
@@ -284,6 +284,7 @@ fn check_inputs(
     domain: Option<&RowSet>,
     block_len: u64,
 ) -> Result<()> {
+    check_shape(n_rows, block_len)?;
     for c in columns {
         if c.len() as u64 != n_rows {
             return Err(CoreError::Invalid(format!(
@@ -412,25 +413,23 @@ pub fn scan_range<K: Key, T: Widen<K>>(
     block_len: u64,
     domain: Option<&RowSet>,
 ) -> Result<(RowSet, RowSet)> {
-    let n_rows = values.len() as u64;
-    if let Some(d) = domain {
-        if d.n_rows() != n_rows || d.block_len() != block_len {
-            return Err(CoreError::Invalid(
-                "domain is a row set of another table".into(),
-            ));
-        }
-    }
-    per_block(n_rows, block_len, domain, |base, rows, t, u| {
-        for i in 0..rows.len() {
-            let row = rows.row(i);
-            let v = values[base + row as usize].widen();
-            if v.is_missing() {
-                u.push(row);
-            } else if iv.contains(v) {
-                t.push(row);
+    check_inputs(&[], values.len() as u64, domain, block_len)?;
+    per_block(
+        values.len() as u64,
+        block_len,
+        domain,
+        |base, rows, t, u| {
+            for i in 0..rows.len() {
+                let row = rows.row(i);
+                let v = values[base + row as usize].widen();
+                if v.is_missing() {
+                    u.push(row);
+                } else if iv.contains(v) {
+                    t.push(row);
+                }
             }
-        }
-    })
+        },
+    )
 }
 
 #[cfg(test)]
@@ -509,5 +508,18 @@ mod tests {
             right: p,
         };
         assert!(scan_compare(&[Values::F64(&x)], &cmp, 4, 2, None).is_err());
+        // A block length of 0 (or past 2^32) is an error, not a division by zero.
+        for block_len in [0, 1 << 32] {
+            let err = scan_compare(&[Values::F64(&x)], &cmp, 3, block_len, None).unwrap_err();
+            assert!(matches!(err, CoreError::Invalid(_)), "{err}");
+            let all = Interval {
+                lo: f64::NEG_INFINITY,
+                lo_incl: true,
+                hi: f64::INFINITY,
+                hi_incl: true,
+            };
+            let err = scan_range(&x, &all, block_len, None).unwrap_err();
+            assert!(matches!(err, CoreError::Invalid(_)), "{err}");
+        }
     }
 }

@@ -1,10 +1,11 @@
 //! Property tests: the core against brute force.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use proptest::prelude::*;
 use quarry_core::binning::{bin_of, equal_weight_edges, variable_edges, BinLookup};
-use quarry_core::column::{build_blocks, BlockSpan, BuiltBlock, ColumnIndex, Tally};
+use quarry_core::column::{build_blocks, BlockSpan, Buffer, BuiltBlock, ColumnIndex, Tally};
 use quarry_core::eval::Interval;
 use quarry_core::key::Key;
 use quarry_core::rowset::RowSet;
@@ -30,10 +31,10 @@ fn answer<K: Key + quarry_core::key::Widen<K>>(
 ) -> Vec<u64> {
     let blocks = build_blocks(values, edges, block_len).unwrap();
     let (shards, spans) = layout(&blocks);
-    let data: Vec<&[u8]> = shards.iter().map(Vec::as_slice).collect();
-    let col = ColumnIndex::<K>::open(&data, &spans, values.len() as u64, block_len as u64).unwrap();
-    let (sure, cand) = col.leaf(&data, iv, None, &Tally::default()).unwrap();
-    let (count, cand2) = col.count(&data, iv, &Tally::default()).unwrap();
+    let data: Vec<Buffer> = shards.into_iter().map(|s| Arc::new(s) as Buffer).collect();
+    let col = ColumnIndex::<K>::open(data, &spans, values.len() as u64, block_len as u64).unwrap();
+    let (sure, cand) = col.leaf(iv, None, &Tally::default()).unwrap();
+    let (count, cand2) = col.count(iv, &Tally::default()).unwrap();
     assert_eq!(count, sure.len());
     assert_eq!(cand, cand2);
     assert!(

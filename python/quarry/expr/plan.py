@@ -34,22 +34,15 @@ from quarry.expr.ast import (
     Var,
     is_aggregate,
 )
+from quarry.expr.keys import INTEGER_RANGES, KEY_DTYPES, key_kind
 from quarry.formats.base import VariableInfo
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
 Number = int | float
-_I64 = (-(2**63), 2**63 - 1)
-_U64 = (0, 2**64 - 1)
-
-
-def key_kind(dtype: np.dtype[np.generic]) -> str:
-    """The key domain a dtype is indexed and compared in: ``f64``, ``i64`` or ``u64``."""
-    return {"f": "f64", "i": "i64", "u": "u64"}[dtype.kind]
-
-
-KEY_DTYPES = {"f64": np.dtype("f8"), "i64": np.dtype("i8"), "u64": np.dtype("u8")}
+_I64 = INTEGER_RANGES["i64"]
+_U64 = INTEGER_RANGES["u64"]
 
 
 @dataclass(frozen=True)
@@ -537,26 +530,3 @@ def _meets(a: Interval, b: Interval) -> bool:
     if b.lo < a.hi or (b.lo == a.hi and (a.hi_incl or b.lo_incl)):
         return True
     return a.kind != "f64" and b.lo == a.hi + 1
-
-
-def postfix(node: Arith, slot: dict[str, int]) -> list[tuple[str, float]]:
-    """Arithmetic as the core's postfix program; variables load their column slot.
-
-    Examples
-    --------
-    >>> from quarry.expr.ast import BinOp, Var, Num
-    >>> postfix(BinOp("*", Var("/x", 0), Num(2, 0), 0), {"/x": 0})
-    [('load', 0.0), ('const', 2.0), ('*', 0.0)]
-    """
-    match node:
-        case Num(value=v):
-            return [("const", as_float(v))]
-        case Var(name=path):
-            return [("load", float(slot[path]))]
-        case Neg(operand=x):
-            return [*postfix(x, slot), ("neg", 0.0)]
-        case BinOp(op=op, left=a, right=b):
-            return [*postfix(a, slot), *postfix(b, slot), (op, 0.0)]
-        case Call(func=func, args=args):
-            return [*(step for a in args for step in postfix(a, slot)), (func, 0.0)]
-    raise TypeError(node)

@@ -23,6 +23,7 @@ import struct
 from collections.abc import Callable
 
 from quarry.expr.ast import Arith, BinOp, Call, Neg, Num, Var
+from quarry.expr.keys import INTEGER_RANGES, key_kind
 from quarry.expr.plan import (
     Interval,
     OrNode,
@@ -30,7 +31,6 @@ from quarry.expr.plan import (
     RangeLeaf,
     ScanLeaf,
     float_interval,
-    key_kind,
 )
 from quarry.formats.base import VariableInfo
 
@@ -115,10 +115,8 @@ def scaled_range_leaf(var: VariableInfo, op: str, literal: int | float, by: floa
 
 def _domain(kind: str) -> tuple[int, int, Callable[[int], int | float]]:
     """(first key, last key, key -> stored value) of a key domain, ordered as integers."""
-    if kind == "i64":
-        return -(2**63), 2**63 - 1, int
-    if kind == "u64":
-        return 0, 2**64 - 1, int
+    if kind in INTEGER_RANGES:
+        return *INTEGER_RANGES[kind], int
     return -_float_key(math.inf), _float_key(math.inf), _float_of_key
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from quarry import _core
 from quarry.errors import CorruptIndexError, SourceError, UnsupportedVariableError
-from quarry.expr.plan import KEY_DTYPES, key_kind
+from quarry.expr.keys import KEY_DTYPES, key_kind
 from quarry.formats.base import Driver, VariableInfo, fingerprint
 from quarry.index import layout
 from quarry.index.manifest import Manifest, Shard, SourceRecord, VariableEntry

@@ -21,7 +21,7 @@ from quarry import _core
 from quarry.errors import DerivationError, QuarryError, QuerySyntaxError
 from quarry.expr.ast import Arith, variables
 from quarry.expr.parser import parse_expression
-from quarry.expr.plan import postfix
+from quarry.expr.postfix import postfix
 from quarry.formats.base import Driver, VariableInfo
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ import numpy as np
 from quarry import _core
 from quarry.errors import ShapeMismatchError
 from quarry.expr.ast import Arith, Var, to_text, variables
-from quarry.expr.plan import postfix
+from quarry.expr.postfix import postfix
 from quarry.formats.subarray import read_view
 from quarry.index.stats import VariableStats, column_stats, combine
 

@@ -31,8 +31,8 @@ from quarry.expr.plan import (
     RangeLeaf,
     ScanLeaf,
     everything,
-    postfix,
 )
+from quarry.expr.postfix import postfix
 from quarry.formats.base import Driver, VariableInfo
 from quarry.formats.subarray import read_view
 from quarry.index.store import IndexStore

@@ -1,0 +1,121 @@
+//! Conditions and arithmetic evaluated on values instead of an index.
+
+use numpy::{IntoPyArray, PyArray1, PyUntypedArray};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use quarry_core::scan;
+
+use crate::conversions::{interval, with_keyed, with_values, Held};
+use crate::errors::Result;
+use crate::pool::detach;
+use crate::rowset::RowSet;
+
+/// The core's program from its wire form: (operation, argument) pairs in
+/// postfix order, as `quarry.expr.postfix` writes them.
+fn program(ops: Vec<(String, f64)>, n_columns: usize) -> Result<scan::Program> {
+    let ops = ops
+        .into_iter()
+        .map(|(name, arg)| {
+            Ok(match name.as_str() {
+                "load" => scan::Op::Load(arg as usize),
+                "const" => scan::Op::Const(arg),
+                "neg" => scan::Op::Neg,
+                "+" => scan::Op::Add,
+                "-" => scan::Op::Sub,
+                "*" => scan::Op::Mul,
+                "/" => scan::Op::Div,
+                "**" => scan::Op::Pow,
+                "sqrt" => scan::Op::Sqrt,
+                "abs" => scan::Op::Abs,
+                "exp" => scan::Op::Exp,
+                "log" => scan::Op::Ln,
+                "log10" => scan::Op::Log10,
+                "min" => scan::Op::Min,
+                "max" => scan::Op::Max,
+                other => {
+                    return Err(PyValueError::new_err(format!(
+                        "unknown operation {other:?}"
+                    )))
+                }
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(scan::Program::new(ops, n_columns)?)
+}
+
+/// Rows where `left cmp right` is true and where it is unknown (NaN), the
+/// sides being postfix programs over `columns` evaluated in float64.
+#[pyfunction]
+#[pyo3(signature = (columns, left, cmp, right, n_rows, block_len, domain=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn scan_compare<'py>(
+    py: Python<'py>,
+    columns: Vec<Bound<'py, PyUntypedArray>>,
+    left: Vec<(String, f64)>,
+    cmp: &str,
+    right: Vec<(String, f64)>,
+    n_rows: u64,
+    block_len: u64,
+    domain: Option<&RowSet>,
+) -> Result<(RowSet, RowSet)> {
+    let cmp = match cmp {
+        "<" => scan::Cmp::Lt,
+        "<=" => scan::Cmp::Le,
+        ">" => scan::Cmp::Gt,
+        ">=" => scan::Cmp::Ge,
+        "==" => scan::Cmp::Eq,
+        "!=" => scan::Cmp::Ne,
+        other => return Err(PyValueError::new_err(format!("unknown comparison {other:?}")).into()),
+    };
+    let domain = domain.map(|d| &d.0);
+    with_values(&columns, |values| {
+        let comparison = scan::Comparison {
+            left: program(left, values.len())?,
+            cmp,
+            right: program(right, values.len())?,
+        };
+        let (sure, unknown) = detach(py, || {
+            scan::scan_compare(values, &comparison, n_rows, block_len, domain)
+        })?;
+        Ok((RowSet(sure), RowSet(unknown)))
+    })
+}
+
+/// The postfix `program` over `columns` on every row, as float64 values.
+#[pyfunction]
+pub fn evaluate<'py>(
+    py: Python<'py>,
+    columns: Vec<Bound<'py, PyUntypedArray>>,
+    program: Vec<(String, f64)>,
+    n_rows: u64,
+) -> Result<Bound<'py, PyArray1<f64>>> {
+    let out = with_values(&columns, |values| {
+        let program = self::program(program, values.len())?;
+        Ok(detach(py, || scan::evaluate(values, &program, n_rows))?)
+    })?;
+    Ok(out.into_pyarray(py))
+}
+
+/// Rows whose stored value lies in the interval (compared exactly in the
+/// key domain of the values' dtype) and rows whose value is missing.
+#[pyfunction]
+#[pyo3(signature = (values, lo, lo_incl, hi, hi_incl, block_len, domain=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn scan_range<'py>(
+    py: Python<'py>,
+    values: &Bound<'py, PyUntypedArray>,
+    lo: &Bound<'py, PyAny>,
+    lo_incl: bool,
+    hi: &Bound<'py, PyAny>,
+    hi_incl: bool,
+    block_len: u64,
+    domain: Option<&RowSet>,
+) -> Result<(RowSet, RowSet)> {
+    let held = Held::new(values)?;
+    let domain = domain.map(|d| &d.0);
+    let (inside, missing) = with_keyed!(held.values()?, s, K => {
+        let iv = interval::<K>(lo, lo_incl, hi, hi_incl)?;
+        detach(py, || scan::scan_range(s, &iv, block_len, domain))?
+    });
+    Ok((RowSet(inside), RowSet(missing)))
+}
