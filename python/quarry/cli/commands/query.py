@@ -25,6 +25,7 @@ from quarry.errors import UsageError
 
 if TYPE_CHECKING:
     from quarry.query.selection import Selection
+    from quarry.query.series import SeriesSelection
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -329,11 +330,26 @@ def _batch(args: argparse.Namespace, files: list[str]) -> int:
         raise UsageError("give either a query or --batch FILE, not both")
     items = read_batch(args.batch) if args.batch != "-" else parse_batch(sys.stdin.read())
     labelled = [(f"line {n}", q) for n, q in items]
-    if not args.per_step and not options.many(files):
-        with quarry.open(files[0], index=args.index, si=args.si) as ds:
-            for _, query, count in evaluate(labelled, lambda q: ds.query(q, args.path).count()):
-                print(json.dumps(render.batch_line(query, count, None)), flush=True)
-        return 0
+    # One file without --per-step answers as `quarry query FILE Q` does (a
+    # series only where its names spread over step groups); else per member.
+    one_table = not args.per_step and not options.many(files)
+    series_path = None if one_table else args.path
+    with quarry.open_series(files, index=args.index, path=series_path, si=args.si) as series:
+
+        def answer(query: str) -> Selection | SeriesSelection:
+            if one_table:
+                sel = series.dataset(series.files[0]).query(query, args.path)
+            else:
+                sel = series.query(query)
+            sel.count()  # evaluated here, so a failure names the line
+            return sel
+
+        for _, query, sel in evaluate(labelled, answer):
+            per_step = None
+            if args.per_step and isinstance(sel, quarry.SeriesSelection):
+                per_step = sel.per_step()
+            print(json.dumps(render.batch_line(query, sel.count(), per_step)), flush=True)
+    return 0
     with quarry.open_series(files, index=args.index, path=args.path, si=args.si) as series:
 
         def answer(query: str) -> Any:
