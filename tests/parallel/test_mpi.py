@@ -209,6 +209,7 @@ def test_a_failing_rank_publishes_nothing_and_is_named(data, tmp_path):
         (["query", "{d}/run_*.h5", "energyy > 1", "--per-step"], 1, "'energyy'"),
         (["query", "{d}/nowhere.h5", "a > 1"], 1, "nowhere.h5"),
         (["index", "{d}/nowhere.h5", "--index", "{d}/unused"], 1, "nowhere.h5"),
+        (["query", "{d}/run_0.h5", "{d}/run_1.h5", "a > 1", "--explain"], 2, "--explain takes"),
     ],
 )
 def test_a_mistake_under_mpiexec_is_reported_once_with_the_serial_code(data, argv, code, says):
