@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
@@ -135,9 +136,22 @@ def test_aggregates_match_numpy(scenario):
             # Each condition is exact given its aggregate's value.
             for got, template in ((sel, "a {} {}"), (expr_sel, "b*a {} {}")):
                 value = got.aggregates[0].value
-                literal = str(value) if isinstance(value, int) else repr(float(value))
+                literal = _exact_literal(value)
                 expect = oracle_ids(template.format(op, literal), data)
                 np.testing.assert_array_equal(got.ids(), expect, err_msg=template)
+
+
+def _exact_literal(value: int | float) -> str:
+    """``value`` written so the literal's exact value is the aggregate's: a
+    float64's full decimal expansion (its shortest repr, read exactly, is
+    another number, which integer columns would compare against).
+
+    >>> _exact_literal(-7.921435773090242e18), _exact_literal(0.5), _exact_literal(float("nan"))
+    ('-7921435773090241536', '0.5', 'nan')
+    """
+    if isinstance(value, int) or not math.isfinite(value):
+        return str(value) if isinstance(value, int) else repr(float(value))
+    return format(Decimal(value), "f")
 
 
 def test_aggregate_errors_and_report(tmp_path):
