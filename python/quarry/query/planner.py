@@ -17,15 +17,24 @@ state changes (an index built, opened or checked).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from quarry.errors import QuarryError, QuerySyntaxError, SubarrayError, UnsupportedVariableError
 from quarry.expr import parse
-from quarry.expr.ast import Var
+from quarry.expr.ast import Cond, Var
 from quarry.expr.ast import variables as named_in
 from quarry.expr.names import resolve
-from quarry.expr.plan import PlanNode, compile_plan
+from quarry.expr.plan import (
+    AndNode,
+    Const,
+    NotNode,
+    OrNode,
+    PlanNode,
+    RangeLeaf,
+    compile_plan,
+)
 from quarry.formats.subarray import view_of
 from quarry.index.options import DEFAULT_BLOCK_LEN
 from quarry.query.aggregate import AggregateValue, Aggregator
@@ -120,7 +129,8 @@ class Planner:
         return planned
 
     def _plan(self, query: str, path: str | None) -> PlannedQuery:
-        cond = parse(query)
+        parsed = _parse(query)
+        cond = parsed.cond
         # Resolved names and subarrays by their key (``/x[0:10]``): the plan's
         # names are keys once resolved, and resolve to the same views again.
         by_key: dict[str, VariableInfo] = {}
@@ -141,17 +151,113 @@ class Planner:
                 resolved.setdefault(var.name, info.path)
             return info
 
-        aggregator = Aggregator(self.driver, self.store, by_key, self._aggregate_stats)
-        plan = compile_plan(cond, lookup, query, aggregator, self.factor)
+        written = [lookup(var) for var in parsed.variables]
+        template = _template_key(query, parsed, written, self.factor)
+        plan = _rebound(_TEMPLATES.get(template), written) if template else None
+        aggregates: list[AggregateValue] = []
+        if plan is None:
+            aggregator = Aggregator(self.driver, self.store, by_key, self._aggregate_stats)
+            plan = compile_plan(cond, lookup, query, aggregator, self.factor)
+            aggregates = aggregator.used
+            if template and not aggregates and _bindable(plan):
+                if len(_TEMPLATES) >= MAX_PLANS:
+                    _TEMPLATES.clear()
+                _TEMPLATES[template] = _Template(plan, tuple(info.key for info in written))
         # Every variable the query reads row by row forms the table, even one
         # whose comparison folded away (``nan < x`` is unknown on every row of
         # x); variables seen only inside aggregates do not.
-        used = list(
-            {info.key: info for info in map(lookup, named_in(cond, in_aggregates=False))}.values()
-        )
+        used = list({info.key: info for info in map(lookup, parsed.row_variables)}.values())
         if not used:
             raise QuarryError(
                 f"query {query!r} compares no variable row by row "
                 "(aggregates such as mean(x) are single numbers)"
             )
-        return PlannedQuery(plan, self.table(used), aggregator.used, used, resolved)
+        return PlannedQuery(plan, self.table(used), aggregates, used, resolved)
+
+
+class _Parsed(NamedTuple):
+    """A query's text parsed, and the variables it names: all of them in the
+    order written, and those it reads row by row (not only inside aggregates)."""
+
+    cond: Cond
+    variables: tuple[Var, ...]
+    row_variables: tuple[Var, ...]
+
+
+@functools.lru_cache(maxsize=MAX_PLANS)
+def _parse(query: str) -> _Parsed:
+    """Parsed once per text, whatever file or step group it is planned in
+    (the tree is immutable)."""
+    cond = parse(query)
+    return _Parsed(cond, tuple(named_in(cond)), tuple(named_in(cond, in_aggregates=False)))
+
+
+class _Template(NamedTuple):
+    """A plan made in one member, and the keys of the variables the query
+    named there (in the order written), to be bound to another member's."""
+
+    plan: PlanNode
+    keys: tuple[str, ...]
+
+
+#: Plans by query text and what its names resolved to, up to the variables'
+#: paths: the members of a series (step groups, files of one run) plan a
+#: query once and bind it to their own variables (issue 15's 400 slices of 720
+#: steps are 400 plans, not 288,000).
+_TEMPLATES: dict[tuple[Any, ...], _Template] = {}
+
+
+def _template_key(
+    query: str,
+    parsed: _Parsed,
+    written: list[VariableInfo],
+    factor: Callable[[VariableInfo], float | None] | None,
+) -> tuple[Any, ...] | None:
+    """What a plan of ``query`` depends on beyond the variables' paths: each
+    written name's dtype, shape, SI factor and which earlier name it shares a
+    variable with. None where plans are not shared (subscripts)."""
+    if any(var.index is not None for var in parsed.variables):
+        return None
+    first: dict[str, int] = {}
+    described = []
+    for k, info in enumerate(written):
+        same = first.setdefault(info.key, k)
+        by = factor(info) if factor is not None else None
+        described.append((info.dtype.str, info.shape, by, same))
+    return (query, *described)
+
+
+def _bindable(plan: PlanNode) -> bool:
+    """Whether ``plan`` can be bound to another member's variables: index
+    ranges and constants under ``&&``, ``||`` and ``!`` (a scan's arithmetic
+    names its variables by path, and is planned in each member)."""
+    match plan:
+        case RangeLeaf() | Const():
+            return True
+        case AndNode(items=items) | OrNode(items=items):
+            return all(map(_bindable, items))
+        case NotNode(operand=operand):
+            return _bindable(operand)
+    return False
+
+
+def _rebound(template: _Template | None, written: list[VariableInfo]) -> PlanNode | None:
+    """The template's plan with each of its variables replaced by this
+    member's variable of the same written name."""
+    if template is None:
+        return None
+    to_member = dict(zip(template.keys, written, strict=True))
+
+    def bind(node: PlanNode) -> PlanNode:
+        match node:
+            case RangeLeaf(var=var, interval=interval):
+                return RangeLeaf(to_member[var.key], interval)
+            case AndNode(items=items):
+                return AndNode(tuple(map(bind, items)))
+            case OrNode(items=items):
+                return OrNode(tuple(map(bind, items)))
+            case NotNode(operand=operand):
+                return NotNode(bind(operand))
+        return node
+
+    return bind(template.plan)
