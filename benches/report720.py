@@ -40,8 +40,8 @@ def draw(res: dict[str, Any]) -> None:
         ("core", part["core_counts"], f"core: {SLICES} slices of t around mean(t)"),
     ):
         records = [
-            {"file": m["file"], "step": m["step"], "count": c}
-            for m, c in zip(part["members"], counts, strict=True)
+            {"file": "h5part", "step": step, "count": c}
+            for step, c in zip(part["member_steps"], counts, strict=True)
         ]
         draw_counts(records, os.path.join(BENCH, PICTURES[what]), title)
 
