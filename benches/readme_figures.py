@@ -40,6 +40,7 @@ def load_results() -> dict[str, Any]:
         ("run", "REPORT"),
         ("series", "REPORT-series"),
         ("parallel", "REPORT-parallel"),
+        ("workload", "REPORT-720"),
     ):
         with open(os.path.join(BENCH, f"{name}.json")) as fh:
             out[key] = json.load(fh)
@@ -161,8 +162,53 @@ def bench_section(res: dict[str, Any]) -> str:
                 f"| {_name(q)} | {_ms(w['numpy'])} | " + " | ".join(_ms(w[t]) for t in tools) + " |"
             )
         lines.append("")
-    lines += series_part(series) + losses(run, series) + parallel_part(par)
+    lines += series_part(series) + workload_part(res["workload"])
+    lines += losses(run, series, res["workload"]) + parallel_part(par)
     return "\n".join(lines)
+
+
+#: The headline workload's layouts, as its report names them.
+LAYOUTS = {"h5part": "one file, 720 step groups", "files": "one file per step"}
+
+
+def workload_part(w: dict[str, Any]) -> list[str]:
+    """Issue 15's workload at its shape: halo and 400-slice core of every step."""
+    limit = w["meta"]["others_limit"]
+    lines = [
+        f"The headline workload at its shape, {w['steps']} steps of {w['n']:,} beam "
+        "particles: the halo `r > 4*rms(r)` of every step, and the core cut into 400 "
+        f"slices of `t` around each step's mean ({w['steps'] * 400:,} counts, against one "
+        "`np.histogram` pass per step), both sides on 1 thread "
+        f"([benches/REPORT-720.md](benches/REPORT-720.md); {conditions(w['meta'])}):",
+        "",
+        "| layout | halo warm | halo cold | core warm | core cold | whole, all cores, cold |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    met = []
+    for key, label in LAYOUTS.items():
+        h, c, whole = w[key]["halo"], w[key]["core"], w[key]["whole"]
+        quarry_s, numpy_s = whole["quarry_cold"]["median"], whole["numpy_cold"]["median"]
+        lines.append(
+            f"| {label} | {_x(h['numpy'], h['quarry'], limit)} | "
+            f"{_x(h['numpy_cold'], h['quarry_cold'], limit)} | "
+            f"{_x(c['numpy'], c['quarry'], limit)} | "
+            f"{_x(c['numpy_cold'], c['quarry_cold'], limit)} | "
+            f"{quarry_s:.1f} s (NumPy {numpy_s:.1f} s) |"
+        )
+        for suffix, word in (("", "warm"), ("_cold", "cold")):
+            if h["numpy" + suffix]["median"] >= 5 * h["quarry" + suffix]["median"]:
+                met.append(f"the {word} halo ({label})")
+            if c["numpy" + suffix]["median"] >= c["quarry" + suffix]["median"]:
+                met.append(f"the {word} slices ({label})")
+        if quarry_s <= 12:
+            met.append(f"the whole workload ({label})")
+    lines += [
+        "",
+        "The goals: a halo at least 5x NumPy, slices no slower than the histogram, the "
+        "whole workload in at most 12 s. Met: " + ("; ".join(met) or "none") + ".",
+        "",
+    ]
+    return lines
 
 
 def series_part(series: dict[str, Any]) -> list[str]:
@@ -202,7 +248,7 @@ def series_part(series: dict[str, Any]) -> list[str]:
     return lines
 
 
-def losses(run: dict[str, Any], series: dict[str, Any]) -> list[str]:
+def losses(run: dict[str, Any], series: dict[str, Any], workload: dict[str, Any]) -> list[str]:
     """Every like-for-like comparison at 1 thread where NumPy is faster, by condition."""
     found: dict[str, list[str]] = {"warm": [], "cold open": []}
     for r in run["rows"]:
@@ -226,6 +272,14 @@ def losses(run: dict[str, Any], series: dict[str, Any]) -> list[str]:
                 if t["quarry" + suffix]["median"] > t["numpy" + suffix]["median"]:
                     x = ratio(t["numpy" + suffix], t["quarry" + suffix])
                     found[word].append(f"{label} ({x})")
+    parts = {"halo": "the 720-step halo", "core": "the 288,000 slice counts"}
+    for key, layout in LAYOUTS.items():
+        for part, label in parts.items():
+            t = workload[key][part]
+            for suffix, word in (("", "warm"), ("_cold", "cold open")):
+                if t["quarry" + suffix]["median"] > t["numpy" + suffix]["median"]:
+                    x = ratio(t["numpy" + suffix], t["quarry" + suffix])
+                    found[word].append(f"{label}, {layout} ({x})")
     found["fresh process"] = []
     for label, c in run["cli"].items():
         if label != "imports" and c["quarry"]["median"] > c["numpy"]["median"]:

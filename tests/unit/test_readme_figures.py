@@ -56,11 +56,24 @@ def test_a_loss_is_named_in_the_readme_text() -> None:
     figures = bench_module("readme_figures")
     run, series = results("REPORT"), results("REPORT-series")
     run, series = copy.deepcopy(run), copy.deepcopy(series)
+    workload = copy.deepcopy(results("REPORT-720"))
     row = run["rows"][0]
     row["warm"]["quarry_1"]["median"] = row["warm"]["numpy"]["median"] * 4
-    text = " ".join(figures.losses(run, series))
+    halo = workload["files"]["halo"]
+    halo["quarry"]["median"] = halo["numpy"]["median"] * 2
+    text = " ".join(figures.losses(run, series, workload))
     assert f"- warm: {row['output']} of `{row['query']}` (0.25x)" in text
+    assert "the 720-step halo, one file per step (0.5x)" in text
     assert "choose between its index and a scan by their cost" in text
+
+
+def test_the_workload_goals_met_are_computed_from_its_report() -> None:
+    figures = bench_module("readme_figures")
+    workload = copy.deepcopy(results("REPORT-720"))
+    core = workload["h5part"]["core"]
+    core["quarry"]["median"] = core["numpy"]["median"] / 2
+    text = " ".join(figures.workload_part(workload))
+    assert "the warm slices (one file, 720 step groups)" in text
 
 
 def test_a_figure_taken_while_other_processes_ran_is_flagged() -> None:
