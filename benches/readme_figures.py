@@ -3,7 +3,7 @@
 The README holds two generated parts, each between a pair of markers:
 ``<!-- bench:begin -->`` / ``<!-- bench:end -->`` (the Benchmarks section's figures) and
 ``<!-- tunables:begin -->`` / ``<!-- tunables:end -->`` (the Tunables table). Both are
-rendered from ``benches/REPORT.json``, ``REPORT-series.json`` and
+rendered from ``benches/REPORT.json``, ``REPORT-series.json``, ``REPORT-720.json`` and
 ``REPORT-parallel.json``, which the bench scripts write next to their Markdown reports.
 
     python benches/readme_figures.py          # rewrite README.md
