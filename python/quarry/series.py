@@ -199,10 +199,17 @@ class Series:
 
         return track(self, query, at_step, id_var, names)
 
-    def query_many(self, queries: Iterable[str]) -> list[SeriesSelection]:
+    def query_many(
+        self, queries: Iterable[str], runner: Runner | None = None
+    ) -> list[SeriesSelection]:
         """Each query over the series, every file opened and every index read
         once for all of them; see :mod:`quarry.query.batch`. A failure names the
         query, and the file and step.
+
+        With a ``runner`` (:mod:`quarry.parallel.runners`) every query is
+        planned first and the runner then answers all of their counts in one
+        go: under :class:`~quarry.parallel.runners.Mpi` the ranks share the
+        whole batch's blocks out, with one collective call for all of it.
 
         Examples
         --------
@@ -218,7 +225,11 @@ class Series:
         from quarry.query.batch import evaluate
 
         items = [(f"query {k}", q) for k, q in enumerate(queries, 1)]
-        return [sel for _, _, sel in evaluate(items, self._counted)]
+        if runner is None:
+            return [sel for _, _, sel in evaluate(items, self._counted)]
+        answers = [sel for _, _, sel in evaluate(items, self.query)]
+        runner.answer([part for sel in answers for part in sel.selections])
+        return answers
 
     def _counted(self, query: str) -> SeriesSelection:
         sel = self.query(query)

@@ -13,7 +13,7 @@ import numpy as np
 
 import quarry
 from quarry.parallel.mpi import world
-from quarry.parallel.runners import Mpi
+from quarry.parallel.runners import Local, Mpi
 
 FILES = ["run_0.h5", "run_1.h5"]
 STEPS = 3
@@ -113,6 +113,11 @@ def query(directory: str, index: str, out: str) -> None:
                 found[f"{q}/{m}/ids"] = s.ids()
                 for name in VALUES:
                     found[f"{q}/{m}/{name}"] = s.values(name)
+        # The whole batch at once: one collective call for every query's counts.
+        runner = Mpi(comm) if comm is not None else Local(jobs=1)
+        for q, answer in enumerate(series.query_many(queries, runner=runner)):
+            for m, count in enumerate(answer.counts()):
+                found[f"batch/{q}/{m}"] = np.array(count)
     if comm is None or comm.rank == 0:
         np.savez(out, **found)
 

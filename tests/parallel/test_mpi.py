@@ -115,6 +115,7 @@ def test_any_index_queried_with_any_ranks_matches_numpy(data, ranks, tmp_path):
                 expect = oracle_ids(_folded(text, columns["d"]), columns)
                 where = f"{name}, {ranks} rank(s), member {m}: {text}"
                 assert int(found[f"{q}/{m}/count"]) == len(expect), where
+                assert int(found[f"batch/{q}/{m}"]) == len(expect), where
                 np.testing.assert_array_equal(found[f"{q}/{m}/ids"], expect, err_msg=where)
                 for var in mpi_cases.VALUES:
                     np.testing.assert_array_equal(
@@ -145,6 +146,14 @@ def test_cli_under_mpiexec_prints_the_serial_answer(data, tmp_path):
     )
     shared = mpirun(2, quarry_bin, "query", *files, query, "--index", index, "--per-step")
     assert json.loads(shared.stdout) == json.loads(serial.stdout)
+    # a batch: the ranks share the whole batch's blocks out; rank 0 prints every line
+    batch = tmp_path / "batch.txt"
+    batch.write_text("a > 0.5\n# a comment\nd < mean(d) && b > 0\n-100 <= b < 50\n")
+    for extra in ([], ["--per-step"]):
+        argv = ["query", *files, "--batch", str(batch), "--index", index, *extra]
+        serial = subprocess.run([quarry_bin, *argv], capture_output=True, text=True, check=True)
+        shared = mpirun(3, quarry_bin, *argv)
+        assert shared.stdout == serial.stdout and len(shared.stdout.splitlines()) == 3
     # values of one file gathered to rank 0, and written per rank
     one = files[0]
     args = [one, "b > 100", "--index", index, "--path", "Step#1", "--values", "a,b", "--json"]

@@ -26,6 +26,7 @@ from quarry.errors import UsageError
 if TYPE_CHECKING:
     from quarry.query.selection import Selection
     from quarry.query.series import SeriesSelection
+    from quarry.series import Series
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -335,6 +336,8 @@ def _batch(args: argparse.Namespace, files: list[str]) -> int:
     one_table = not args.per_step and not options.many(files)
     series_path = None if one_table else args.path
     with quarry.open_series(files, index=args.index, path=series_path, si=args.si) as series:
+        if args.comm is not None and not one_table:
+            return _batch_shared(args, series, labelled)
 
         def answer(query: str) -> Selection | SeriesSelection:
             if one_table:
@@ -350,14 +353,22 @@ def _batch(args: argparse.Namespace, files: list[str]) -> int:
                 per_step = sel.per_step()
             print(json.dumps(render.batch_line(query, sel.count(), per_step)), flush=True)
     return 0
-    with quarry.open_series(files, index=args.index, path=args.path, si=args.si) as series:
 
-        def answer(query: str) -> Any:
-            sel = series.query(query)
-            sel.counts()  # evaluated here, so a failure names the line
-            return sel
 
-        for _, query, sel in evaluate(labelled, answer):
+def _batch_shared(args: argparse.Namespace, series: Series, labelled: list[tuple[str, str]]) -> int:
+    """``--batch`` under mpiexec: every rank plans every query (a mistake
+    names its line on every rank, before any collective call), then the
+    ranks share the whole batch's blocks out in one collective call, and
+    rank 0 prints the lines."""
+    from quarry.cli.parallel import start_work
+    from quarry.parallel.runners import Mpi
+    from quarry.query.batch import evaluate
+
+    planned = list(evaluate(labelled, series.query))
+    start_work(args)
+    Mpi(args.comm).answer([part for _, _, sel in planned for part in sel.selections])
+    if args.comm.rank == 0:
+        for _, query, sel in planned:
             per_step = sel.per_step() if args.per_step else None
             print(json.dumps(render.batch_line(query, sel.count(), per_step)), flush=True)
     return 0
