@@ -11,6 +11,7 @@ checks candidates: the same numbers both times, never the whole array.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -85,8 +86,7 @@ def expand(
         by_group.setdefault(group, {})[name] = info
     out: list[DerivedVariable] = []
     for d in definitions:
-        tree = parse_expression(d.expr)
-        names = list(dict.fromkeys(v.name for v in variables(tree)))
+        tree, names = _parsed(d.expr)
         _check_names(d, tree, names)
         made = 0
         for group, members in by_group.items():
@@ -113,7 +113,15 @@ def expand(
     return out
 
 
-def _check_names(d: Derivation, tree: Arith, names: list[str]) -> None:
+@functools.lru_cache(maxsize=256)
+def _parsed(expr: str) -> tuple[Arith, tuple[str, ...]]:
+    """A definition's expression and the names it reads, parsed once per
+    text: every open of an index expands its definitions again."""
+    tree = parse_expression(expr)
+    return tree, tuple(dict.fromkeys(v.name for v in variables(tree)))
+
+
+def _check_names(d: Derivation, tree: Arith, names: tuple[str, ...]) -> None:
     if not names:
         raise DerivationError(f"{d.name} = {d.expr} uses no variable")
     for var in variables(tree):
