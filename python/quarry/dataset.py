@@ -147,9 +147,10 @@ class Dataset:
         return self.index if self.has_index else None
 
     def _planning(self, store: IndexStore | None) -> Planner:
-        """The planner of the file with ``store`` as its index, kept while both stay open."""
+        """The planner of the file with ``store`` (opened by :meth:`_open_store`,
+        which puts its derived variables in the driver) as its index, kept
+        while both stay open."""
         if self._planner is None or self._planner.store is not store:
-            self.variables()  # the index's derived variables join the driver's
             self._planner = Planner(self.path, self.driver, store, self._factor)
         return self._planner
 
