@@ -14,7 +14,7 @@ read once and matched by sorting. Either way the match is exact.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,7 +44,8 @@ class TrackedStep:
     id_variable: VariableInfo
     """The id variable at this step."""
     values: dict[str, npt.NDArray[np.generic]] = field(default_factory=dict)
-    """Values at those rows; entries of missing particles are 0 (integers) or NaN."""
+    """Values at those rows (in SI units where the series was opened with
+    ``si=True``); entries of missing particles are 0 (integers) or NaN."""
     variables: dict[str, VariableInfo] = field(default_factory=dict)
     """The variable each name of ``values`` resolved to at this step."""
 
@@ -146,17 +147,22 @@ def track(
         values, variables = {}, {}
         for name in names:
             var = mds.variable(name, member.group)
-            variables[name] = var
+            # With si=True values are stored * unitSI in float64, as in every output.
+            by = mds.si_factor(var) if mds.si else None
+            variables[name] = (
+                var if by is None else replace(var, attrs={**var.attrs, "unitSI": 1.0})
+            )
             found = rows >= 0
-            out = np.zeros(len(rows), dtype=var.dtype if var.dtype.kind in "iu" else np.float64)
-            if var.dtype.kind == "f":
+            exact_ints = var.dtype.kind in "iu" and by is None
+            out = np.zeros(len(rows), dtype=var.dtype if exact_ints else np.float64)
+            if not exact_ints:
                 out[:] = np.nan
             if found.any():
                 order = np.argsort(rows[found])
                 gathered = mds.driver.gather(var.path, rows[found][order])
                 placed = np.empty_like(gathered)
                 placed[order] = gathered
-                out[found] = placed
+                out[found] = placed if by is None else placed.astype(np.float64) * by
             values[name] = out
         steps.append(TrackedStep(member, rows, info, values, variables))
     return Tracks(query, anchor, ids, steps)

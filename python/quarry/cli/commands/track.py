@@ -29,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.add_index(parser)
     options.add_jobs(parser)
     options.add_path(parser)
+    options.add_si(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     if not sources:
         raise UsageError("give the data file(s), then the query")
     files = expand_sources(sources)
-    with quarry.open_series(files, index=args.index, path=args.path) as series:
+    with quarry.open_series(files, index=args.index, path=args.path, si=args.si) as series:
         tracks = track(series, query, args.at_step, args.id_var, options.names(args.values))
     if args.out:
         tracks.write(args.out, files)
