@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
@@ -16,8 +17,9 @@ from quarry.errors import (
 )
 from quarry.expr.names import resolve
 from quarry.expr.parser import parse_variable
-from quarry.formats import open_source
+from quarry.formats import BACKENDS, backend_for
 from quarry.formats.base import Driver, VariableInfo
+from quarry.formats.listing import ListedDriver, Listing
 from quarry.index import BuildOptions, IndexStore
 from quarry.index.derived import Derivation, DerivedDriver, expand, previous_derivations
 from quarry.index.layout import decode_edges
@@ -113,14 +115,38 @@ class Dataset:
         # read-only), else found beside the file or in QUARRY_INDEX_PATH.
         self._index_given = index_path is not None
         self.index_path = find_index(path, index_path)
-        self._file_driver = open_source(path, (os.path.dirname(os.path.abspath(self.index_path)),))
+        # Raw-binary descriptions may also be kept beside the index.
+        self._sidecars = (os.path.dirname(os.path.abspath(self.index_path)),)
+        self._store: IndexStore | None = None
+        self._file_driver, self._backend = self._open_file()
         self.driver: Driver = self._file_driver
         """The file's driver; with the index's derived variables once it is open."""
-        self._store: IndexStore | None = None
+        if self._store is not None:
+            self.driver = self._with_derived(self._store.derivations)
         # Plans and what they resolved, for the file and index as now open.
         self._planner: Planner | None = None
         # This file's step groups as a series, per context path: found once.
         self._steps: dict[str | None, Series] = {}
+
+    def _open_file(self) -> tuple[Driver, str]:
+        """The file's driver and its format. Where a fresh index recorded the
+        file's listing, the index is opened now and the driver answers from
+        the listing, opening the file only to read values (see
+        :mod:`quarry.formats.listing`); otherwise the file is opened."""
+        if os.path.exists(self.index_path):
+            try:
+                store: IndexStore | None = IndexStore(self.index_path, self.path, self._read_source)
+            except (QuarryError, OSError):
+                store = None  # stale or damaged: reported when the index is used
+            self._store = store  # opened once: queries use it as it is
+            listing = store.manifest.listing if store is not None else None
+            if store is not None and listing is not None and store.trusted:
+                for known in BACKENDS:
+                    if known.name == listing.backend:
+                        opener = functools.partial(known.open, self.path, self._sidecars)
+                        return ListedDriver(self.path, listing, opener), known.name
+        backend = backend_for(self.path, self._sidecars)
+        return backend.open(self.path, self._sidecars), backend.name
 
     # -- variables -------------------------------------------------------
     def variables(self) -> list[VariableInfo]:
@@ -314,6 +340,7 @@ class Dataset:
         ([0, 2], '/r')
         """
         chosen, driver, derivations = self._build_plan(variables, derive)
+        listing = Listing.of(self._backend, self._file_driver)
         self.index_path = place_new_index(self.path, self.index_path, self._index_given)
         defaults = BuildOptions()
         options = BuildOptions(
@@ -330,10 +357,12 @@ class Dataset:
         if comm is not None and comm.size > 1:
             from quarry.parallel.build import build_shared
 
-            return build_shared(comm, driver, chosen, self.index_path, options, progress, derived)
+            return build_shared(
+                comm, driver, chosen, self.index_path, options, progress, derived, listing
+            )
         from quarry.index.build import build_index
 
-        return build_index(driver, chosen, self.index_path, options, progress, derived)
+        return build_index(driver, chosen, self.index_path, options, progress, derived, listing)
 
     # -- queries ---------------------------------------------------------
     @on_own_threads

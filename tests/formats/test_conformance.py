@@ -17,6 +17,7 @@ import pytest
 import quarry
 from oracle import oracle_ids
 from quarry.formats import detect, open_source
+from quarry.formats.listing import ListedDriver
 
 netcdf4 = pytest.importorskip("netCDF4", reason="netCDF4 is not installed")
 zarr = pytest.importorskip("zarr", reason="zarr is not installed")
@@ -105,6 +106,33 @@ class FormatTests:
                 np.testing.assert_array_equal(
                     sel.values("temp"), arrays["temp"].reshape(-1)[expect], err_msg=q
                 )
+
+    def test_a_fresh_index_lists_the_file_without_opening_it(self, written, monkeypatch):
+        """What opening costs in a long series: with a fresh index the file is
+        listed from its manifest and opened only when values are read."""
+        from quarry.index import fresh
+
+        path, arrays = written
+        # The index is built "long after" the write (no racy window): its stat is trusted.
+        monkeypatch.setattr(fresh, "RACY_NS", 0)
+        monkeypatch.setattr(fresh, "FINE_RACY_NS", 0)
+        with quarry.open(path) as ds:
+            ds.build_index(block_len=16, bins=8)
+        plain = open_source(path)
+        expected = plain.variables()
+        with quarry.open(path) as ds:
+            assert isinstance(ds.driver, ListedDriver)
+            listed = ds.variables()
+            assert listed == expected and [v.attrs for v in listed] == [v.attrs for v in expected]
+            assert ds.driver.step_context == plain.step_context
+            expect = oracle_ids("temp > 290", arrays)
+            assert ds.query("temp > 290").count() == len(expect)
+            assert not ds.driver.opened  # the index answered alone
+            np.testing.assert_array_equal(
+                ds.query("temp > 290").values("temp"), arrays["temp"].reshape(-1)[expect]
+            )
+            assert ds.driver.opened
+        plain.close()
 
     def test_index_in_another_directory_and_staleness(self, written, tmp_path):
         path, _ = written

@@ -31,6 +31,7 @@ from quarry.version import VERSION
 if TYPE_CHECKING:
     import numpy.typing as npt
 
+    from quarry.formats.listing import Listing
     from quarry.index.derived import Derivation
 
 #: Rows read from the file per step of the build (several blocks at once).
@@ -74,11 +75,13 @@ def build_index(
     options: BuildOptions | None = None,
     progress: Callable[[int], object] | None = None,
     derived: list[Derivation] | None = None,
+    listing: Listing | None = None,
 ) -> Manifest:
     """Index ``variables`` of an open file into ``index_path``; returns the manifest.
     ``progress`` is called with the number of rows indexed after each span;
     ``derived`` definitions are recorded so the index
-    can compute its derived variables again when queried.
+    can compute its derived variables again when queried, and the file's
+    ``listing`` so a fresh index opens it without walking it.
 
     Examples
     --------
@@ -102,7 +105,9 @@ def build_index(
         runs = {v.path: (0, block_count(v, opts)) for v in variables}
         parts = index_blocks(driver, variables, runs, opts, writer, progress)
         check_unchanged(driver.path, before)
-        manifest = assemble(driver.path, before, read_ns, variables, opts, parts, [], derived or [])
+        manifest = assemble(
+            driver.path, before, read_ns, variables, opts, parts, [], derived or [], listing
+        )
         writer.commit(manifest)
     return manifest
 
@@ -187,6 +192,7 @@ def assemble(
     parts: dict[str, VariablePart] | list[dict[str, VariablePart]],
     shards: list[Shard],
     derived: list[Derivation],
+    listing: Listing | None = None,
 ) -> Manifest:
     """The manifest of an index whose blocks the ``parts`` hold (from one
     writer, or a list from many), built from the source whose ``fingerprint``
@@ -228,6 +234,7 @@ def assemble(
         derived=tuple(derived),
         shards=tuple(shards),
         variables=entries,
+        listing=listing,
     )
 
 

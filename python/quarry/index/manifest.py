@@ -11,7 +11,12 @@ keeps as JSON after the blocks.
      "shards": [{"name": "run.h5.qidx.3f9a2c01-0001.qshard", "size": ...}],
      "variables": {"/x": {"dtype": "<f8", "shape": [500], "key": "f64", "bins": 1024,
                           "precision": 2, "edges": "<base64>", "blocks": [[0, 16, 812], ...],
-                          "source_crc32": [...]}}}
+                          "source_crc32": [...]}},
+     "listing": {"backend": "hdf5", "step_context": null, "variables": [...]}}
+
+``listing`` (optional) is every variable of the file as the build saw it
+(:mod:`quarry.formats.listing`): while the index is fresh, opening the file
+needs no walk of it.
 
 :meth:`Manifest.from_json` checks every field it reads and names the one
 that is missing or malformed (the per-block lists, thousands of numbers
@@ -32,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from quarry.errors import CorruptIndexError
 
 if TYPE_CHECKING:
+    from quarry.formats.listing import Listing
     from quarry.index.derived import Derivation
 
 FORMAT = "quarry-index"
@@ -223,6 +229,9 @@ class Manifest:
     derived: tuple[Derivation, ...]
     shards: tuple[Shard, ...]
     variables: Mapping[str, VariableEntry]
+    listing: Listing | None = None
+    """The file's variables as the build saw them; None in indexes from
+    before listings were recorded, or of files a listing cannot describe."""
 
     @staticmethod
     def from_json(doc: Any) -> Manifest:
@@ -251,6 +260,14 @@ class Manifest:
                 Shard(_field(s, "name", str, "shards."), _field(s, "size", int, "shards."))
             )
         entries = _field(doc, "variables", dict, "")
+        listing = None
+        if "listing" in doc:
+            from quarry.formats.listing import Listing
+
+            try:
+                listing = Listing.from_json(doc["listing"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise CorruptIndexError(f"the manifest's listing is malformed ({exc})") from None
         return Manifest(
             version=_field(doc, "version", int, ""),
             created_by=_field(doc, "created_by", str, "") if "created_by" in doc else "",
@@ -259,11 +276,12 @@ class Manifest:
             derived=tuple(derived),
             shards=tuple(shards),
             variables={p: VariableEntry.from_json(e, p) for p, e in entries.items()},
+            listing=listing,
         )
 
     def to_json(self) -> dict[str, Any]:
         """The JSON-ready manifest, keys in the order a build writes them."""
-        return {
+        doc = {
             "format": FORMAT,
             "version": self.version,
             "created_by": self.created_by,
@@ -273,6 +291,9 @@ class Manifest:
             "shards": [s.to_json() for s in self.shards],
             "variables": {p: e.to_json() for p, e in self.variables.items()},
         }
+        if self.listing is not None:
+            doc["listing"] = self.listing.to_json()
+        return doc
 
     def without_blocks(self) -> Manifest:
         """This manifest without the per-block lists (for broadcasting)."""

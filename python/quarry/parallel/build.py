@@ -34,6 +34,7 @@ from quarry.index.options import BuildOptions
 from quarry.parallel.mpi import raise_failures, share, world_rank
 
 if TYPE_CHECKING:
+    from quarry.formats.listing import Listing
     from quarry.index.derived import Derivation
 
 
@@ -45,6 +46,7 @@ def build_shared(
     opts: BuildOptions,
     progress: Callable[[int], object] | None = None,
     derived: list[Derivation] | None = None,
+    listing: Listing | None = None,
 ) -> Manifest:
     """Index ``variables`` of an open file with every rank of ``comm``
     (collective: all ranks call it with the same arguments); returns the
@@ -88,7 +90,7 @@ def build_shared(
     if comm.rank == 0:
         try:
             manifest = _publish(
-                driver, variables, index_path, opts, build, gathered, derived, read_ns
+                driver, variables, index_path, opts, build, gathered, derived, read_ns, listing
             )
             outcome = ("ok", manifest.without_blocks())
         except Exception as exc:
@@ -113,6 +115,7 @@ def _publish(
     gathered: list[tuple[int, str | None, dict[str, VariablePart], int, dict[str, Any]]],
     derived: list[Derivation] | None,
     read_ns: int,
+    listing: Listing | None,
 ) -> Manifest:
     """Rank 0: check every rank's outcome and publish the manifest."""
     raise_failures([(rank, failure) for rank, failure, *_ in gathered], "the build")
@@ -143,6 +146,7 @@ def _publish(
         [g[2] for g in gathered],
         shards,
         derived or [],
+        listing,
     )
     with layout.writing(index_path) as writer:
         writer.commit(manifest)

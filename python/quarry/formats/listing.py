@@ -1,0 +1,152 @@
+"""A data file's variables as its index records them, so that opening a file
+whose index is fresh costs a ``stat``, not a walk of the file.
+
+Finding a file's variables means opening it and walking its tree (HDF5's
+``visititems``, NetCDF's groups, a Zarr store's metadata): most of what
+opening a member of a 720-step series costs. A build records the listing
+(the format, the step context and every variable with its shape, dtype,
+chunks, attributes...) in the index's manifest. While the index is fresh
+(the file is as it was built from; see :mod:`quarry.index.fresh`) the
+listing is the file's, and a :class:`ListedDriver` answers from it, opening
+the file only when values are read: a count the index answers alone never
+opens it.
+
+A file some of whose dtypes a listing cannot write down exactly (compound
+or otherwise structured types, which only unsupported variables have) gets
+no listing and is opened as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from quarry.formats.base import Driver, VariableInfo
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What a build saw of a file: its format (a backend's name), the step
+    context its format names, and its variables.
+
+    Examples
+    --------
+    >>> x = VariableInfo("/g/x", (4, 2), np.dtype("<f4"), chunks=(2, 2), attrs={"units": "m"})
+    >>> listing = Listing("hdf5", None, (x,))
+    >>> again = Listing.from_json(listing.to_json())
+    >>> again == listing, again.variables[0].attrs
+    (True, {'units': 'm'})
+    """
+
+    backend: str
+    step_context: str | None
+    variables: tuple[VariableInfo, ...]
+
+    @staticmethod
+    def of(backend: str, driver: Driver) -> Listing | None:
+        """The listing of an open file; None where a dtype would not be
+        written down exactly (the file is then opened each time)."""
+        variables = tuple(driver.variables())
+        if any(np.dtype(v.dtype.str) != v.dtype for v in variables):
+            return None
+        return Listing(backend, driver.step_context, variables)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "step_context": self.step_context,
+            "variables": [_variable_json(v) for v in self.variables],
+        }
+
+    @staticmethod
+    def from_json(doc: Mapping[str, Any]) -> Listing:
+        """The listing ``to_json`` wrote; raises ``KeyError``, ``TypeError``
+        or ``ValueError`` on anything else (the manifest reports it)."""
+        context = doc["step_context"]
+        if not isinstance(doc["backend"], str) or not isinstance(context, str | None):
+            raise TypeError("backend and step_context are text")
+        return Listing(
+            doc["backend"], context, tuple(_variable_from_json(v) for v in doc["variables"])
+        )
+
+
+def _variable_json(v: VariableInfo) -> dict[str, Any]:
+    return {
+        "path": v.path,
+        "shape": list(v.shape),
+        "dtype": v.dtype.str,
+        "chunks": None if v.chunks is None else list(v.chunks),
+        "compression": v.compression,
+        "problem": v.problem,
+        "decoding": v.decoding,
+        "attrs": v.attrs,
+        "dims": None if v.dims is None else list(v.dims),
+    }
+
+
+def _variable_from_json(doc: Mapping[str, Any]) -> VariableInfo:
+    def ints(values: Sequence[Any]) -> tuple[int, ...]:
+        if not all(isinstance(n, int) for n in values):
+            raise TypeError(f"{values!r} are not whole numbers")
+        return tuple(values)
+
+    chunks, dims, attrs = doc["chunks"], doc["dims"], doc["attrs"]
+    if not isinstance(doc["path"], str) or not isinstance(attrs, dict):
+        raise TypeError("a listed variable has a path and attributes")
+    return VariableInfo(
+        doc["path"],
+        ints(doc["shape"]),
+        np.dtype(doc["dtype"]),
+        chunks=None if chunks is None else ints(chunks),
+        compression=doc["compression"],
+        problem=doc["problem"],
+        decoding=doc["decoding"],
+        attrs=attrs,
+        dims=None if dims is None else tuple(str(d) for d in dims),
+    )
+
+
+class ListedDriver:
+    """A driver answering what a file holds from its :class:`Listing`, and
+    opening the file (with ``open_file``) only when values are read."""
+
+    def __init__(self, path: str, listing: Listing, open_file: Callable[[], Driver]) -> None:
+        self.path = path
+        self.step_context = listing.step_context
+        self._variables = list(listing.variables)
+        self._open_file = open_file
+        self._driver: Driver | None = None
+
+    @property
+    def opened(self) -> bool:
+        """Whether the file itself has been opened (some values were read)."""
+        return self._driver is not None
+
+    def _file(self) -> Driver:
+        if self._driver is None:
+            driver = self._open_file()
+            # A driver learns how to read some variables while listing them
+            # (openPMD's constant components): list once, as a plain open does.
+            driver.variables()
+            self._driver = driver
+        return self._driver
+
+    def variables(self) -> list[VariableInfo]:
+        return self._variables
+
+    def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
+        return self._file().read(var, start, stop)
+
+    def gather(self, var: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
+        return self._file().gather(var, positions)
+
+    def close(self) -> None:
+        if self._driver is not None:
+            self._driver.close()
+            self._driver = None
