@@ -18,6 +18,7 @@ no listing and is opened as before.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -122,6 +123,7 @@ class ListedDriver:
         self._variables = list(listing.variables)
         self._open_file = open_file
         self._driver: Driver | None = None
+        self._opening = threading.Lock()  # reader threads may ask at once
 
     @property
     def opened(self) -> bool:
@@ -129,13 +131,14 @@ class ListedDriver:
         return self._driver is not None
 
     def _file(self) -> Driver:
-        if self._driver is None:
-            driver = self._open_file()
-            # A driver learns how to read some variables while listing them
-            # (openPMD's constant components): list once, as a plain open does.
-            driver.variables()
-            self._driver = driver
-        return self._driver
+        with self._opening:
+            if self._driver is None:
+                driver = self._open_file()
+                # A driver learns how to read some variables while listing them
+                # (openPMD's constant components): list once, as a plain open does.
+                driver.variables()
+                self._driver = driver
+            return self._driver
 
     def variables(self) -> list[VariableInfo]:
         return self._variables
