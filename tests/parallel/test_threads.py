@@ -126,3 +126,22 @@ def test_cli_jobs(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["query", "--jobs", "-1", path, "a > 1"])
     assert "expected 0 or more, got -1" in capsys.readouterr().err
+
+
+def test_a_thread_that_ran_alone_still_gets_every_core_back():
+    """One thread runs the core's work where it is called (its own pool of
+    one); asking for every core afterwards still gets every core."""
+    every = jobs()
+
+    def work(out: list[int]) -> None:
+        with threads(1) as alone:
+            out.append(alone)
+        out.append(jobs())
+        with threads(None) as back:
+            out.append(back)
+
+    seen: list[int] = []
+    worker = threading.Thread(target=work, args=(seen,))
+    worker.start()
+    worker.join()
+    assert seen == [1, every, every]

@@ -2,6 +2,7 @@
 //! and long calls run there without the GIL.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use pyo3::exceptions::PyValueError;
@@ -12,6 +13,46 @@ thread_local! {
     // pool, one thread per core). Per Python thread, so two threads of one
     // process (a service answering two clients) can each choose.
     static JOBS: Cell<usize> = const { Cell::new(0) };
+}
+
+thread_local! {
+    // This Python thread as the only thread of its own pool, made the first
+    // time it asks for one thread. Its core calls then run where they are
+    // made: handing each to a pool's sleeping worker costs a wake-up (~70 us a
+    // call on a virtual machine), more than a small query's whole answer.
+    static OWN: Cell<Option<&'static rayon::ThreadPool>> = const { Cell::new(None) };
+}
+
+/// Threads of rayon's global pool (one per core unless `RAYON_NUM_THREADS`
+/// says otherwise), noted before a thread joins a pool of its own: from then
+/// on rayon answers for that pool.
+static EVERY_CORE: AtomicUsize = AtomicUsize::new(0);
+
+fn every_core() -> usize {
+    match EVERY_CORE.load(Ordering::Relaxed) {
+        0 => rayon::current_num_threads(),
+        n => n,
+    }
+}
+
+/// The calling thread's own one-thread pool (see `OWN`).
+fn own_pool() -> PyResult<&'static rayon::ThreadPool> {
+    if let Some(pool) = OWN.get() {
+        return Ok(pool);
+    }
+    if EVERY_CORE.load(Ordering::Relaxed) == 0 {
+        EVERY_CORE.store(rayon::current_num_threads(), Ordering::Relaxed);
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .use_current_thread()
+        .build()
+        .map_err(|e| PyValueError::new_err(format!("cannot run on this thread alone: {e}")))?;
+    // Kept for the thread's life and beyond: the thread is this pool's worker
+    // from now on, and rayon does not let a pool built so be torn down.
+    let pool: &'static rayon::ThreadPool = Box::leak(Box::new(pool));
+    OWN.set(Some(pool));
+    Ok(pool)
 }
 
 /// One pool per size, built on first use and kept: building a pool spawns
@@ -37,9 +78,16 @@ fn pool(jobs: usize) -> PyResult<Arc<rayon::ThreadPool>> {
 
 /// Run `f` without the GIL on the calling thread's pool (see `set_jobs`).
 pub fn detach<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> T {
-    match JOBS.get() {
-        0 => py.detach(f),
-        jobs => {
+    match (JOBS.get(), OWN.get()) {
+        // A thread with a pool of its own works in it even when it asks for
+        // every core, so every core is a pool of that size.
+        (0, Some(_)) => {
+            let pool = pool(every_core()).expect("a pool of every core");
+            py.detach(|| pool.install(f))
+        }
+        (0, None) => py.detach(f),
+        (1, Some(own)) => py.detach(|| own.install(f)),
+        (jobs, _) => {
             // A pool was built (and checked) when `set_jobs` chose it.
             let pool = pool(jobs).expect("pool built by set_jobs");
             py.detach(|| pool.install(f))
@@ -51,7 +99,9 @@ pub fn detach<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> T {
 /// on (0: one per core); returns the previous setting.
 #[pyfunction]
 pub fn set_jobs(jobs: usize) -> PyResult<usize> {
-    if jobs > 0 {
+    if jobs == 1 {
+        own_pool()?;
+    } else if jobs > 0 {
         pool(jobs)?;
     }
     Ok(JOBS.replace(jobs))
@@ -61,7 +111,7 @@ pub fn set_jobs(jobs: usize) -> PyResult<usize> {
 #[pyfunction]
 pub fn jobs() -> usize {
     match JOBS.get() {
-        0 => rayon::current_num_threads(),
+        0 => every_core(),
         jobs => jobs,
     }
 }
