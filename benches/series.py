@@ -64,10 +64,12 @@ def _shape(path: str) -> tuple[int, int] | None:
         return None
 
 
-def ensure(kind: str, n: int, steps: int, make_data: str | None) -> tuple[str, str]:
-    """The data file (reused when it has the right size) and how it was made."""
-    os.makedirs(DATA_DIR, exist_ok=True)
-    path = os.path.join(DATA_DIR, f"{kind}_s{steps}.h5")
+def ensure(
+    kind: str, n: int, steps: int, make_data: str | None, data_dir: str = DATA_DIR
+) -> tuple[str, str]:
+    """The data file in ``data_dir`` (reused when it has the right size) and how it was made."""
+    os.makedirs(data_dir, exist_ok=True)
+    path = os.path.join(data_dir, f"{kind}_s{steps}.h5")
     source = "shared/bench/make_data.py" if make_data else "built-in generator"
     if _shape(path) == (steps, n):
         return path, f"{source} (reused)"

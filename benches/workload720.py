@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from series import _generate
+from series import ensure
 from timing import (
     _snap,
     close_meta,
@@ -72,23 +72,6 @@ BUILDS = {"1 thread": (1, 1), "2 threads": (1, 2), "2 MPI ranks": (2, 1)}
 
 
 # -- data ---------------------------------------------------------------------------------
-
-
-def h5part_file(data_dir: str, steps: int, n: int, make_data: str | None) -> tuple[str, str]:
-    """The H5Part file (reused when it has the right shape) and how it was made."""
-    from series import _shape
-
-    path = os.path.join(data_dir, f"beam_s{steps}_n{n}.h5")
-    source = "shared/bench/make_data.py" if make_data else "built-in generator"
-    if _shape(path) == (steps, n):
-        return path, f"{source} (reused)"
-    log(f"generating beam, {steps} steps of {n:,}, with {source}")
-    if make_data:
-        cmd = [sys.executable, make_data, "beam", path, "--n", str(n), "--steps", str(steps)]
-        subprocess.run(cmd, check=True)
-    else:
-        _generate("beam", path, n, steps)
-    return path, source
 
 
 def split_steps(path: str, data_dir: str, steps: int, n: int) -> str:
@@ -350,7 +333,7 @@ def measure_all(args: argparse.Namespace) -> dict[str, Any]:
     data_dir = args.data_dir or os.path.join(tempfile.gettempdir(), "quarry-bench720")
     os.makedirs(data_dir, exist_ok=True)
     make_data = make_data_script(args.make_data)
-    path, source = h5part_file(data_dir, args.steps, args.n, make_data)
+    path, source = ensure("beam", args.n, args.steps, make_data, data_dir)
     pattern = split_steps(path, data_dir, args.steps, args.n)
     index_dir = os.path.join(data_dir, f"index_s{args.steps}_n{args.n}")
     os.makedirs(index_dir, exist_ok=True)
