@@ -18,7 +18,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from timing import break_even, loaded, ratio
@@ -303,11 +303,13 @@ def losses(run: dict[str, Any], series: dict[str, Any], workload: dict[str, Any]
     ]
 
 
-def parallel_part(par: dict[str, Any]) -> list[str]:
+def _parallel_times(
+    by: dict[str, Any],
+) -> tuple[Callable[[str, str], float], Callable[[str, str], str]]:
+    """For one data set of REPORT-parallel: the median seconds of a configuration's
+    build or query (``med("2x1", "build")``), and its parallel efficiency against
+    one thread and one rank (``eff``)."""
     import statistics
-
-    name = par["sets"][1][0]
-    by = par["results"][name]
 
     def med(cfg: str, key: str) -> float:
         xs = by[cfg]["build_s"] if key == "build" else by[cfg]["queries"][key]
@@ -315,6 +317,13 @@ def parallel_part(par: dict[str, Any]) -> list[str]:
 
     def eff(cfg: str, key: str) -> str:
         return f"{med('1x1', key) / (2 * med(cfg, key)):.2f}"
+
+    return med, eff
+
+
+def parallel_part(par: dict[str, Any]) -> list[str]:
+    name = par["sets"][1][0]
+    med, eff = _parallel_times(par["results"][name])
 
     box = "count box"
     return [
@@ -356,15 +365,7 @@ def tunables_section(res: dict[str, Any]) -> str:
 
     small, large = row(block_len=1 << 18), row(block_len=1 << 22)
     b256, b4096 = row(bins=256), row(bins=4096)
-    name = par["results"][par["sets"][1][0]]
-    import statistics
-
-    def med(cfg: str, key: str) -> float:
-        xs = name[cfg]["build_s"] if key == "build" else name[cfg]["queries"][key]
-        return float(statistics.median(xs))
-
-    def eff(cfg: str, key: str) -> str:
-        return f"{med('1x1', key) / (2 * med(cfg, key)):.2f}"
+    med, eff = _parallel_times(par["results"][par["sets"][1][0]])
 
     scan = "count ux*ux + uy*uy > 1.0 (scan)"
     checked = base["rows_checked"]
