@@ -35,3 +35,19 @@ def test_the_layout_lists_layers_in_the_order_import_linter_checks():
     layout = _layout()
     positions = [re.search(rf"\b{name}(/|\.py)", layout).start() for name in layers]  # type: ignore[union-attr]
     assert positions == sorted(positions), layers
+
+
+def test_make_lint_runs_what_the_readme_says():
+    """README: make lint runs ruff, mypy, import-linter, stubtest, cargo fmt and clippy."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    target = makefile.split("\nlint:", 1)[1].split("\n\n", 1)[0]
+    for command in (
+        "ruff check",
+        "ruff format --check",
+        "mypy",
+        "lint-imports",
+        "mypy.stubtest",
+        "cargo fmt --all --check",
+        "cargo clippy --workspace --all-targets -- -D warnings",
+    ):
+        assert command in target, command
