@@ -15,6 +15,7 @@ __all__ = [
     "Tally",
     "__version__",
     "build_blocks",
+    "count_ranges",
     "evaluate",
     "jobs",
     "scan_compare",
@@ -100,6 +101,15 @@ class Column:
     def block_bounds(
         self, lo: float | int, lo_incl: bool, hi: float | int, hi_incl: bool
     ) -> list[int]: ...
+    def boundary_rows(
+        self,
+        lo: npt.NDArray[np.generic],
+        lo_incl: npt.NDArray[np.bool_],
+        hi: npt.NDArray[np.generic],
+        hi_incl: npt.NDArray[np.bool_],
+    ) -> npt.NDArray[np.uint64]:
+        """Per interval, the rows of the bins straddling its ends (the
+        candidates the index would check), from the headers alone."""
     def histogram(
         self,
         edges: npt.NDArray[np.float64],
@@ -155,3 +165,12 @@ def variable_edges(
 ) -> npt.NDArray[np.generic]: ...
 def set_jobs(jobs: int) -> int: ...
 def jobs() -> int: ...
+def count_ranges(
+    values: npt.NDArray[np.generic],
+    lo: npt.NDArray[np.generic],
+    lo_incl: npt.NDArray[np.bool_],
+    hi: npt.NDArray[np.generic],
+    hi_incl: npt.NDArray[np.bool_],
+) -> npt.NDArray[np.uint64]:
+    """How many values lie in each interval, compared exactly in the values'
+    key domain (bounds as float64, int64 or uint64 arrays), in one pass."""

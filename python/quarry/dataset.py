@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from quarry import _core
 from quarry.errors import (
     AmbiguousNameError,
+    BatchQueryError,
     IndexMissingError,
     QuarryError,
 )
@@ -31,6 +32,7 @@ from quarry.query.histogram import Histogram, Part, combine
 from quarry.query.planner import Planner
 
 if TYPE_CHECKING:
+    from quarry.query.ranges import Shapes
     from quarry.query.selection import Runner
     from quarry.query.series import SeriesSelection
     from quarry.series import Series
@@ -452,10 +454,41 @@ class Dataset:
         ...     ds.query_many([f"{lo} <= t < {lo + 25}" for lo in (0, 25, 90)])
         [25, 25, 10]
         """
-        from quarry.query.batch import evaluate
+        from quarry.query.batch import check_syntax, evaluate
+        from quarry.query.ranges import Shapes
 
         items = [(f"query {k}", q) for k, q in enumerate(queries, 1)]
+        check_syntax(items)
+        shapes = Shapes([q for _, q in items])
+        try:
+            return self.count_table(shapes, path, lambda k, exc: BatchQueryError(*items[k], exc))
+        except BatchQueryError as exc:
+            if not isinstance(exc.error, AmbiguousNameError):
+                raise
+        # A name spread over step groups: each query over the steps, as query() does.
         return [n for _, _, n in evaluate(items, lambda q: self.query(q, path).count())]
+
+    def count_table(
+        self,
+        shapes: Shapes,
+        path: str | None,
+        fail: Callable[[int, QuarryError], Exception],
+    ) -> list[int]:
+        """The count of each query of a batch in one table of this file, its
+        names resolved as written (under ``path``): what :meth:`query_many`
+        and each member of a series' batch run (see
+        :func:`quarry.query.batch.count_table`; ``fail(k, error)`` is raised
+        for a failure in query ``k``)."""
+        from quarry.query.batch import count_table
+
+        store = self._open_store()
+        return count_table(
+            self._planning(store),
+            lambda table: Executor(self.driver, store, table, self._factor),
+            shapes,
+            path,
+            fail,
+        )
 
     @on_own_threads
     def histogram(

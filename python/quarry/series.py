@@ -25,6 +25,7 @@ added later need no rebuild of the others.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -32,17 +33,30 @@ from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from quarry.errors import SeriesError, UnknownPathError
+from quarry.errors import (
+    BatchQueryError,
+    QuarryError,
+    SeriesError,
+    SeriesMemberError,
+    UnknownPathError,
+)
 from quarry.formats.sources import Sources, expand_sources
 from quarry.index.layout import index_size, remove_debris
 from quarry.index.maintain import IndexReport
-from quarry.query.series import Member, SeriesSelection, at_member, groups_named, step_groups
+from quarry.query.series import (
+    Member,
+    MemberSelections,
+    SeriesSelection,
+    at_member,
+    groups_named,
+    step_groups,
+)
 
 if TYPE_CHECKING:
     from quarry.dataset import Dataset
     from quarry.index.verify import Verification
     from quarry.query.histogram import Bins, Histogram, Range
-    from quarry.query.selection import Runner
+    from quarry.query.selection import Runner, Selection
     from quarry.query.track import Tracks
 
 __all__ = ["Series", "open_series"]
@@ -222,19 +236,51 @@ class Series:
         ...     [sel.counts() for sel in series.query_many(["t < 2", "t >= 9"])]
         [[2, 1], [1, 2]]
         """
-        from quarry.query.batch import evaluate
+        import numpy as np
+
+        from quarry.parallel.runners import Local
+        from quarry.pool import threads
+        from quarry.query.batch import check_syntax, evaluate
+        from quarry.query.ranges import Shapes
 
         items = [(f"query {k}", q) for k, q in enumerate(queries, 1)]
-        if runner is None:
-            return [sel for _, _, sel in evaluate(items, self._counted)]
-        answers = [sel for _, _, sel in evaluate(items, self.query)]
-        runner.answer([part for sel in answers for part in sel.selections])
-        return answers
+        if runner is not None and not isinstance(runner, Local):
+            # Every rank plans every query (a mistake is found on all of
+            # them before any collective call), then the ranks share blocks.
+            answers = [sel for _, _, sel in evaluate(items, self.query)]
+            runner.answer([part for sel in answers for part in sel.selections])
+            return answers
+        check_syntax(items)
+        shapes = Shapes([q for _, q in items])
 
-    def _counted(self, query: str) -> SeriesSelection:
-        sel = self.query(query)
-        sel.counts()  # evaluated now, so a failure names this query
-        return sel
+        def member_counts(m: Member) -> list[int]:
+            ds = at_member(m, partial(self.dataset, m.file))
+
+            def fail(k: int, exc: QuarryError) -> Exception:
+                return BatchQueryError(*items[k], SeriesMemberError(m.file, m.step, exc))
+
+            counts: list[int] = ds.count_table(shapes, m.group, fail)
+            return counts
+
+        jobs = runner.jobs if runner is not None else None
+        with threads(jobs) if jobs is not None else contextlib.nullcontext():
+            by_member = [member_counts(m) for m in self.members]
+        members = list(self.members)
+        by_query = np.array(by_member, dtype=np.int64).reshape(len(members), len(items)).T
+        return [
+            SeriesSelection(
+                query,
+                members,
+                MemberSelections(members, partial(self._member_selection, query)),
+                counts=counts,
+            )
+            for (_, query), counts in zip(items, by_query.tolist(), strict=True)
+        ]
+
+    def _member_selection(self, query: str, member: Member) -> Selection:
+        ds = self.dataset(member.file)
+        selection: Selection = at_member(member, partial(ds.query_table, query, member.group))
+        return selection
 
     def build_indexes(
         self,

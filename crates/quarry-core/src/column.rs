@@ -220,6 +220,22 @@ impl<K: Key> ColumnIndex<K> {
             .collect()
     }
 
+    /// Rows in the bins that straddle an end of `iv`: the candidates the
+    /// index path would check against the values, from the headers alone
+    /// (what a planner weighs against scanning the column).
+    pub fn boundary_rows(&self, iv: &Interval<K>) -> u64 {
+        self.headers
+            .iter()
+            .map(|h| {
+                let plan = Self::plan(h, iv);
+                plan.boundary
+                    .iter()
+                    .map(|&i| h.entries[i].count)
+                    .sum::<u64>()
+            })
+            .sum()
+    }
+
     /// Count of rows that surely satisfy `iv`, and the candidate rows the
     /// caller must check against the values. No sure bitmap is decoded.
     pub fn count(&self, iv: &Interval<K>, tally: &Tally) -> Result<(u64, RowSet)> {

@@ -107,12 +107,11 @@ impl Key for f64 {
     #[inline]
     fn ordered(self) -> u64 {
         // -0.0 == 0.0 as floats, so they must map to the same image.
-        let bits = if self == 0.0 { 0 } else { self.to_bits() };
-        if bits >> 63 == 1 {
-            !bits
-        } else {
-            bits | (1 << 63)
-        }
+        let bits = self.to_bits() & u64::from(self != 0.0).wrapping_neg();
+        // Negative: all bits flipped; positive: the sign bit set. Without a
+        // branch, as data of either sign mispredicts one.
+        let negative = ((bits as i64) >> 63) as u64;
+        bits ^ (negative | (1 << 63))
     }
 }
 

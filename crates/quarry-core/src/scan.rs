@@ -9,6 +9,7 @@
 use rayon::prelude::*;
 use roaring::RoaringBitmap;
 
+use crate::binning::BinLookup;
 use crate::error::{CoreError, Result};
 use crate::eval::Interval;
 use crate::key::{Key, Widen};
@@ -432,6 +433,113 @@ pub fn scan_range<K: Key, T: Widen<K>>(
     )
 }
 
+/// Values counted per worker before the partial counts are added up.
+const COUNT_CHUNK: usize = 1 << 16;
+
+/// How many values lie in each interval (compared exactly in key domain
+/// `K`; missing values in none), in one pass over the values however many
+/// intervals there are: a batch of 400 slices of one column costs one pass,
+/// not 400.
+///
+/// Each interval becomes a half-open range of the keys' ordered images (an
+/// exclusive bound is the next image), the ranges' ends are sorted into
+/// cuts, every value's position among the cuts is counted (a constant-time
+/// [`BinLookup`]), and each interval adds up the positions it spans.
+///
+/// # Examples
+/// ```
+/// use quarry_core::eval::Interval;
+/// use quarry_core::scan::count_ranges;
+/// let x = [0.5f32, 1.0, 1.5, f32::NAN, 2.0];
+/// let half = Interval { lo: 1.0, lo_incl: true, hi: 2.0, hi_incl: false };
+/// let closed = Interval { hi_incl: true, ..half };
+/// assert_eq!(count_ranges(&x, &[half, closed]), vec![2, 3]);
+/// ```
+pub fn count_ranges<K: Key, T: Widen<K>>(values: &[T], intervals: &[Interval<K>]) -> Vec<u64> {
+    // [start, end) of each interval's images; None: no start (nothing lies
+    // above an exclusive bound at the top image) or no end (unbounded above).
+    let ends: Vec<(Option<u64>, Option<u64>)> = intervals
+        .iter()
+        .map(|iv| {
+            let lo = iv.lo.ordered();
+            let hi = iv.hi.ordered();
+            let start = if iv.lo_incl {
+                Some(lo)
+            } else {
+                lo.checked_add(1)
+            };
+            let end = if iv.hi_incl {
+                hi.checked_add(1)
+            } else {
+                Some(hi)
+            };
+            (start, end)
+        })
+        .collect();
+    let mut cuts: Vec<u64> = ends.iter().flat_map(|&(s, e)| [s, e]).flatten().collect();
+    cuts.sort_unstable();
+    cuts.dedup();
+    // at[p]: values with exactly p cuts at or below their image.
+    let lookup = BinLookup::new(&cuts);
+    let at = values
+        .par_chunks(COUNT_CHUNK)
+        .map(|chunk| {
+            // Four tallies taken in turn, so runs of values in one position
+            // do not wait on each other's increments.
+            let width = cuts.len() + 1;
+            let mut at = vec![0u64; 4 * width];
+            let mut quads = chunk.chunks_exact(4);
+            for quad in &mut quads {
+                for (lane, &v) in quad.iter().enumerate() {
+                    let key: K = v.widen();
+                    if !key.is_missing() {
+                        at[lane * width + lookup.bin(key.ordered())] += 1;
+                    }
+                }
+            }
+            for &v in quads.remainder() {
+                let key: K = v.widen();
+                if !key.is_missing() {
+                    at[lookup.bin(key.ordered())] += 1;
+                }
+            }
+            let (first, rest) = at.split_at_mut(width);
+            for lane in rest.chunks_exact(width) {
+                first.iter_mut().zip(lane).for_each(|(x, y)| *x += y);
+            }
+            at.truncate(width);
+            at
+        })
+        .reduce(
+            || vec![0u64; cuts.len() + 1],
+            |mut a, b| {
+                a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+                a
+            },
+        );
+    // below[k]: values with fewer than k cuts at or below their image.
+    let mut below = Vec::with_capacity(at.len() + 1);
+    below.push(0u64);
+    for n in &at {
+        below.push(below[below.len() - 1] + n);
+    }
+    let position = |cut: u64| cuts.partition_point(|&c| c < cut);
+    ends.iter()
+        .map(|&(start, end)| {
+            let Some(start) = start else { return 0 };
+            // A value is at or above `start` when `start` is among its cuts,
+            // below `end` when `end` is not.
+            let first = position(start) + 1;
+            let last = end.map_or(cuts.len(), position);
+            if last < first {
+                0
+            } else {
+                below[last + 1] - below[first]
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -521,5 +629,93 @@ mod tests {
             let err = scan_range(&x, &all, block_len, None).unwrap_err();
             assert!(matches!(err, CoreError::Invalid(_)), "{err}");
         }
+    }
+
+    #[test]
+    fn count_ranges_equals_one_scan_per_interval() {
+        let x: Vec<f64> = (0..2000)
+            .map(|i| match i % 97 {
+                0 => f64::NAN,
+                1 => f64::INFINITY,
+                2 => -0.0,
+                _ => f64::from((i * 7919) % 1013) / 10.0 - 50.0,
+            })
+            .collect();
+        let mut intervals = vec![Interval::<f64>::everything()];
+        for k in 0..300 {
+            let lo = f64::from(k % 101) - 50.0 + f64::from(k % 3) * 0.05;
+            for (lo_incl, hi_incl) in [(true, false), (false, true), (true, true), (false, false)] {
+                let hi = lo + f64::from(k % 7) * 0.5;
+                intervals.push(Interval {
+                    lo,
+                    lo_incl,
+                    hi,
+                    hi_incl,
+                });
+            }
+        }
+        intervals.push(Interval {
+            lo: 0.0,
+            lo_incl: true,
+            hi: 0.0,
+            hi_incl: true,
+        });
+        intervals.push(Interval {
+            lo: f64::INFINITY,
+            lo_incl: true,
+            hi: f64::INFINITY,
+            hi_incl: true,
+        });
+        intervals.push(Interval {
+            lo: f64::INFINITY,
+            lo_incl: false,
+            hi: f64::INFINITY,
+            hi_incl: true,
+        });
+        intervals.push(Interval {
+            lo: 3.0,
+            lo_incl: true,
+            hi: -3.0,
+            hi_incl: true,
+        });
+        let counts = count_ranges(&x, &intervals);
+        for (iv, n) in intervals.iter().zip(counts) {
+            let expected = x.iter().filter(|&&v| iv.contains(v)).count() as u64;
+            assert_eq!(n, expected, "{iv:?}");
+        }
+    }
+
+    #[test]
+    fn count_ranges_integers_at_the_domain_ends() {
+        let x = [i64::MIN, -1, 0, 1, i64::MAX, i64::MAX];
+        let intervals = [
+            Interval::<i64>::everything(),
+            Interval {
+                lo: i64::MAX,
+                lo_incl: false,
+                hi: i64::MAX,
+                hi_incl: true,
+            },
+            Interval {
+                lo: 0,
+                lo_incl: false,
+                hi: i64::MAX,
+                hi_incl: true,
+            },
+            Interval {
+                lo: i64::MIN,
+                lo_incl: true,
+                hi: 0,
+                hi_incl: false,
+            },
+        ];
+        assert_eq!(count_ranges(&x, &intervals), vec![6, 0, 3, 2]);
+        let u = [0u16, 7, u16::MAX];
+        let all = Interval::<u64>::everything();
+        assert_eq!(count_ranges(&u, &[all]), vec![3]);
+        assert_eq!(
+            count_ranges::<f64, f32>(&[], &[Interval::everything()]),
+            vec![0]
+        );
     }
 }

@@ -7,7 +7,7 @@
 //! - [`rowset`] — `RowSet`.
 //! - [`column`] — `IndexFile`, `Column` and `Tally`: reading an index.
 //! - [`build`] — building an index (`build_blocks`, `variable_edges`).
-//! - [`scan`] — evaluating on values (`scan_range`, `scan_compare`, `evaluate`).
+//! - [`scan`] — evaluating on values (`scan_range`, `scan_compare`, `count_ranges`, `evaluate`).
 
 // PyO3 hands arguments over as owned values (arrays, vectors); taking them by
 // value is how its extraction works, not a missed borrow.
@@ -33,6 +33,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<column::Tally>()?;
     m.add_function(wrap_pyfunction!(build::build_blocks, m)?)?;
     m.add_function(wrap_pyfunction!(build::variable_edges, m)?)?;
+    m.add_function(wrap_pyfunction!(scan::count_ranges, m)?)?;
     m.add_function(wrap_pyfunction!(scan::evaluate, m)?)?;
     m.add_function(wrap_pyfunction!(scan::scan_compare, m)?)?;
     m.add_function(wrap_pyfunction!(scan::scan_range, m)?)?;

@@ -3,9 +3,10 @@
 use numpy::{IntoPyArray, PyArray1, PyUntypedArray};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use quarry_core::eval::Interval;
 use quarry_core::scan;
 
-use crate::conversions::{interval, with_keyed, with_values, Held};
+use crate::conversions::{contiguous, interval, with_keyed, with_values, Held};
 use crate::errors::Result;
 use crate::pool::detach;
 use crate::rowset::RowSet;
@@ -118,4 +119,38 @@ pub fn scan_range<'py>(
         detach(py, || scan::scan_range(s, &iv, block_len, domain))?
     });
     Ok((RowSet(inside), RowSet(missing)))
+}
+
+/// How many stored values lie in each interval ``(lo[i], hi[i])`` (ends
+/// included where ``lo_incl[i]`` / ``hi_incl[i]``), compared exactly in the
+/// key domain of the values' dtype, in one pass over the values. The bounds
+/// are arrays of that domain's dtype (float64, int64 or uint64).
+#[pyfunction]
+pub fn count_ranges<'py>(
+    py: Python<'py>,
+    values: &Bound<'py, PyUntypedArray>,
+    lo: &Bound<'py, PyUntypedArray>,
+    lo_incl: &Bound<'py, PyUntypedArray>,
+    hi: &Bound<'py, PyUntypedArray>,
+    hi_incl: &Bound<'py, PyUntypedArray>,
+) -> Result<Bound<'py, PyArray1<u64>>> {
+    let held = Held::new(values)?;
+    let counts = with_keyed!(held.values()?, s, K => {
+        let (lo, hi) = (contiguous::<K>(lo)?, contiguous::<K>(hi)?);
+        let (lo_incl, hi_incl) = (contiguous::<bool>(lo_incl)?, contiguous::<bool>(hi_incl)?);
+        let (lo, hi) = (lo.as_slice()?, hi.as_slice()?);
+        let (lo_incl, hi_incl) = (lo_incl.as_slice()?, hi_incl.as_slice()?);
+        let n = lo.len();
+        if hi.len() != n || lo_incl.len() != n || hi_incl.len() != n {
+            return Err(PyValueError::new_err(format!(
+                "interval arrays differ in length: {n}, {}, {}, {}",
+                lo_incl.len(), hi.len(), hi_incl.len()
+            )).into());
+        }
+        let intervals: Vec<Interval<K>> = (0..n)
+            .map(|i| Interval { lo: lo[i], lo_incl: lo_incl[i], hi: hi[i], hi_incl: hi_incl[i] })
+            .collect();
+        detach(py, || quarry_core::scan::count_ranges(s, &intervals))
+    });
+    Ok(counts.into_pyarray(py))
 }

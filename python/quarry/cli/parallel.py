@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from quarry.cli.options import names as names_of
@@ -75,7 +76,7 @@ def report_stop(comm: Any, code: int, message: str) -> int:
 
 def shared_answers(
     args: Any, answer: Selection | SeriesSelection, query: str
-) -> list[Selection] | None:
+) -> Sequence[Selection] | None:
     """Answer ``query`` with every rank of ``args.comm`` (collective). Returns the
     selections, answered, on rank 0 for the usual output code to report;
     None where nothing is left to do: on other ranks, and once every rank

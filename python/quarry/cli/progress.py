@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def progress_bar(total: int, what: str, quiet: bool) -> Iterator[Callable[[int],
         yield bar.update
 
 
-def answer_with_progress(args: Any, selections: list[Selection]) -> None:
+def answer_with_progress(args: Any, selections: Sequence[Selection]) -> None:
     """On a terminal, answer ``quarry query``'s selections now behind a
     progress bar (the outputs then reuse the answers); elsewhere leave them
     to be answered when read."""
@@ -51,7 +51,7 @@ def answer_with_progress(args: Any, selections: list[Selection]) -> None:
             Local(progress=bar).answer(selections, rows)
 
 
-def say_when_unindexed(args: Any, selections: list[Selection]) -> None:
+def say_when_unindexed(args: Any, selections: Sequence[Selection]) -> None:
     """One line on stderr (unless ``--quiet``) when files of a query have no
     index where Quarry looked, so the query scans their data: an index put
     elsewhere for read-only data is found only with ``--index`` or

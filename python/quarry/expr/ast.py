@@ -3,8 +3,10 @@ found after parsing (an unknown name, a type mismatch) can still point at it."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import NamedTuple
 
 Number = int | float
 
@@ -162,3 +164,53 @@ def to_text(node: Arith) -> str:
         case Call(func=func, args=args):
             return f"{func}({', '.join(to_text(a) for a in args)})"
     raise TypeError(node)
+
+
+class Literal(NamedTuple):
+    """A number as written: its node (a :class:`Num`, or the :class:`Neg` of
+    one) and its value."""
+
+    node: Arith
+    value: Number
+
+
+def shape(cond: Cond) -> tuple[Hashable, tuple[Literal, ...]]:
+    """The condition up to its numbers, and its numbers in the order written:
+    queries of one shape differ only in their literals (``0.1 < t < 0.2`` and
+    ``0.2 < t < 0.3``). Numbers inside an aggregate stay part of the shape,
+    since the aggregate's value depends on them.
+
+    Examples
+    --------
+    >>> from quarry.expr.parser import parse
+    >>> a, b = shape(parse("mean(t) + 0.5 <= t")), shape(parse("mean(t) + -2 <= t"))
+    >>> a[0] == b[0], [n.value for n in a[1] + b[1]]
+    (True, [0.5, -2])
+    >>> shape(parse("mean(2*t) < t"))[0] == shape(parse("mean(3*t) < t"))[0]
+    False
+    """
+    numbers: list[Literal] = []
+
+    def walk(n: Arith | Cond) -> Hashable:
+        match n:
+            case Num(value=value):
+                numbers.append(Literal(n, value))
+                return "#"
+            case Neg(operand=Num(value=value)):  # -0.5 is a number like 0.5
+                numbers.append(Literal(n, -value))
+                return "#"
+            case Var(name=name, index=index):
+                return ("var", name, index)
+            case Call(func=func, args=args):
+                if is_aggregate(n):
+                    return ("aggregate", to_text(n))
+                return ("call", func, tuple(walk(a) for a in args))
+            case BinOp(op=op, left=left, right=right) | Compare(op=op, left=left, right=right):
+                return (type(n).__name__, op, walk(left), walk(right))
+            case Neg(operand=x) | Not(operand=x):
+                return (type(n).__name__, walk(x))
+            case And(items=items) | Or(items=items):
+                return (type(n).__name__, tuple(walk(c) for c in items))
+        raise TypeError(n)
+
+    return walk(cond), tuple(numbers)

@@ -310,7 +310,7 @@ def compile_plan(
         return node if factor is None else scaled(node, lambda v: factor(resolve(v)))
 
     def arith(node: Arith) -> Arith:
-        return fold(_resolved(node, resolve, aggregate, query, scale))
+        return resolved_arith(node, resolve, query, aggregate, factor)
 
     def build(node: Cond) -> PlanNode:
         match node:
@@ -341,6 +341,24 @@ def compile_plan(
         raise QuerySyntaxError("unsupported expression", query, getattr(node, "pos", 0))
 
     return build(cond)
+
+
+def resolved_arith(
+    node: Arith,
+    resolve: Callable[[Var], VariableInfo],
+    query: str = "",
+    aggregate: Aggregate | None = None,
+    factor: Callable[[VariableInfo], float | None] | None = None,
+) -> Arith:
+    """``node`` as :func:`compile_plan` compares it: names resolved to full
+    paths, aggregates computed, values scaled by ``factor``, constants
+    folded (a side with no row variables becomes one :class:`Num`)."""
+    from quarry.expr.scaled import scaled
+
+    def scale(x: Arith) -> Arith:
+        return x if factor is None else scaled(x, lambda v: factor(resolve(v)))
+
+    return fold(_resolved(node, resolve, aggregate, query, scale))
 
 
 def _resolved(

@@ -22,9 +22,11 @@ import numpy as np
 
 from quarry import _core
 from quarry.errors import ShapeMismatchError
+from quarry.expr.keys import key_kind
 from quarry.expr.plan import (
     AndNode,
     Const,
+    Interval,
     NotNode,
     OrNode,
     PlanNode,
@@ -41,7 +43,32 @@ from quarry.query.stats import CountingDriver, QueryStats, Work
 if TYPE_CHECKING:
     import numpy.typing as npt
 
+    from quarry.query.ranges import Intervals
+
 Pair = tuple[_core.RowSet, _core.RowSet]
+
+#: What checking one candidate row against its stored value costs, in rows
+#: of a scan: candidates are gathered from scattered places, a scan reads
+#: the column once from end to end and compares in one pass.
+CHECK_COST = 16
+#: What one index lookup costs beyond its candidates, in rows of a scan.
+LOOKUP_COST = 1024
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What answering some ranges of one variable would cost either way, in
+    rows of a scan, and the cheaper way: ``"index"`` or ``"scan"``."""
+
+    candidates: int | None
+    """Rows in the index's boundary bins, to be checked against values (None:
+    not counted, the lookups alone costing more than the scan)."""
+    index: int
+    scan: int
+
+    @property
+    def choice(self) -> str:
+        return "index" if self.index <= self.scan else "scan"
 
 
 @dataclass(frozen=True)
@@ -305,6 +332,66 @@ class Executor:
                     )
                 return int(sure) + len(self._passing(plan, cand))
         return len(self.rows(plan))
+
+    def estimate(self, var: VariableInfo, intervals: Intervals) -> Estimate | None:
+        """The cost of counting ``intervals`` of ``var`` through its index
+        (each lookup, and every candidate checked) against one scan of the
+        column; None where ``var`` has no index over the table's rows."""
+        col = self._column(var)
+        if col is None:
+            return None
+        live = ~intervals.empty
+        lookups = LOOKUP_COST * int(np.count_nonzero(live))
+        if lookups > self.part_rows():  # the lookups alone cost more than the scan
+            return Estimate(None, lookups, self.part_rows())
+        candidates = int(
+            col.boundary_rows(
+                intervals.lo[live],
+                intervals.lo_incl[live],
+                intervals.hi[live],
+                intervals.hi_incl[live],
+            ).sum()
+        )
+        if self.blocks is not None:  # a share: the column's candidates, spread over its share
+            candidates = candidates * self.part_rows() // max(self.table.n_rows, 1)
+        return Estimate(candidates, CHECK_COST * candidates + lookups, self.part_rows())
+
+    def part_rows(self) -> int:
+        """Rows this executor answers for: its share, or the whole table."""
+        if self.blocks is None:
+            return self.table.n_rows
+        start, stop = self._part_rows()
+        return max(stop - start, 0)
+
+    def count_ranges(self, var: VariableInfo, intervals: Intervals) -> npt.NDArray[np.int64]:
+        """How many rows of ``var`` lie in each of ``intervals`` (of its key
+        domain): through the index one interval at a time, or in one pass
+        over the column, whichever :meth:`estimate` finds cheaper."""
+        counts = np.zeros(len(intervals.lo), dtype=np.int64)
+        live = ~intervals.empty
+        estimate = self.estimate(var, intervals)
+        if estimate is not None and estimate.choice == "index":
+            kind = key_kind(var.dtype)
+            for j in np.flatnonzero(live).tolist():
+                iv = Interval(
+                    kind,
+                    intervals.lo[j].item(),
+                    bool(intervals.lo_incl[j]),
+                    intervals.hi[j].item(),
+                    bool(intervals.hi_incl[j]),
+                )
+                counts[j] = self.count(RangeLeaf(var, iv))
+            return counts
+        values = self._values(var)
+        self._work.scanned(None, len(values), self.table.block_len)
+        counts[live] = _core.count_ranges(
+            values,
+            intervals.lo[live],
+            intervals.lo_incl[live],
+            intervals.hi[live],
+            intervals.hi_incl[live],
+        )
+        return counts
 
     # -- evaluation ------------------------------------------------------
     def eval(self, node: PlanNode, domain: _core.RowSet | None, want_unknown: bool = True) -> Pair:

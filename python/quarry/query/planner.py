@@ -18,12 +18,12 @@ state changes (an index built, opened or checked).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from quarry.errors import QuarryError, QuerySyntaxError, SubarrayError, UnsupportedVariableError
 from quarry.expr import parse
-from quarry.expr.ast import Cond, Var
+from quarry.expr.ast import Cond, Literal, Var, shape
 from quarry.expr.ast import variables as named_in
 from quarry.expr.names import resolve
 from quarry.expr.plan import (
@@ -107,11 +107,23 @@ class Planner:
 
     def variable(self, var: Var, path: str | None = None) -> VariableInfo:
         """The variable (or subarray of it) ``var`` names, bare names
-        resolving under ``path``; refused if the file cannot query it."""
-        info = resolve(var.name, self.driver.variables(), self.source, path)
-        if info.problem is not None:
-            raise UnsupportedVariableError(f"cannot query {info.path}: {info.problem}")
-        return info if var.index is None else view_of(info, var.index)
+        resolving under ``path``; refused if the file cannot query it.
+        Resolved once per name as written."""
+        written = (var.name, var.index, path)
+        info = self._names.get(written)
+        if info is None:
+            info = resolve(var.name, self.driver.variables(), self.source, path)
+            if info.problem is not None:
+                raise UnsupportedVariableError(f"cannot query {info.path}: {info.problem}")
+            if var.index is not None:
+                info = view_of(info, var.index)
+            self._names[written] = info
+        return info
+
+    def aggregator(self, by_key: dict[str, VariableInfo]) -> Aggregator:
+        """An aggregator over the variables ``by_key`` (resolved names ->
+        variables), sharing this planner's statistics with every plan."""
+        return Aggregator(self.driver, self.store, by_key, self._aggregate_stats)
 
     def table(self, variables: list[VariableInfo]) -> Table:
         """The table ``variables`` form, cut into this planner's blocks."""
@@ -129,7 +141,7 @@ class Planner:
         return planned
 
     def _plan(self, query: str, path: str | None) -> PlannedQuery:
-        parsed = _parse(query)
+        parsed = parse_cached(query)
         cond = parsed.cond
         # Resolved names and subarrays by their key (``/x[0:10]``): the plan's
         # names are keys once resolved, and resolve to the same views again.
@@ -139,14 +151,10 @@ class Planner:
         def lookup(var: Var) -> VariableInfo:
             info = by_key.get(var.name) if var.index is None else None
             if info is None:
-                written = (var.name, var.index, path)
-                info = self._names.get(written)
-                if info is None:
-                    try:
-                        info = self.variable(var, path)
-                    except SubarrayError as exc:
-                        raise QuerySyntaxError(str(exc), query, var.pos) from None
-                    self._names[written] = info
+                try:
+                    info = self.variable(var, path)
+                except SubarrayError as exc:
+                    raise QuerySyntaxError(str(exc), query, var.pos) from None
                 by_key[info.key] = info
                 resolved.setdefault(var.name, info.path)
             return info
@@ -156,7 +164,7 @@ class Planner:
         plan = _rebound(_TEMPLATES.get(template), written) if template else None
         aggregates: list[AggregateValue] = []
         if plan is None:
-            aggregator = Aggregator(self.driver, self.store, by_key, self._aggregate_stats)
+            aggregator = self.aggregator(by_key)
             plan = compile_plan(cond, lookup, query, aggregator, self.factor)
             aggregates = aggregator.used
             if template and not aggregates and _bindable(plan):
@@ -176,20 +184,23 @@ class Planner:
 
 
 class _Parsed(NamedTuple):
-    """A query's text parsed, and the variables it names: all of them in the
-    order written, and those it reads row by row (not only inside aggregates)."""
+    """A query's text parsed, the variables it names (all of them in the
+    order written, and those it reads row by row, not only inside
+    aggregates) and its shape (:func:`quarry.expr.ast.shape`)."""
 
     cond: Cond
     variables: tuple[Var, ...]
     row_variables: tuple[Var, ...]
+    shape: tuple[Hashable, tuple[Literal, ...]]
 
 
 @functools.lru_cache(maxsize=MAX_PLANS)
-def _parse(query: str) -> _Parsed:
+def parse_cached(query: str) -> _Parsed:
     """Parsed once per text, whatever file or step group it is planned in
     (the tree is immutable)."""
     cond = parse(query)
-    return _Parsed(cond, tuple(named_in(cond)), tuple(named_in(cond, in_aggregates=False)))
+    variables = tuple(named_in(cond)), tuple(named_in(cond, in_aggregates=False))
+    return _Parsed(cond, *variables, shape(cond))
 
 
 class _Template(NamedTuple):

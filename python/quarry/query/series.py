@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from quarry.errors import QuarryError, QuerySyntaxError, SeriesMemberError
 from quarry.formats.sources import natural_key
@@ -128,6 +128,39 @@ def at_member(member: Member, work: Callable[[], Any]) -> Any:
         raise SeriesMemberError(member.file, member.step, exc) from exc
 
 
+class MemberSelections(Sequence["Selection"]):
+    """Each member's selection, made when first read: a batch's counts come
+    without them (:meth:`quarry.Series.query_many`), and a query whose rows
+    are asked for afterwards is planned in its members then.
+
+    Examples
+    --------
+    >>> made = MemberSelections([Member("a.h5", 0, None)], lambda m: m.file)
+    >>> made[0], len(made)
+    ('a.h5', 1)
+    """
+
+    def __init__(self, members: list[Member], select: Callable[[Member], Selection]) -> None:
+        self._members = members
+        self._select = select
+        self._made: dict[int, Selection] = {}
+
+    @overload
+    def __getitem__(self, i: int) -> Selection: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Selection]: ...
+    def __getitem__(self, i: int | slice) -> Selection | list[Selection]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(len(self))[i]]
+        k = range(len(self))[i]  # an IndexError past the end, as a list's
+        if k not in self._made:
+            self._made[k] = self._select(self._members[k])
+        return self._made[k]
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+
 class SeriesSelection:
     """A query's answer over a series: one :class:`quarry.Selection` per member,
     in order. Iterating gives ``(member, selection)`` pairs.
@@ -150,11 +183,19 @@ class SeriesSelection:
     [4, 5, 6, 7, 8, 9]
     """
 
-    def __init__(self, query: str, members: list[Member], selections: list[Selection]) -> None:
+    def __init__(
+        self,
+        query: str,
+        members: list[Member],
+        selections: Sequence[Selection],
+        counts: list[int] | None = None,
+    ) -> None:
         self.query = query
         self.members = members
         self.selections = selections
-        self._counts: list[int] | None = None
+        self._counts = counts
+        """Hits per member, when known already (a batch counts without
+        making each member's selection; see :class:`MemberSelections`)."""
 
     def answer(self, runner: Runner, rows: bool = False, names: Sequence[str] = ()) -> bool:
         """Answer every member now with ``runner`` (:mod:`quarry.parallel.runners`):

@@ -1,0 +1,145 @@
+"""Batches of ranges: re-planned in their literals and counted together
+(quarry.query.ranges), against NumPy and against each query planned alone."""
+
+from __future__ import annotations
+
+import itertools
+
+import h5py
+import numpy as np
+import pytest
+
+import quarry
+from oracle import oracle_ids
+from quarry.expr.keys import key_kind
+from quarry.query.execute import Executor
+from quarry.query.ranges import Intervals, Shapes
+
+DTYPES = ["f8", "f4", "i4", "u2", "i8"]
+
+
+def make_column(rng: np.random.Generator, dtype: str, n: int) -> np.ndarray:
+    if dtype.startswith("f"):
+        v = rng.normal(5, 3, n).round(rng.integers(0, 3)).astype(dtype)
+        v[rng.random(n) < 0.05] = np.nan
+        v[rng.random(n) < 0.01] = np.inf
+        return v
+    return rng.integers(0 if dtype.startswith("u") else -20, 20, n).astype(dtype)
+
+
+def random_queries(rng: np.random.Generator, k: int) -> list[str]:
+    """Ranges of x written many ways, float and integer literals mixed, a
+    few that are not ranges, and numbers landing on stored values."""
+
+    def number() -> str:
+        v = rng.choice([rng.normal(5, 4), float(rng.integers(-3, 12)), rng.integers(-3, 12)])
+        return repr(float(v)) if isinstance(v, float) else str(int(v))
+
+    forms = [
+        "{a} <= x && x < {b}",
+        "{a} < x && x <= {b}",
+        "x > {a}",
+        "x <= {a}",
+        "x == {a}",
+        "{a} <= x < {b}",
+        "-{a} <= x",
+        "mean(x) + {a} <= x && x < mean(x) + {b}",
+        "x >= min(x) + {a} && x < max(x) - {b}",
+        "x > {a} * 2 - {b} / 4",
+        "x < {a} && x > {b} && x != {a}",
+        "x > {a} || x < {b}",
+        "x * 2 > {a}",
+    ]
+    return [rng.choice(forms).format(a=number(), b=number()) for _ in range(k)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("indexed", [True, False])
+def test_a_batch_counts_as_each_query_alone_and_as_numpy(tmp_path, dtype, indexed):
+    rng = np.random.default_rng(sum(map(ord, dtype)) + indexed)
+    n = 1009  # not a multiple of the block length
+    x = make_column(rng, dtype, n)
+    path = str(tmp_path / "r.h5")
+    with h5py.File(path, "w") as f:
+        f["x"] = x
+    queries = random_queries(rng, 300)
+    with quarry.open(path) as ds:
+        if indexed:
+            ds.build_index(block_len=128, bins=16)
+        batch = ds.query_many(queries)
+        alone = [ds.query(q).count() for q in queries]
+    assert batch == alone
+    for q, got in zip(queries, batch, strict=True):
+        if "(" not in q:  # the oracle has no aggregates
+            assert got == len(oracle_ids(q, {"x": x})), q
+
+
+def test_slices_around_the_mean_equal_exact_counts_from_sorted_values(tmp_path):
+    rng = np.random.default_rng(15)
+    path = str(tmp_path / "beam.h5")
+    steps = [rng.normal(1e-9, 2e-12, 20_000 + 7 * s) for s in range(3)]
+    with h5py.File(path, "w") as f:
+        for s, t in enumerate(steps):
+            f[f"Step#{s}/t"] = t
+    width = float(steps[0].std()) / 100
+    edges = [float(v) for v in np.arange(-200, 201) * width]
+    queries = [f"mean(t) + {a!r} <= t && t < mean(t) + {b!r}" for a, b in itertools.pairwise(edges)]
+    with quarry.open_series(path) as series:
+        series.build_indexes()
+        answers = series.query_many(queries)
+        for s, t in enumerate(steps):
+            mean = series.query("t < mean(t)").selections[s].aggregates[0].value
+            cuts = np.searchsorted(np.sort(t), mean + np.array(edges), side="left")
+            assert [a.counts()[s] for a in answers] == np.diff(cuts).tolist()
+        # Rows of a counted query are planned when asked for, and agree.
+        picked = answers[200]
+        assert [len(ids) for ids in picked.ids()] == picked.counts()
+
+
+def test_shapes_group_queries_that_differ_only_in_numbers():
+    shapes = Shapes(["x < 1.5", "x < -2.5", "x < 3", "y < 1.0", "x < 1e300 * 10.0"])
+    assert [(g.first, g.rest, g.alone) for g in shapes.groups] == [
+        (0, [1], [2]),
+        (3, [], []),
+        (4, [], []),
+    ]
+    assert shapes.groups[0].matrix.tolist() == [[-2.5]]
+
+
+def test_the_cheaper_access_path_is_chosen(tmp_path):
+    path = str(tmp_path / "c.h5")
+    x = np.random.default_rng(3).normal(0, 1, 100_000)
+    with h5py.File(path, "w") as f:
+        f["x"] = x
+    with quarry.open(path) as ds:
+        ds.build_index()
+        info = ds.variable("x")
+        table = ds.query("x > 0").table
+        ex = Executor(ds.driver, ds._open_store(), table)
+
+        def intervals(edges: np.ndarray) -> Intervals:
+            k = len(edges) - 1
+            ones = np.ones(k, bool)
+            return Intervals(edges[:-1], ones, edges[1:], ~ones, ~ones)
+
+        one = ex.estimate(info, intervals(np.array([0.5, 0.75])))
+        many = ex.estimate(info, intervals(np.linspace(-2, 2, 401)))
+        assert key_kind(info.dtype) == "f64"
+        assert one is not None and one.choice == "index" and one.candidates < 10_000
+        assert many is not None and many.choice == "scan"
+        for iv in (intervals(np.array([0.5, 0.75])), intervals(np.linspace(-2, 2, 401))):
+            want = [
+                int(np.count_nonzero((x >= a) & (x < b)))
+                for a, b in itertools.pairwise(np.r_[iv.lo, iv.hi[-1:]])
+            ]
+            assert ex.count_ranges(info, iv).tolist() == want
+
+
+def test_a_failure_in_a_batch_names_the_query_file_and_step(tmp_path):
+    path = str(tmp_path / "s.h5")
+    with h5py.File(path, "w") as f:
+        f["Step#0/t"], f["Step#1/t"] = np.arange(5.0), np.arange(6.0)
+    with quarry.open_series(path) as series:
+        with pytest.raises(quarry.BatchQueryError, match=r"query 2 .*step 0") as err:
+            series.query_many(["t < 1.5", "mean(u) < t", "t < 2.5"])
+        assert isinstance(err.value.error, quarry.SeriesMemberError)
