@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import itertools
+import json
+import subprocess
+import sys
 
 import h5py
 import numpy as np
@@ -143,3 +146,43 @@ def test_a_failure_in_a_batch_names_the_query_file_and_step(tmp_path):
         with pytest.raises(quarry.BatchQueryError, match=r"query 2 .*step 0") as err:
             series.query_many(["t < 1.5", "mean(u) < t", "t < 2.5"])
         assert isinstance(err.value.error, quarry.SeriesMemberError)
+
+
+@pytest.mark.parametrize("bins, path", [(2, "scan"), (None, "index")])
+def test_one_range_takes_the_cheaper_path_and_says_so(tmp_path, bins, path):
+    """Two bins without decimal edges: the boundary bin holds half the rows."""
+    rng = np.random.default_rng(8)
+    x = rng.normal(0, 1, 50_000)
+    x[rng.random(len(x)) < 0.02] = np.nan
+    file = str(tmp_path / "one.h5")
+    with h5py.File(file, "w") as f:
+        f["x"] = x
+    query = "x > 0.123 && x <= 1.5"
+    want = oracle_ids(query, {"x": x})
+    with quarry.open(file) as ds:
+        ds.build_index(bins=bins, precision=0 if bins else None)
+        counted, listed = ds.query(query), ds.query(query)
+        assert counted.count() == len(want)
+        assert listed.ids().tolist() == want.tolist()
+        for sel in (counted, listed):
+            (access,) = sel.access()
+            assert (access.condition, access.path) == ("0.123 < /x <= 1.5", path)
+            assert access.estimate is not None and access.estimate.choice == path
+            scanned = sel.stats().rows_scanned
+            assert scanned == (len(x) if path == "scan" else 0)
+    run = subprocess.run(
+        [sys.executable, "-m", "quarry.cli.main", "query", file, query, "--explain"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert run.stdout.strip() == str(len(want))
+    assert f"plan: 0.123 < /x <= 1.5: {path} (index: " in run.stderr
+    run = subprocess.run(
+        [sys.executable, "-m", "quarry.cli.main", "query", file, query, "--explain", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    (plan,) = json.loads(run.stdout)["plan"]
+    assert plan["access"] == path and plan["scan_cost"] == 8192 + len(x)

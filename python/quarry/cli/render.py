@@ -48,7 +48,8 @@ def query_result(
     resolved to, aggregates, where the selection was ``saved``, the
     ``count``, the ``hits`` as lists (``{"ids": [...]}``, ``{"coords": ...}``
     or ``{"values": {name: [...]}}``), the ``out`` file, the time taken and,
-    with ``explain``, the work done (:meth:`Selection.stats`)."""
+    with ``explain``, the work done (:meth:`Selection.stats`) and each
+    condition's access path (:meth:`Selection.access`)."""
     result: dict[str, Any] = {"query": query, "file": file}
     if sel.resolved:
         result["resolved"] = sel.resolved
@@ -63,13 +64,18 @@ def query_result(
     result["elapsed_ms"] = milliseconds(seconds)
     if explain:
         result["stats"] = sel.stats().to_dict()
+        result["plan"] = [a.to_dict() for a in sel.access()]
     return result
 
 
-def explain_line(sel: Selection) -> str:
-    """``--explain`` without ``--json``: the work done, on one line."""
+def explain_lines(sel: Selection) -> str:
+    """``--explain`` without ``--json``: the work done on one line, then
+    each condition's access path (index or scan) with the estimate that
+    chose it."""
     stats = sel.stats().to_dict()
-    return "explain: " + " ".join(f"{k}={v}" for k, v in stats.items())
+    lines = ["explain: " + " ".join(f"{k}={v}" for k, v in stats.items())]
+    lines += [f"plan: {access}" for access in sel.access()]
+    return "\n".join(lines)
 
 
 def csv_lines(columns: Mapping[str, np.ndarray], lead: str | None = None) -> Iterator[str]:

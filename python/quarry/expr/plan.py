@@ -65,6 +65,29 @@ class Interval:
         below = keys <= self.hi if self.hi_incl else keys < self.hi
         return np.asarray(above & below)
 
+    def text(self, name: str) -> str:
+        """The interval as a condition on ``name``, as ``--explain`` shows it.
+
+        Examples
+        --------
+        >>> Interval("f64", 1.5, False, 1.6, True).text("/e"), everything("i64").text("/n")
+        ('1.5 < /e <= 1.6', '/n is not missing')
+        >>> float_interval(">", 2.0).text("/e"), Interval("i64", 3, True, 3, True).text("/n")
+        ('/e > 2.0', '/n == 3')
+        """
+        whole = everything(self.kind)
+        if self.empty:
+            return f"{name} matches nothing"
+        if self.lo == self.hi:
+            return f"{name} == {self.lo!r}"
+        low = not (self.lo == whole.lo and self.lo_incl)
+        high = not (self.hi == whole.hi and self.hi_incl)
+        left = f"{self.lo!r} {'<=' if self.lo_incl else '<'} " if low else ""
+        right = f" {'<=' if self.hi_incl else '<'} {self.hi!r}" if high else ""
+        if low and not high:
+            return f"{name} {'>=' if self.lo_incl else '>'} {self.lo!r}"
+        return f"{left}{name}{right}" if low or high else f"{name} is not missing"
+
     def intersect(self, other: Interval) -> Interval:
         if self.empty or other.empty:
             return replace(self, empty=True)

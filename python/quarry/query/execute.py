@@ -16,13 +16,14 @@ import contextlib
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from quarry import _core
 from quarry.errors import ShapeMismatchError
-from quarry.expr.keys import key_kind
+from quarry.expr.ast import to_text
+from quarry.expr.keys import KEY_DTYPES, key_kind
 from quarry.expr.plan import (
     AndNode,
     Const,
@@ -38,37 +39,31 @@ from quarry.expr.postfix import postfix
 from quarry.formats.base import Driver, VariableInfo
 from quarry.formats.subarray import read_view
 from quarry.index.store import IndexStore
-from quarry.query.stats import CountingDriver, QueryStats, Work
+from quarry.query.stats import Access, CountingDriver, Estimate, QueryStats, Work
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-    from quarry.query.ranges import Intervals
-
 Pair = tuple[_core.RowSet, _core.RowSet]
 
-#: What checking one candidate row against its stored value costs, in rows
-#: of a scan: candidates are gathered from scattered places, a scan reads
-#: the column once from end to end and compares in one pass.
+
+class Intervals(NamedTuple):
+    """Intervals as arrays: ``lo (<|<=) x (<|<=) hi``, and which are empty."""
+
+    lo: npt.NDArray[Any]
+    lo_incl: npt.NDArray[np.bool_]
+    hi: npt.NDArray[Any]
+    hi_incl: npt.NDArray[np.bool_]
+    empty: npt.NDArray[np.bool_]
+
+
+#: The cost model of the choice between an index and a scan, in rows of a
+#: scan (one value read in sequence and compared). Checking a candidate
+#: gathers its value from a scattered place; a lookup walks the index's bins
+#: and makes row sets; a scan reads the column (one call, however short).
 CHECK_COST = 16
-#: What one index lookup costs beyond its candidates, in rows of a scan.
-LOOKUP_COST = 1024
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """What answering some ranges of one variable would cost either way, in
-    rows of a scan, and the cheaper way: ``"index"`` or ``"scan"``."""
-
-    candidates: int | None
-    """Rows in the index's boundary bins, to be checked against values (None:
-    not counted, the lookups alone costing more than the scan)."""
-    index: int
-    scan: int
-
-    @property
-    def choice(self) -> str:
-        return "index" if self.index <= self.scan else "scan"
+LOOKUP_COST = 2048
+SCAN_COST = 8192
 
 
 @dataclass(frozen=True)
@@ -321,40 +316,68 @@ class Executor:
 
     def count(self, plan: PlanNode) -> int:
         """Number of rows where the plan is true; a single indexed range is
-        counted from per-bin counts plus its checked candidates."""
+        counted from per-bin counts plus its checked candidates, or in one
+        pass over the column where that is cheaper (:meth:`estimate`)."""
         if isinstance(plan, RangeLeaf) and not plan.interval.empty:
-            col = self._column(plan.var)
-            if col is not None:
-                iv = plan.interval
-                with self._reading(plan.var):
-                    sure, cand = col.count(
-                        iv.lo, iv.lo_incl, iv.hi, iv.hi_incl, self.blocks, self._work.tally
-                    )
-                return int(sure) + len(self._passing(plan, cand))
+            if self._cheaper(plan, self.part) == "index":
+                return self._count_by_index(plan)
+            if self._column(plan.var) is not None:
+                return int(self._scan_counts(plan.var, _single(plan.interval))[0])
         return len(self.rows(plan))
 
-    def estimate(self, var: VariableInfo, intervals: Intervals) -> Estimate | None:
-        """The cost of counting ``intervals`` of ``var`` through its index
-        (each lookup, and every candidate checked) against one scan of the
-        column; None where ``var`` has no index over the table's rows."""
+    def _count_by_index(self, leaf: RangeLeaf) -> int:
+        col = self._column(leaf.var)
+        assert col is not None
+        iv = leaf.interval
+        with self._reading(leaf.var):
+            sure, cand = col.count(
+                iv.lo, iv.lo_incl, iv.hi, iv.hi_incl, self.blocks, self._work.tally
+            )
+        return int(sure) + len(self._passing(leaf, cand))
+
+    def _scan_counts(self, var: VariableInfo, intervals: Intervals) -> npt.NDArray[np.int64]:
+        """Counts of the (non-empty) ``intervals`` in one pass over the column."""
+        values = self._values(var)
+        self._work.scanned(None, len(values), self.table.block_len)
+        counts = _core.count_ranges(
+            values, intervals.lo, intervals.lo_incl, intervals.hi, intervals.hi_incl
+        )
+        return counts.astype(np.int64)
+
+    def _cheaper(self, leaf: RangeLeaf, domain: _core.RowSet | None) -> str:
+        """``"index"`` or ``"scan"`` for ``leaf`` within ``domain``, as
+        :meth:`estimate` finds it; noted in the work done (:meth:`access`)."""
+        estimate = self.estimate(leaf.var, _single(leaf.interval), domain)
+        path = estimate.choice if estimate is not None else "scan"
+        condition = leaf.interval.text(leaf.var.key)
+        self._work.access[condition] = Access(condition, path, estimate)
+        return path
+
+    def access(self) -> list[Access]:
+        """How each condition evaluated so far was answered, and why."""
+        return list(self._work.access.values())
+
+    def estimate(
+        self, var: VariableInfo, intervals: Intervals, domain: _core.RowSet | None = None
+    ) -> Estimate | None:
+        """The cost of answering ``intervals`` of ``var`` (within ``domain``)
+        through its index (each lookup, and every candidate checked) against
+        one scan of the column (or of the domain's rows); None where ``var``
+        has no index over the table's rows."""
         col = self._column(var)
         if col is None:
             return None
+        rows = len(domain) if domain is not None else self.part_rows()
+        scan = SCAN_COST + rows
         live = ~intervals.empty
         lookups = LOOKUP_COST * int(np.count_nonzero(live))
-        if lookups > self.part_rows():  # the lookups alone cost more than the scan
-            return Estimate(None, lookups, self.part_rows())
-        candidates = int(
-            col.boundary_rows(
-                intervals.lo[live],
-                intervals.lo_incl[live],
-                intervals.hi[live],
-                intervals.hi_incl[live],
-            ).sum()
-        )
-        if self.blocks is not None:  # a share: the column's candidates, spread over its share
-            candidates = candidates * self.part_rows() // max(self.table.n_rows, 1)
-        return Estimate(candidates, CHECK_COST * candidates + lookups, self.part_rows())
+        if lookups > scan:  # the lookups alone cost more than the scan
+            return Estimate(None, lookups, scan)
+        lo, lo_incl, hi, hi_incl, _ = (part[live] for part in intervals)
+        candidates = int(col.boundary_rows(lo, lo_incl, hi, hi_incl).sum())
+        # Candidates lie anywhere in the column: a share or a domain holds its part.
+        candidates = candidates * rows // max(self.table.n_rows, 1)
+        return Estimate(candidates, CHECK_COST * candidates + lookups, scan)
 
     def part_rows(self) -> int:
         """Rows this executor answers for: its share, or the whole table."""
@@ -369,28 +392,18 @@ class Executor:
         over the column, whichever :meth:`estimate` finds cheaper."""
         counts = np.zeros(len(intervals.lo), dtype=np.int64)
         live = ~intervals.empty
-        estimate = self.estimate(var, intervals)
-        if estimate is not None and estimate.choice == "index":
+        estimate = self.estimate(var, intervals, self.part)
+        path = estimate.choice if estimate is not None else "scan"
+        condition = f"{int(np.count_nonzero(live)):,} ranges of {var.key}"
+        self._work.access[condition] = Access(condition, path, estimate)
+        if path == "index":
             kind = key_kind(var.dtype)
             for j in np.flatnonzero(live).tolist():
-                iv = Interval(
-                    kind,
-                    intervals.lo[j].item(),
-                    bool(intervals.lo_incl[j]),
-                    intervals.hi[j].item(),
-                    bool(intervals.hi_incl[j]),
-                )
-                counts[j] = self.count(RangeLeaf(var, iv))
+                lo, hi = intervals.lo[j].item(), intervals.hi[j].item()
+                iv = Interval(kind, lo, bool(intervals.lo_incl[j]), hi, bool(intervals.hi_incl[j]))
+                counts[j] = self._count_by_index(RangeLeaf(var, iv))
             return counts
-        values = self._values(var)
-        self._work.scanned(None, len(values), self.table.block_len)
-        counts[live] = _core.count_ranges(
-            values,
-            intervals.lo[live],
-            intervals.lo_incl[live],
-            intervals.hi[live],
-            intervals.hi_incl[live],
-        )
+        counts[live] = self._scan_counts(var, Intervals(*(part[live] for part in intervals)))
         return counts
 
     # -- evaluation ------------------------------------------------------
@@ -488,6 +501,11 @@ class Executor:
         if leaf.var.subarray is not None and self._base_column(leaf.var) is not None:
             return self._range_of_part(leaf, domain, want_unknown)
         col = self._column(leaf.var)
+        if col is not None and not iv.empty and self._cheaper(leaf, domain) == "scan":
+            col = None
+        elif col is None:
+            condition = iv.text(leaf.var.key)
+            self._work.access[condition] = Access(condition, "scan")
         if col is None:
             probe = iv if not iv.empty else everything(iv.kind)
             values = self._values(leaf.var)
@@ -555,6 +573,8 @@ class Executor:
         return back(hits), u
 
     def _scan(self, leaf: ScanLeaf, domain: _core.RowSet | None) -> Pair:
+        condition = f"{to_text(leaf.left)} {leaf.op} {to_text(leaf.right)}"
+        self._work.access[condition] = Access(condition, "scan")
         columns = [self._values(v) for v in leaf.variables]
         slot = {v.key: i for i, v in enumerate(leaf.variables)}
         return self._scanned(
@@ -569,6 +589,13 @@ class Executor:
             ),
             domain,
         )
+
+
+def _single(iv: Interval) -> Intervals:
+    """One interval as the arrays :meth:`Executor.estimate` takes."""
+    bounds = np.array([iv.lo, iv.hi], dtype=KEY_DTYPES[iv.kind])
+    flags = np.array([iv.lo_incl, iv.hi_incl, iv.empty])
+    return Intervals(bounds[:1], flags[:1], bounds[1:], flags[1:2], flags[2:])
 
 
 def _cheapest_first(items: tuple[PlanNode, ...]) -> list[PlanNode]:

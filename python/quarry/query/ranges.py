@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from quarry.expr.ast import And, Arith, BinOp, Compare, Cond, Literal, Neg, Num,
 from quarry.expr.ast import variables as named_in
 from quarry.expr.keys import KEY_DTYPES, key_kind
 from quarry.expr.plan import RangeLeaf, everything, float_interval, resolved_arith
+from quarry.query.execute import Intervals
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -75,16 +76,6 @@ class Ranges:
         kinds = (np.int64, dtype, bool, dtype, bool, bool)
         queries, lo, lo_incl, hi, hi_incl, empty = map(joined, columns, kinds)
         return queries, Intervals(lo, lo_incl, hi, hi_incl, empty)
-
-
-class Intervals(NamedTuple):
-    """Intervals as arrays: ``lo (<|<=) x (<|<=) hi``, and which are empty."""
-
-    lo: npt.NDArray[Any]
-    lo_incl: npt.NDArray[np.bool_]
-    hi: npt.NDArray[Any]
-    hi_incl: npt.NDArray[np.bool_]
-    empty: npt.NDArray[np.bool_]
 
 
 @dataclass

@@ -13,7 +13,7 @@ from quarry.errors import ShapeMismatchError
 from quarry.pool import jobs, on_own_threads
 from quarry.query.execute import Executor, Table
 from quarry.query.histogram import Histogram, Part, combine
-from quarry.query.stats import QueryStats
+from quarry.query.stats import Access, QueryStats
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -157,6 +157,27 @@ class Selection:
         (24, 100, 800)
         """
         return self._executor.stats()
+
+    def access(self) -> list[Access]:
+        """How each condition answered so far was answered, ``"index"`` or
+        ``"scan"``, and the estimate that chose it (rows the index would
+        check against a scan of the column; see
+        :meth:`quarry.query.execute.Executor.estimate`).
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "a.h5")
+        >>> with h5py.File(path, "w") as f:
+        ...     _ = f.create_dataset("x", data=np.linspace(0, 1, 100_000))
+        >>> with quarry.open(path) as ds:
+        ...     _ = ds.build_index()
+        ...     sel = ds.query("x > 0.123456")
+        ...     n = sel.count()
+        ...     [(a.condition, a.path) for a in sel.access()]
+        [('/x > 0.123456', 'index')]
+        """
+        return self._executor.access()
 
     def save(self, path: str) -> None:
         """Keep the rows on disk (compact: a Roaring bitmap per block) to fetch

@@ -60,6 +60,52 @@ blocks_scanned=0, blocks_skipped=0)
         return dataclasses.asdict(self)
 
 
+@dataclass(frozen=True)
+class Estimate:
+    """What answering some ranges of one variable would cost either way, in
+    rows of a scan (see :mod:`quarry.query.execute`'s cost constants), and
+    the cheaper way: ``"index"`` or ``"scan"``."""
+
+    candidates: int | None
+    """Rows in the index's boundary bins, to be checked against values (None:
+    not counted, the lookups alone costing more than the scan)."""
+    index: int
+    scan: int
+
+    @property
+    def choice(self) -> str:
+        return "index" if self.index <= self.scan else "scan"
+
+
+@dataclass(frozen=True)
+class Access:
+    """How one condition of a query was answered: ``"index"`` or ``"scan"``,
+    and the estimate the choice was made on (None: there was no index of
+    the variable to weigh, or the condition is arithmetic)."""
+
+    condition: str
+    path: str
+    estimate: Estimate | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        """For ``--explain --json``'s ``"plan"``."""
+        out: dict[str, object] = {"condition": self.condition, "access": self.path}
+        if self.estimate is not None:
+            out["candidates"] = self.estimate.candidates
+            out["index_cost"] = self.estimate.index
+            out["scan_cost"] = self.estimate.scan
+        return out
+
+    def __str__(self) -> str:
+        """One line for ``--explain``."""
+        why = ""
+        e = self.estimate
+        if e is not None:
+            checks = f"{e.candidates:,} candidate rows" if e.candidates is not None else "lookups"
+            why = f" (index: {checks}, cost {e.index:,}; scan: cost {e.scan:,})"
+        return f"{self.condition}: {self.path}{why}"
+
+
 class Work:
     """Running totals of one query's work, shared by the executors answering
     parts of it. Not thread-safe across queries: each query has its own."""
@@ -71,6 +117,9 @@ class Work:
         self.rows_scanned = 0
         self.blocks_scanned = 0
         self.blocks_skipped = 0
+        self.access: dict[str, Access] = {}
+        """How each condition was answered, by condition (the last word: a
+        condition evaluated by several shares chose once per share)."""
 
     def scanned(self, domain: _core.RowSet | None, n_rows: int, block_len: int) -> None:
         """Count a scan over ``domain`` (None: every one of ``n_rows`` rows)."""

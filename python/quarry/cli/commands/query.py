@@ -218,7 +218,7 @@ def _query_file(args: argparse.Namespace, file: str, query: str | None) -> int:
             print(json.dumps(result) if args.json else result["count"])
             status = 0
         if args.explain and not args.json:
-            print(render.explain_line(sel), file=sys.stderr)
+            print(render.explain_lines(sel), file=sys.stderr)
     return status
 
 
