@@ -158,9 +158,14 @@ class DerivedDriver:
         self.path = base.path
         self.step_context = base.step_context
         self.derived = {d.info.path: d for d in derived}
+        self._listed: tuple[list[VariableInfo], list[VariableInfo]] | None = None
 
     def variables(self) -> list[VariableInfo]:
-        return [*self.base.variables(), *(d.info for d in self.derived.values())]
+        # One list while the base's lasts: name lookups keep a table per list.
+        base = self.base.variables()
+        if self._listed is None or self._listed[0] is not base:
+            self._listed = base, [*base, *(d.info for d in self.derived.values())]
+        return self._listed[1]
 
     def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
         d = self.derived.get(var)
