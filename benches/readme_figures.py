@@ -296,9 +296,7 @@ def losses(run: dict[str, Any], series: dict[str, Any], workload: dict[str, Any]
         "",
         "These are answers where decoding many rows from the index, reading a scanned "
         "column from the file, or opening a file or a series (and, for a whole process, "
-        "importing Quarry) costs more than NumPy's pass over columns already in memory. "
-        "Quarry does not yet choose between its index and a scan by their cost; that "
-        "choice, not a weaker baseline, is what will close these gaps.",
+        "importing Quarry) costs more than NumPy's pass over columns already in memory.",
         "",
     ]
 

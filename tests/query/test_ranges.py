@@ -186,3 +186,30 @@ def test_one_range_takes_the_cheaper_path_and_says_so(tmp_path, bins, path):
     )
     (plan,) = json.loads(run.stdout)["plan"]
     assert plan["access"] == path and plan["scan_cost"] == 8192 + len(x)
+
+
+def test_a_batch_plans_once_per_step_and_counts_each_column_in_one_pass(tmp_path, monkeypatch):
+    """The README: queries differing only in their numbers are planned once per
+    step, and ranges of one variable are counted together (here by one scan)."""
+    from quarry.query.planner import Planner
+
+    path = str(tmp_path / "b.h5")
+    rng = np.random.default_rng(4)
+    steps = [rng.normal(0, 1, 5_000) for _ in range(3)]
+    with h5py.File(path, "w") as f:
+        for s, t in enumerate(steps):
+            f[f"Step#{s}/t"] = t
+    edges = [float(v) for v in np.linspace(-2, 2, 401)]
+    queries = [f"mean(t) + {a!r} <= t && t < mean(t) + {b!r}" for a, b in itertools.pairwise(edges)]
+    planned, passes = [], []
+    real_plan, real_scan = Planner._plan, Executor._scan_counts
+    monkeypatch.setattr(Planner, "_plan", lambda self, *a: planned.append(a) or real_plan(self, *a))
+    monkeypatch.setattr(
+        Executor, "_scan_counts", lambda self, *a: passes.append(a) or real_scan(self, *a)
+    )
+    with quarry.open_series(path) as series:
+        series.build_indexes()
+        counts = [answer.counts() for answer in series.query_many(queries)]
+    assert len(planned) == len(steps) and len(passes) == len(steps)
+    for s, t in enumerate(steps):
+        assert sum(c[s] for c in counts) == int(np.count_nonzero(np.abs(t - t.mean()) < 2))

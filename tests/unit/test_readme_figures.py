@@ -64,7 +64,7 @@ def test_a_loss_is_named_in_the_readme_text() -> None:
     text = " ".join(figures.losses(run, series, workload))
     assert f"- warm: {row['output']} of `{row['query']}` (0.25x)" in text
     assert "the 720-step halo, one file per step (0.5x)" in text
-    assert "choose between its index and a scan by their cost" in text
+    assert "costs more than NumPy's pass over columns already in memory" in text
 
 
 def test_the_workload_goals_met_are_computed_from_its_report() -> None:
