@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -439,7 +439,13 @@ class Dataset:
         return series
 
     @on_own_threads
-    def query_many(self, queries: Iterable[str], path: str | None = None) -> list[int]:
+    def query_many(
+        self,
+        queries: Iterable[str],
+        path: str | None = None,
+        *,
+        labels: Sequence[str] | None = None,
+    ) -> list[int]:
         """The count of each query, all against this open file and its index
         (opened once); see :mod:`quarry.query.batch`.
 
@@ -454,10 +460,10 @@ class Dataset:
         ...     ds.query_many([f"{lo} <= t < {lo + 25}" for lo in (0, 25, 90)])
         [25, 25, 10]
         """
-        from quarry.query.batch import check_syntax, evaluate
+        from quarry.query.batch import batch_items, check_syntax, evaluate
         from quarry.query.ranges import Shapes
 
-        items = [(f"query {k}", q) for k, q in enumerate(queries, 1)]
+        items = batch_items(queries, labels)
         check_syntax(items)
         shapes = Shapes([q for _, q in items])
         try:

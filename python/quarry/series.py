@@ -214,7 +214,11 @@ class Series:
         return track(self, query, at_step, id_var, names)
 
     def query_many(
-        self, queries: Iterable[str], runner: Runner | None = None
+        self,
+        queries: Iterable[str],
+        runner: Runner | None = None,
+        *,
+        labels: Sequence[str] | None = None,
     ) -> list[SeriesSelection]:
         """Each query over the series, every file opened and every index read
         once for all of them; see :mod:`quarry.query.batch`. A failure names the
@@ -240,10 +244,10 @@ class Series:
 
         from quarry.parallel.runners import Local
         from quarry.pool import threads
-        from quarry.query.batch import check_syntax, evaluate
+        from quarry.query.batch import batch_items, check_syntax, evaluate
         from quarry.query.ranges import Shapes
 
-        items = [(f"query {k}", q) for k, q in enumerate(queries, 1)]
+        items = batch_items(queries, labels)
         if runner is not None and not isinstance(runner, Local):
             # Every rank plans every query (a mistake is found on all of
             # them before any collective call), then the ranks share blocks.

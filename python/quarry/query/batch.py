@@ -15,7 +15,7 @@ failures raise :class:`~quarry.errors.BatchQueryError` naming the query.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from quarry.errors import BatchQueryError, QuarryError, QuerySyntaxError, SourceError
@@ -56,6 +56,23 @@ def read_batch(path: str) -> list[tuple[int, str]]:
         raise SourceError(f"no such batch file: {path}") from None
     except UnicodeDecodeError as exc:
         raise BatchQueryError(path, "", QuarryError(f"not a text file ({exc.reason})")) from None
+
+
+def batch_items(
+    queries: Iterable[str], labels: Sequence[str] | None = None
+) -> list[tuple[str, str]]:
+    """``(where, query)`` for each query: ``where`` is how a failure names it,
+    ``labels[k]`` or ``query k+1``.
+
+    Examples
+    --------
+    >>> batch_items(["t < 1", "t > 2"]), batch_items(["t < 1"], ["line 4"])
+    ([('query 1', 't < 1'), ('query 2', 't > 2')], [('line 4', 't < 1')])
+    """
+    queries = list(queries)
+    if labels is None:
+        labels = [f"query {k}" for k in range(1, len(queries) + 1)]
+    return list(zip(labels, queries, strict=True))
 
 
 def check_syntax(items: Iterable[tuple[str, str]]) -> None:

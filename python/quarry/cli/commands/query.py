@@ -25,7 +25,6 @@ from quarry.errors import UsageError
 
 if TYPE_CHECKING:
     from quarry.query.selection import Selection
-    from quarry.query.series import SeriesSelection
     from quarry.series import Series
 
 
@@ -322,7 +321,7 @@ def _batch(args: argparse.Namespace, files: list[str]) -> int:
     import os
 
     import quarry
-    from quarry.query.batch import evaluate, parse_batch, read_batch
+    from quarry.query.batch import parse_batch, read_batch
 
     rows = [f"--{o.replace('_', '-')}" for o in _ROW_OPTIONS if getattr(args, o)]
     if rows or args.plot:
@@ -335,22 +334,19 @@ def _batch(args: argparse.Namespace, files: list[str]) -> int:
     # series only where its names spread over step groups); else per member.
     one_table = not args.per_step and not options.many(files)
     series_path = None if one_table else args.path
+    labels = [where for where, _ in labelled]
+    queries = [query for _, query in labelled]
     with quarry.open_series(files, index=args.index, path=series_path, si=args.si) as series:
         if args.comm is not None and not one_table:
             return _batch_shared(args, series, labelled)
-
-        def answer(query: str) -> Selection | SeriesSelection:
-            if one_table:
-                sel = series.dataset(series.files[0]).query(query, args.path)
-            else:
-                sel = series.query(query)
-            sel.count()  # evaluated here, so a failure names the line
-            return sel
-
-        for _, query, sel in evaluate(labelled, answer):
-            per_step = None
-            if args.per_step and isinstance(sel, quarry.SeriesSelection):
-                per_step = sel.per_step()
+        if one_table:
+            ds = series.dataset(series.files[0])
+            counts = ds.query_many(queries, args.path, labels=labels)
+            for query, count in zip(queries, counts, strict=True):
+                print(json.dumps(render.batch_line(query, count, None)), flush=True)
+            return 0
+        for query, sel in zip(queries, series.query_many(queries, labels=labels), strict=True):
+            per_step = sel.per_step() if args.per_step else None
             print(json.dumps(render.batch_line(query, sel.count(), per_step)), flush=True)
     return 0
 
