@@ -25,7 +25,6 @@ added later need no rebuild of the others.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -224,10 +223,13 @@ class Series:
         once for all of them; see :mod:`quarry.query.batch`. A failure names the
         query, and the file and step.
 
-        With a ``runner`` (:mod:`quarry.parallel.runners`) every query is
-        planned first and the runner then answers all of their counts in one
-        go: under :class:`~quarry.parallel.runners.Mpi` the ranks share the
-        whole batch's blocks out, with one collective call for all of it.
+        The batch is answered member by member (:meth:`Runner.count_members
+        <quarry.query.selection.Runner.count_members>`): by a ``runner``
+        (:mod:`quarry.parallel.runners`) when given, in this process
+        otherwise. Under :class:`~quarry.parallel.runners.Mpi` each rank
+        answers a contiguous run of members and one collective call sums
+        the counts; ``labels`` name the queries in errors (default
+        ``query 1``, ``query 2``, ...).
 
         Examples
         --------
@@ -243,21 +245,15 @@ class Series:
         import numpy as np
 
         from quarry.parallel.runners import Local
-        from quarry.pool import threads
-        from quarry.query.batch import batch_items, check_syntax, evaluate
+        from quarry.query.batch import batch_items, check_syntax
         from quarry.query.ranges import Shapes
 
         items = batch_items(queries, labels)
-        if runner is not None and not isinstance(runner, Local):
-            # Every rank plans every query (a mistake is found on all of
-            # them before any collective call), then the ranks share blocks.
-            answers = [sel for _, _, sel in evaluate(items, self.query)]
-            runner.answer([part for sel in answers for part in sel.selections])
-            return answers
         check_syntax(items)
         shapes = Shapes([q for _, q in items])
 
-        def member_counts(m: Member) -> list[int]:
+        def member_counts(i: int) -> list[int]:
+            m = self.members[i]
             ds = at_member(m, partial(self.dataset, m.file))
 
             def fail(k: int, exc: QuarryError) -> Exception:
@@ -266,9 +262,8 @@ class Series:
             counts: list[int] = ds.count_table(shapes, m.group, fail)
             return counts
 
-        jobs = runner.jobs if runner is not None else None
-        with threads(jobs) if jobs is not None else contextlib.nullcontext():
-            by_member = [member_counts(m) for m in self.members]
+        runner = runner if runner is not None else Local()
+        by_member = runner.count_members(member_counts, len(self.members), len(items))
         members = list(self.members)
         by_query = np.array(by_member, dtype=np.int64).reshape(len(members), len(items)).T
         return [

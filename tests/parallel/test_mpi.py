@@ -146,7 +146,7 @@ def test_cli_under_mpiexec_prints_the_serial_answer(data, tmp_path):
     )
     shared = mpirun(2, quarry_bin, "query", *files, query, "--index", index, "--per-step")
     assert json.loads(shared.stdout) == json.loads(serial.stdout)
-    # a batch: the ranks share the whole batch's blocks out; rank 0 prints every line
+    # a batch: each rank answers a run of the members; rank 0 prints every line
     batch = tmp_path / "batch.txt"
     batch.write_text("a > 0.5\n# a comment\nd < mean(d) && b > 0\n-100 <= b < 50\n")
     for extra in ([], ["--per-step"]):
@@ -154,6 +154,14 @@ def test_cli_under_mpiexec_prints_the_serial_answer(data, tmp_path):
         serial = subprocess.run([quarry_bin, *argv], capture_output=True, text=True, check=True)
         shared = mpirun(3, quarry_bin, *argv)
         assert shared.stdout == serial.stdout and len(shared.stdout.splitlines()) == 3
+    # a mistake that only the members' planning finds: agreed, reported once, exit 1
+    batch.write_text("a > 0.5\nzz > 1\n")
+    argv = ["query", *files, "--batch", str(batch), "--index", index, "--per-step"]
+    serial = subprocess.run([quarry_bin, *argv], capture_output=True, text=True)
+    shared = mpirun(3, quarry_bin, *argv, expect=1)
+    assert serial.returncode == 1 and shared.stdout == ""
+    assert shared.stderr.splitlines() == serial.stderr.splitlines()
+    assert serial.stderr.startswith("quarry: error: line 2 (zz > 1): ")
     # values of one file gathered to rank 0, and written per rank
     one = files[0]
     args = [one, "b > 100", "--index", index, "--path", "Step#1", "--values", "a,b", "--json"]

@@ -35,6 +35,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from quarry import _core
+from quarry.errors import ParallelError, QuarryError
 from quarry.parallel.mpi import share
 from quarry.pool import threads
 
@@ -69,6 +71,19 @@ class Local:
             with threads(self.jobs):
                 _answer_here(pending, rows, names, self.progress)
         return True
+
+    def count_members(
+        self, count: Callable[[int], list[int]], n_members: int, width: int
+    ) -> list[list[int]]:
+        """Every member's counts, one member after another (``progress``
+        is told each member's counts as done)."""
+        with threads(self.jobs) if self.jobs is not None else contextlib.nullcontext():
+            rows = []
+            for i in range(n_members):
+                rows.append(count(i))
+                if self.progress is not None:
+                    self.progress(width)
+        return rows
 
 
 def _answer_here(
@@ -102,6 +117,37 @@ class Mpi:
         """This rank's share of each selection (:meth:`quarry.Selection.share`)."""
         runs = share([n_blocks(s) for s in selections], self.comm.rank, self.comm.size)
         return [s.share(first, stop) for s, (first, stop) in zip(selections, runs, strict=True)]
+
+    def count_members(
+        self, count: Callable[[int], list[int]], n_members: int, width: int
+    ) -> list[list[int]]:
+        """Every member's counts on every rank: each rank counts a contiguous
+        run of members, then one ``Allreduce`` sums them. A failure on any
+        rank is raised on all of them (the first by member; a rank that did
+        not hit it raises :class:`~quarry.errors.ParallelError` with the same
+        message), after they all agree, so none waits on another."""
+        comm = self.comm
+        runs = share([1] * n_members, comm.rank, comm.size)
+        local = np.zeros((n_members, width), dtype=np.int64)
+        failure: tuple[int, QuarryError] | None = None
+        for i, (first, stop) in enumerate(runs):
+            if stop > first:
+                try:
+                    local[i] = count(i)
+                except QuarryError as exc:
+                    failure = i, exc
+                    break
+        said = comm.allgather(None if failure is None else (failure[0], str(failure[1])))
+        failed = [f for f in said if f is not None]
+        if failed:
+            member, message = min(failed)
+            if failure is not None and failure[0] == member:
+                raise failure[1]
+            raise ParallelError(message)
+        total = np.empty_like(local)
+        comm.Allreduce(local, total)
+        counts: list[list[int]] = total.tolist()
+        return counts
 
     def answer(
         self, selections: Sequence[Selection], rows: bool = False, names: Sequence[str] = ()

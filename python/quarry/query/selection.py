@@ -29,11 +29,19 @@ class Runner(Protocol):
     """Answers selections now (see :mod:`quarry.parallel.runners`): the
     counts, or with ``rows`` the hits and the values of ``names`` at them.
     Returns whether this process holds the whole answer (an MPI rank other
-    than the root does not)."""
+    than the root does not). A batch's counts are answered member by
+    member (:meth:`count_members`)."""
 
     def answer(
         self, selections: Sequence[Selection], rows: bool = False, names: Sequence[str] = ()
     ) -> bool: ...
+
+    def count_members(
+        self, count: Callable[[int], list[int]], n_members: int, width: int
+    ) -> list[list[int]]:
+        """``count(i)`` (``width`` counts: a batch's, in member ``i``) for
+        every member, on every process that takes part."""
+        ...
 
 
 class Selection:

@@ -352,19 +352,17 @@ def _batch(args: argparse.Namespace, files: list[str]) -> int:
 
 
 def _batch_shared(args: argparse.Namespace, series: Series, labelled: list[tuple[str, str]]) -> int:
-    """``--batch`` under mpiexec: every rank plans every query (a mistake
-    names its line on every rank, before any collective call), then the
-    ranks share the whole batch's blocks out in one collective call, and
-    rank 0 prints the lines."""
-    from quarry.cli.parallel import start_work
+    """``--batch`` under mpiexec: each rank answers a contiguous run of the
+    members, one collective call sums the counts, and rank 0 prints the
+    lines. A mistake in a query (found by the ranks whose members it
+    reaches) is agreed on by every rank and reported once."""
     from quarry.parallel.runners import Mpi
-    from quarry.query.batch import evaluate
 
-    planned = list(evaluate(labelled, series.query))
-    start_work(args)
-    Mpi(args.comm).answer([part for _, _, sel in planned for part in sel.selections])
+    labels = [where for where, _ in labelled]
+    queries = [query for _, query in labelled]
+    answers = series.query_many(queries, runner=Mpi(args.comm), labels=labels)
     if args.comm.rank == 0:
-        for _, query, sel in planned:
+        for query, sel in zip(queries, answers, strict=True):
             per_step = sel.per_step() if args.per_step else None
             print(json.dumps(render.batch_line(query, sel.count(), per_step)), flush=True)
     return 0
