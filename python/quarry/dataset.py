@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     from quarry.index.manifest import Manifest
     from quarry.index.verify import Verification
+    from quarry.reorg.layout import CopyManifest
 
 
 def open(
@@ -363,6 +364,56 @@ class Dataset:
         from quarry.index.build import build_index
 
         return build_index(driver, chosen, self.index_path, options, progress, derived, listing)
+
+    @on_own_threads
+    def reorganize(
+        self,
+        variables: list[str],
+        bin_size: float | list[float] | None = None,
+        bins: int | list[int] | None = None,
+        path: str | None = None,
+        *,
+        part_rows: int | None = None,
+        progress: Callable[[int], object] | None = None,
+    ) -> CopyManifest:
+        """Write a clustered copy of ``variables`` ordered by their
+        multi-dimensional bin number (MDBin), with offset tables, beside the
+        index (``<file>.qmd``); see :mod:`quarry.reorg`. Bins are ``bin_size``
+        wide or ``bins`` equal ones per variable (one value, or one per
+        variable; default 16 each). Names resolve under ``path``; a name held
+        by every step group reorganises each step on its own. The source is
+        never touched; the copy is written atomically.
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> file = os.path.join(tempfile.mkdtemp(), "p.h5")
+        >>> with h5py.File(file, "w") as f:
+        ...     f["Step#0/x"], f["Step#1/x"] = np.arange(6.0), np.arange(6.0)[::-1]
+        >>> with quarry.open(file) as ds:
+        ...     manifest = ds.reorganize(["x"], bin_size=2.0)
+        >>> [(m.group, m.rows, m.axes[0].count) for m in manifest.members]
+        [('/Step#0', 6, 3), ('/Step#1', 6, 3)]
+        """
+        from quarry.index.locate import place_new_index
+        from quarry.reorg.build import DEFAULT_PART_ROWS, Binning, MemberPlan, reorganize
+        from quarry.reorg.layout import SUFFIX, find_copy
+
+        listed = self._file_driver.variables()
+        tables: list[tuple[int | None, str | None, list[VariableInfo]]]
+        try:
+            tables = [(None, None, [resolve(n, listed, self.path, path) for n in variables])]
+        except AmbiguousNameError as exc:  # one table per step group
+            tables = [
+                (m.step, m.group, [resolve(n, listed, self.path, m.group) for n in variables])
+                for m in self._over_steps(path, exc).members
+            ]
+        plans = [MemberPlan(f"m{k}", s, g, tuple(v)) for k, (s, g, v) in enumerate(tables)]
+        given = self.index_path if self._index_given else None
+        target = place_new_index(self.path, find_copy(self.path, given), self._index_given, SUFFIX)
+        binning = Binning.of(len(variables), bin_size, bins)
+        rows = part_rows or DEFAULT_PART_ROWS
+        return reorganize(self._file_driver, plans, target, binning, rows, self.jobs, progress)
 
     # -- queries ---------------------------------------------------------
     @on_own_threads

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from quarry.query.histogram import Bins, Histogram, Range
     from quarry.query.selection import Runner
     from quarry.query.track import Tracks
+    from quarry.reorg.layout import CopyManifest
 
 __all__ = ["Series", "open_series"]
 
@@ -308,6 +309,21 @@ class Series:
                 index_size(ds.index_path),
                 round(time.perf_counter() - start, 3),
             )
+
+    def reorganize(
+        self,
+        variables: list[str],
+        bin_size: float | list[float] | None = None,
+        bins: int | list[int] | None = None,
+        *,
+        part_rows: int | None = None,
+    ) -> Iterator[tuple[str, CopyManifest]]:
+        """:meth:`quarry.Dataset.reorganize` of each file, in order (names
+        resolving under the series' path; each step group on its own);
+        yields each file and its copy's manifest."""
+        for file in self.files:
+            ds = self.dataset(file)
+            yield file, ds.reorganize(variables, bin_size, bins, self.path, part_rows=part_rows)
 
     def close(self) -> None:
         """Close every file the series opened itself."""
