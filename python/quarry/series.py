@@ -317,13 +317,18 @@ class Series:
         bins: int | list[int] | None = None,
         *,
         part_rows: int | None = None,
+        comm: Any = None,
     ) -> Iterator[tuple[str, CopyManifest]]:
         """:meth:`quarry.Dataset.reorganize` of each file, in order (names
         resolving under the series' path; each step group on its own);
-        yields each file and its copy's manifest."""
+        yields each file and its copy's manifest. With an MPI communicator
+        ``comm`` (collective), all ranks reorganise each file together."""
         for file in self.files:
             ds = self.dataset(file)
-            yield file, ds.reorganize(variables, bin_size, bins, self.path, part_rows=part_rows)
+            manifest = ds.reorganize(
+                variables, bin_size, bins, self.path, part_rows=part_rows, comm=comm
+            )
+            yield file, manifest
 
     def close(self) -> None:
         """Close every file the series opened itself."""

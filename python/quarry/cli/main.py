@@ -48,7 +48,7 @@ COMMANDS = {
 }
 
 #: The commands that share their work over the ranks of an mpiexec run.
-ON_RANKS = ("index", "query")
+ON_RANKS = ("index", "query", "reorg")
 
 
 class _Version(argparse.Action):
@@ -121,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.command not in ON_RANKS:
                 raise QuarryError(
                     f"quarry {args.command} runs in one process; start it without mpiexec "
-                    "(index and query share work over ranks)"
+                    "(index, query and reorg share work over ranks)"
                 )
         if args.command == "demo":
             return _command("demo").run(args)

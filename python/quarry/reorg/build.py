@@ -50,6 +50,9 @@ from quarry.version import VERSION
 if TYPE_CHECKING:
     import numpy.typing as npt
 
+#: Reads rows ``[start, stop)`` of a variable as a contiguous array.
+Reader = Callable[[str, int, int], Any]
+
 #: Rows per part: the unit of parallel work and of the offset tables, and
 #: what one worker holds of each variable at a time.
 DEFAULT_PART_ROWS = 1 << 22
@@ -174,70 +177,123 @@ def reorganize(
     ([1, 0, 2, 3], [0.0, 3.0, 2.0, 1.0])
     >>> drv.close()
     """
-    if part_rows < 1:
-        raise ReorgError(f"parts must hold at least one row, got {part_rows}")
-    sizes = [check_member(m) for m in members]
+    sizes, cuts = cut_parts(members, part_rows)
     before = fingerprint(driver.path)
     read_ns = time.time_ns()  # the stat above is trusted only if safely older
     remove_debris(path)
+    read = serial_reader(driver)
+    with ThreadPoolExecutor(jobs or core_jobs()) as workers:
+        all_axes = [
+            make_axes(plan, binning, measure(read, plan, parts, workers))
+            for plan, parts in zip(members, cuts, strict=True)
+        ]
+        shapes = [(m.name, n, axes) for m, n, axes in zip(members, sizes, all_axes, strict=True)]
+        with writing(path, shapes) as writer:
+            clustered = [
+                cluster_parts(read, writer, plan, axes, parts, workers, progress)
+                for plan, axes, parts in zip(members, all_axes, cuts, strict=True)
+            ]
+            check_unchanged(driver.path, before)
+            manifest, tables = assemble(
+                driver.path, before, read_ns, part_rows, members, all_axes, clustered
+            )
+            writer.publish(manifest, tables)
+    return manifest
+
+
+def cut_parts(
+    members: list[MemberPlan], part_rows: int
+) -> tuple[list[int], list[list[tuple[int, int]]]]:
+    """Each member's rows (checked, see :func:`check_member`) and its parts,
+    ``[start, stop)`` of ``part_rows`` rows (the last may be shorter)."""
+    if part_rows < 1:
+        raise ReorgError(f"parts must hold at least one row, got {part_rows}")
+    sizes = [check_member(m) for m in members]
+    return sizes, [[(a, min(a + part_rows, n)) for a in range(0, n, part_rows)] for n in sizes]
+
+
+def serial_reader(driver: Driver) -> Reader:
+    """``driver.read`` made one at a time (drivers need not be thread-safe),
+    giving contiguous arrays."""
     lock = threading.Lock()
 
     def read(var: str, start: int, stop: int) -> npt.NDArray[Any]:
         with lock:
             return np.ascontiguousarray(driver.read(var, start, stop))
 
-    cuts = [[(a, min(a + part_rows, n)) for a in range(0, n, part_rows)] for n in sizes]
-    with ThreadPoolExecutor(jobs or core_jobs()) as workers:
-        all_axes = []
-        for plan, parts in zip(members, cuts, strict=True):
-            found = list(workers.map(lambda cut, p=plan: _extents(read, p, *cut), parts))
-            extents = [Extent(None, None, False)] * len(plan.variables)
-            for part in found:
-                extents = [a.merge(b) for a, b in zip(extents, part, strict=True)]
-            all_axes.append(
-                [
-                    binning.axis(k, v, e)
-                    for k, (v, e) in enumerate(zip(plan.variables, extents, strict=True))
-                ]
-            )
-        shapes = [(m.name, n, axes) for m, n, axes in zip(members, sizes, all_axes, strict=True)]
-        with writing(path, shapes) as writer:
-            entries = []
-            tables = {}
-            for plan, n, axes, parts in zip(members, sizes, all_axes, cuts, strict=True):
-                clustered = list(
-                    workers.map(
-                        lambda cut, p=plan, a=axes: _cluster(
-                            read, writer, p, a, cut[0], cut[1], progress
-                        ),
-                        parts,
-                    )
-                )
-                entry, bins, starts = _member_entry(plan, n, axes, clustered)
-                entries.append(entry)
-                tables[plan.name] = (bins, starts)
-            if fingerprint(driver.path) != before:
-                raise SourceError(
-                    f"{driver.path} changed while it was being reorganised; run again"
-                )
-            manifest = CopyManifest(
-                f"quarry {VERSION}",
-                SourceRecord(driver.path.rstrip("/").rsplit("/", 1)[-1], before, read_ns),
-                part_rows,
-                tuple(entries),
-            )
-            writer.publish(manifest, tables)
-    return manifest
+    return read
 
 
-def _extents(
-    read: Callable[[str, int, int], npt.NDArray[Any]], plan: MemberPlan, start: int, stop: int
+def measure(
+    read: Reader, plan: MemberPlan, parts: list[tuple[int, int]], workers: ThreadPoolExecutor
 ) -> list[Extent]:
-    return [extent_of(read(v.path, start, stop)) for v in plan.variables]
+    """The extent of each variable of ``plan`` over ``parts`` (pass 1)."""
+    found = workers.map(lambda cut: [extent_of(read(v.path, *cut)) for v in plan.variables], parts)
+    return merge_extents(list(found), len(plan.variables))
+
+
+def merge_extents(found: list[list[Extent]], n_vars: int) -> list[Extent]:
+    """Per variable, the extents of several parts (or ranks) as one."""
+    extents = [Extent(None, None, False)] * n_vars
+    for part in found:
+        extents = [a.merge(b) for a, b in zip(extents, part, strict=True)]
+    return extents
+
+
+def make_axes(plan: MemberPlan, binning: Binning, extents: list[Extent]) -> list[Axis]:
+    """The axis of each variable of ``plan`` over its extent."""
+    return [
+        binning.axis(k, v, e) for k, (v, e) in enumerate(zip(plan.variables, extents, strict=True))
+    ]
+
+
+def check_unchanged(path: str, before: dict[str, Any]) -> None:
+    if fingerprint(path) != before:
+        raise SourceError(f"{path} changed while it was being reorganised; run again")
+
+
+def cluster_parts(
+    read: Reader,
+    writer: CopyWriter,
+    plan: MemberPlan,
+    axes: list[Axis],
+    parts: list[tuple[int, int]],
+    workers: ThreadPoolExecutor,
+    progress: Callable[[int], object] | None = None,
+) -> list[Clustered]:
+    """Bin, order and write every part of ``parts`` on the ``workers`` (pass 2)."""
+    return list(
+        workers.map(lambda c: _cluster(read, writer, plan, axes, c[0], c[1], progress), parts)
+    )
+
+
+def assemble(
+    source: str,
+    before: dict[str, Any],
+    read_ns: int,
+    part_rows: int,
+    members: list[MemberPlan],
+    all_axes: list[list[Axis]],
+    clustered: list[list[Clustered]],
+) -> tuple[CopyManifest, dict[str, tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]]]:
+    """The manifest of a copy whose parts ``clustered`` holds (per member, in
+    order) and each member's offset tables, the parts' laid end to end."""
+    entries, tables = [], {}
+    for plan, axes, parts in zip(members, all_axes, clustered, strict=True):
+        entry, bins, starts = _member_entry(plan, plan.variables[0].size, axes, parts)
+        entries.append(entry)
+        tables[plan.name] = (bins, starts)
+    manifest = CopyManifest(
+        f"quarry {VERSION}",
+        SourceRecord(source.rstrip("/").rsplit("/", 1)[-1], before, read_ns),
+        part_rows,
+        tuple(entries),
+    )
+    return manifest, tables
 
 
 @dataclass(frozen=True)
-class _Clustered:
+class Clustered:
     """What one part hands back: its rows, CRCs and offset table."""
 
     first: int
@@ -249,14 +305,14 @@ class _Clustered:
 
 
 def _cluster(
-    read: Callable[[str, int, int], npt.NDArray[Any]],
+    read: Reader,
     writer: CopyWriter,
     plan: MemberPlan,
     axes: list[Axis],
     start: int,
     stop: int,
     progress: Callable[[int], object] | None,
-) -> _Clustered:
+) -> Clustered:
     """Bin, order and write rows ``[start, stop)`` of one member."""
     strides = mdbin_strides(axes)
     total = strides[0] * axes[0].slots
@@ -289,7 +345,7 @@ def _cluster(
     ordered_bins = ordered_bins.astype(np.int64)
     if progress is not None:
         progress(stop - start)
-    return _Clustered(
+    return Clustered(
         start, stop - start, tuple(source_crcs), tuple(copy_crcs), ordered_bins[starts], starts
     )
 
@@ -314,7 +370,7 @@ def stable_order(mdbin: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
 
 
 def _member_entry(
-    plan: MemberPlan, rows: int, axes: list[Axis], parts: list[_Clustered]
+    plan: MemberPlan, rows: int, axes: list[Axis], parts: list[Clustered]
 ) -> tuple[MemberEntry, npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
     """A member's manifest entry and its offset tables, the parts' laid end to end."""
     entries, at = [], 0

@@ -246,33 +246,61 @@ class CopyWriter:
     """A copy being written: a locked temporary beside ``path`` whose
     columns are allocated up front (see the module notes); workers call
     :meth:`write` for their parts, then :meth:`publish` renames it into place.
+    Made by :meth:`create`; another process (an MPI rank) writing its own
+    parts into the same temporary uses one from :meth:`attach`.
     """
 
-    def __init__(self, path: str, members: list[tuple[str, int, list[Axis]]]) -> None:
+    def __init__(
+        self,
+        path: str,
+        temporary: str,
+        offsets: dict[tuple[str, str], tuple[int | None, np.dtype[Any], int]],
+        fd: int,
+        owner: bool,
+    ) -> None:
+        self.path = path
+        self.temporary = temporary
+        #: (member, column) -> (file offset, dtype, rows); column ROWS for the rows.
+        self.offsets = offsets
+        self._fd = fd
+        self._owner = owner
+
+    @classmethod
+    def create(cls, path: str, members: list[tuple[str, int, list[Axis]]]) -> CopyWriter:
+        """Make the temporary, with every member's columns allocated."""
         import h5py
 
-        self.path = path
         directory = os.path.dirname(os.path.abspath(path))
         name = "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(8))
-        self.temporary = os.path.join(directory, f".{os.path.basename(path)}.{name}.tmp")
+        temporary = os.path.join(directory, f".{os.path.basename(path)}.{name}.tmp")
         # Locked before its first byte and until published: a later build's
         # clean-up (quarry.index.layout.remove_debris) leaves it alone.
-        self._fd = os.open(self.temporary, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+        fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+        writer = cls(path, temporary, {}, fd, owner=True)
         with contextlib.suppress(OSError):
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
-        #: (member, column) -> (file offset, dtype, rows); column ROWS for the rows.
-        self.offsets: dict[tuple[str, str], tuple[int | None, np.dtype[Any], int]] = {}
+            fcntl.flock(fd, fcntl.LOCK_EX)
         try:
-            with h5py.File(self.temporary, "w", locking=False) as f:
+            with h5py.File(temporary, "w", locking=False) as f:
                 for member, rows, axes in members:
                     group = f.create_group(member)
                     group.create_group("columns")
                     for k, axis in enumerate(axes):
-                        self._allocate(group, f"columns/{k}", column_dtype(axis), rows)
-                    self._allocate(group, ROWS, rows_dtype(rows), rows)
+                        writer._allocate(group, f"columns/{k}", column_dtype(axis), rows)
+                    writer._allocate(group, ROWS, rows_dtype(rows), rows)
         except BaseException:
-            self.abort()
+            writer.abort()
             raise
+        return writer
+
+    @classmethod
+    def attach(
+        cls,
+        path: str,
+        temporary: str,
+        offsets: dict[tuple[str, str], tuple[int | None, np.dtype[Any], int]],
+    ) -> CopyWriter:
+        """A writer of some parts of the temporary another process made."""
+        return cls(path, temporary, offsets, os.open(temporary, os.O_RDWR), owner=False)
 
     def _allocate(self, group: Any, name: str, dtype: np.dtype[Any], rows: int) -> None:
         import h5py
@@ -298,6 +326,13 @@ class CopyWriter:
         while len(data):  # pwrite releases the GIL; a large write may come back short
             done = os.pwrite(self._fd, data, at)
             data, at = data[done:], at + done
+
+    def close(self) -> None:
+        """An attached writer's end: its writes made durable, its file closed."""
+        if self._fd >= 0:
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = -1
 
     def publish(
         self,
@@ -329,9 +364,10 @@ class CopyWriter:
         self._fd = -1
 
     def abort(self) -> None:
-        """Remove the temporary (after a failure)."""
-        with contextlib.suppress(OSError):
-            os.unlink(self.temporary)
+        """Remove the temporary (after a failure; an attached writer only closes it)."""
+        if self._owner:
+            with contextlib.suppress(OSError):
+                os.unlink(self.temporary)
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -340,7 +376,7 @@ class CopyWriter:
 @contextlib.contextmanager
 def writing(path: str, members: list[tuple[str, int, list[Axis]]]) -> Iterator[CopyWriter]:
     """A :class:`CopyWriter` that is aborted (temporary removed) on any error."""
-    writer = CopyWriter(path, members)
+    writer = CopyWriter.create(path, members)
     try:
         yield writer
     except BaseException:

@@ -1,6 +1,7 @@
 """``quarry reorg FILE... --vars a,b [--bin-size S,.. | --bins N] [--path P]``:
 write a clustered copy of variables ordered by their multi-dimensional bin
-number (MDBin), one per file, each step group reorganised on its own."""
+number (MDBin), one per file, each step group reorganised on its own (also
+under mpiexec, every rank taking its share of each file's parts)."""
 
 from __future__ import annotations
 
@@ -83,8 +84,15 @@ def run(args: argparse.Namespace) -> int:
                 f"{option} gives {len(given)} values for {len(names)} variables: give one "
                 "for all of them or one for each"
             )
+    from quarry.cli.parallel import start_work
+
     results = []
+    # Under mpiexec every rank reorganises each file with the others; rank 0 speaks.
+    speaks = args.comm is None or args.comm.rank == 0
     with quarry.open_series(args.files, index=args.index, path=args.path) as series:
+        for file in series.files:  # a mistake shows here, on every rank, before any work
+            series.dataset(file).reorganize_plan(names, args.path)
+        start_work(args)  # under MPI: every rank found the files and their variables
         for file in series.files:
             start = time.perf_counter()
             ds = series.dataset(file)
@@ -94,7 +102,10 @@ def run(args: argparse.Namespace) -> int:
                 args.bins,
                 args.path,
                 part_rows=args.part_rows,
+                comm=args.comm,
             )
+            if not speaks:
+                continue
             given = ds.index_path if args.index is not None else None
             result = describe(file, given, manifest, time.perf_counter() - start)
             results.append(result)
@@ -104,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
                     f"{len(result['tables'])} table(s), {result['rows']} rows in "
                     f"{result['seconds']:.2f} s -> {result['copy']} ({result['bytes']} bytes)"
                 )
-    if args.json:
+    if args.json and speaks:
         print(json.dumps(results[0] if len(results) == 1 else {"files": results}))
     return 0
 
