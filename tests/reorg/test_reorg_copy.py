@@ -271,3 +271,34 @@ def test_info_states_of_a_copy(particles):
     with h5py.File(particles, "r+") as f:
         f.attrs["note"] = "a new attribute"
     assert describe_copy(particles)["state"] == "stale"
+
+
+@pytest.mark.parametrize(("bins", "key"), [([300, 300], "uint32"), ([3000, 3000, 600], "int64")])
+def test_wide_mdbin_numbers_sort_the_same(tmp_path, bins, key):
+    """MDBin numbers past 16 bits (two radix passes) and past 32 (a plain
+    stable sort) cluster rows as NumPy's stable argsort does."""
+    path = str(tmp_path / "w.h5")
+    rng = np.random.default_rng(4)
+    names = "abc"[: len(bins)]
+    with h5py.File(path, "w") as f:
+        for n in names:
+            f[n] = rng.normal(size=5003)
+    with quarry.open(path) as ds:
+        manifest = ds.reorganize(list(names), bins=bins, part_rows=2000)
+    (member,) = manifest.members
+    total = np.prod([a.slots for a in member.axes])
+    assert (total > 2**32) == (key == "int64") and total > 2**16
+    copy = open_copy(path).members[0]
+    with h5py.File(path) as f:
+        columns = [f[n][()] for n in names]
+    for part in member.parts:
+        rows = slice(part.first, part.first + part.rows)
+        number = np.zeros(part.rows, np.int64)
+        for axis, values in zip(member.axes, columns, strict=True):
+            number = number * axis.slots + axis.assign(values[rows])
+        expected = np.argsort(number, kind="stable") + part.first
+        np.testing.assert_array_equal(np.asarray(copy.column("rows"))[rows], expected)
+    box = {"/a": f64(-0.5, 0.7), "/b": f64(0.0, np.inf)}
+    a, b = columns[0], columns[1]
+    hits = np.flatnonzero((a >= -0.5) & (a < 0.7) & (b >= 0))
+    np.testing.assert_array_equal(copy.select(box).ids, hits)
