@@ -335,19 +335,38 @@ def _cluster(
         ordered = values[order].astype(column_dtype(axis), copy=False)
         copy_crcs.append(crc32(ordered))
         writer.write(plan.name, str(k), start, ordered)
-    rows = order + start
-    rows = rows.astype(rows_dtype(plan.variables[0].size), copy=False)
+    rows = order.astype(rows_dtype(plan.variables[0].size))
+    rows += rows.dtype.type(start)
     copy_crcs.append(crc32(rows))
     writer.write(plan.name, ROWS, start, rows)
-    ordered_bins = mdbin[order]
-    starts = np.flatnonzero(ordered_bins[1:] != ordered_bins[:-1]) + 1
-    starts = np.concatenate([np.zeros(min(len(ordered_bins), 1), np.int64), starts])
-    ordered_bins = ordered_bins.astype(np.int64)
+    bins, starts = offset_table(mdbin, order, total)
     if progress is not None:
         progress(stop - start)
-    return Clustered(
-        start, stop - start, tuple(source_crcs), tuple(copy_crcs), ordered_bins[starts], starts
-    )
+    return Clustered(start, stop - start, tuple(source_crcs), tuple(copy_crcs), bins, starts)
+
+
+def offset_table(
+    mdbin: npt.NDArray[Any], order: npt.NDArray[np.intp], total: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """A part's offset table: its non-empty MDBin numbers, ascending, and
+    where each starts in the part once ordered (by counting where the bins
+    are few, else from the ordered numbers).
+
+    Examples
+    --------
+    >>> b = np.array([5, 2, 5, 0], np.uint16)
+    >>> [t.tolist() for t in offset_table(b, stable_order(b), 8)]
+    [[0, 2, 5], [0, 1, 2]]
+    """
+    if total <= 1 << 20:
+        counts = np.bincount(mdbin, minlength=total)
+        bins = np.flatnonzero(counts)
+        starts = np.cumsum(counts[bins]) - counts[bins]
+        return bins.astype(np.int64), starts.astype(np.int64)
+    ordered = mdbin[order]
+    starts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    starts = np.concatenate([np.zeros(min(len(ordered), 1), np.int64), starts])
+    return ordered[starts].astype(np.int64), starts.astype(np.int64)
 
 
 def stable_order(mdbin: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
