@@ -302,3 +302,42 @@ def test_wide_mdbin_numbers_sort_the_same(tmp_path, bins, key):
     a, b = columns[0], columns[1]
     hits = np.flatnonzero((a >= -0.5) & (a < 0.7) & (b >= 0))
     np.testing.assert_array_equal(copy.select(box).ids, hits)
+
+
+def test_narrow_boxes_find_their_bins_by_binary_search(tmp_path):
+    """A box covering few bins finds them by binary search in each part's
+    table (a wide one classifies every entry, as in the small tables of
+    test_reorg_differential), and answers as NumPy does."""
+    path = str(tmp_path / "n.h5")
+    rng = np.random.default_rng(9)
+    columns = {"a": rng.normal(size=30_011), "b": rng.uniform(-5, 5, 30_011)}
+    columns["c"] = rng.integers(-40, 40, 30_011).astype("i8")
+    with h5py.File(path, "w") as f:
+        for name, values in columns.items():
+            f[name] = values
+    with quarry.open(path) as ds:
+        ds.reorganize(list(columns), bins=[20, 20, 16], part_rows=7000)
+    member = open_copy(path).members[0]
+    searched = 0
+    for _ in range(40):
+        lo_a, lo_b = rng.uniform(-3, 3), rng.uniform(-6, 6)
+        lo_c = int(rng.integers(-45, 45))
+        box = {
+            "/a": f64(lo_a, lo_a + rng.choice([0.05, 0.5, 5.0])),
+            "/b": f64(lo_b, lo_b + rng.choice([0.1, 1.0, 20.0])),
+            "/c": Interval("i64", lo_c, True, lo_c + int(rng.integers(0, 30)), True),
+        }
+        a, b, c = columns["a"], columns["b"], columns["c"]
+        expected = np.flatnonzero(
+            (a >= box["/a"].lo)
+            & (a < box["/a"].hi)
+            & (b >= box["/b"].lo)
+            & (b < box["/b"].hi)
+            & (c >= box["/c"].lo)
+            & (c <= box["/c"].hi)
+        )
+        np.testing.assert_array_equal(member.select(box).ids, expected)
+        states = member._states(box)
+        kept = [int((s != 0).sum()) for s in states]
+        searched += kept[0] * kept[1] * 4 <= len(member._bins)
+    assert searched == 40

@@ -91,6 +91,15 @@ class MemberCopy:
         self.entry: MemberEntry = layout.entry
         self._layout = layout
         self._firsts = np.array([p.first for p in self.entry.parts], np.int64)
+        # Per table entry: its part, and where its bin ends in the part.
+        counts = np.array([p.table[1] for p in self.entry.parts], np.int64)
+        self._part_of = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+        self._ends = np.empty_like(layout.starts)
+        self._ends[:-1] = layout.starts[1:]
+        lasts = np.cumsum(counts)[counts > 0] - 1
+        self._ends[lasts] = np.array([p.rows for p in self.entry.parts if p.table[1]], np.int64)
+        self._bins = layout.bins.astype(np.int64)
+        self._strides = mdbin_strides(list(self.entry.axes))
 
     @property
     def variables(self) -> list[str]:
@@ -168,24 +177,57 @@ class MemberCopy:
         [2, 3, 4, 5]
         >>> drv.close()
         """
-        entry, layout = self.entry, self._layout
         states = self._states(box)
-        strides = mdbin_strides(list(entry.axes))
-        bins = layout.bins.astype(np.int64)
-        state = np.full(len(bins), INSIDE, np.int8)
-        for axis, stride, axis_state in zip(entry.axes, strides, states, strict=True):
+        at = self._candidates(states)
+        state = np.full(len(at), INSIDE, np.int8)
+        bins = self._bins[at]
+        for axis, stride, axis_state in zip(self.entry.axes, self._strides, states, strict=True):
             np.minimum(state, axis_state[(bins // stride) % axis.slots], out=state)
-        counts = np.array([p.table[1] for p in entry.parts], np.int64)
-        part_of = np.repeat(np.arange(len(entry.parts), dtype=np.int64), counts)
-        starts = layout.starts
-        ends = np.empty_like(starts)
-        ends[:-1] = starts[1:]
-        lasts = np.cumsum(counts)[counts > 0] - 1
-        ends[lasts] = np.array([p.rows for p in entry.parts if p.table[1]], np.int64)
-        return Runs(
-            _merged(state == INSIDE, part_of, starts, ends),
-            _merged(state == BOUNDARY, part_of, starts, ends),
-        )
+        return Runs(self._merged(at[state == INSIDE]), self._merged(at[state == BOUNDARY]))
+
+    def _candidates(self, states: list[npt.NDArray[np.int8]]) -> npt.NDArray[np.int64]:
+        """The table entries whose bins are not outside on any axis, ascending.
+        The bins not outside form a product of ranges: each combination of
+        the leading axes' bins gives one range of MDBin numbers per run of the
+        last axis' bins, found in each part's sorted table by binary search.
+        Where the combinations outnumber the table, every entry is a candidate."""
+        keep = [np.flatnonzero(st != OUTSIDE) for st in states]
+        if any(not len(k) for k in keep):
+            return np.zeros(0, np.int64)
+        combinations = float(np.prod([len(k) for k in keep[:-1]], dtype=np.float64))
+        if combinations * 4 > len(self._bins):
+            return np.arange(len(self._bins), dtype=np.int64)
+        base = np.zeros(1, np.int64)
+        for kept, stride in zip(keep[:-1], self._strides[:-1], strict=True):
+            base = (base[:, None] + kept[None, :] * stride).ravel()
+        last = keep[-1]
+        breaks = np.flatnonzero(np.diff(last) != 1) + 1
+        run_lo = last[np.concatenate([[0], breaks])]
+        run_hi = last[np.concatenate([breaks - 1, [len(last) - 1]])] + 1
+        lows = (base[:, None] + run_lo[None, :]).ravel()
+        highs = (base[:, None] + run_hi[None, :]).ravel()
+        found = [np.zeros(0, np.int64)]
+        for part in self.entry.parts:
+            first, count = part.table
+            own = self._bins[first : first + count]
+            a = np.searchsorted(own, lows) + first
+            b = np.searchsorted(own, highs) + first
+            lengths = b - a
+            before = np.cumsum(lengths) - lengths
+            found.append(np.repeat(a - before, lengths) + np.arange(int(lengths.sum())))
+        return np.concatenate(found).astype(np.int64)
+
+    def _merged(self, at: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Runs of consecutive table entries ``at`` (ascending) of one part,
+        as ``(part, offset, length)`` rows."""
+        if not len(at):
+            return np.zeros((0, 3), np.int64)
+        part_of, starts, ends = self._part_of, self._layout.starts, self._ends
+        new = np.ones(len(at), bool)
+        new[1:] = (np.diff(at) != 1) | (part_of[at[1:]] != part_of[at[:-1]])
+        first = at[new]
+        last = at[np.append(new[1:], True)]
+        return np.stack([part_of[first], starts[first], ends[last] - starts[first]], axis=1)
 
     def positions(self, runs: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """The copy's rows that ``(part, offset, length)`` runs cover, in order."""
@@ -213,24 +255,6 @@ class MemberCopy:
         hits = hits[order]
         values = {name: np.asarray(self.column(name)[hits]) for name in names}
         return Answer(ids[order], values)
-
-
-def _merged(
-    chosen: npt.NDArray[np.bool_],
-    part_of: npt.NDArray[np.int64],
-    starts: npt.NDArray[np.int64],
-    ends: npt.NDArray[np.int64],
-) -> npt.NDArray[np.int64]:
-    """Runs of consecutive chosen table entries of one part, as ``(part,
-    offset, length)`` rows."""
-    at = np.flatnonzero(chosen)
-    if not len(at):
-        return np.zeros((0, 3), np.int64)
-    new = np.ones(len(at), bool)
-    new[1:] = (np.diff(at) != 1) | (part_of[at[1:]] != part_of[at[:-1]])
-    first = at[new]
-    last = at[np.append(new[1:], True)]
-    return np.stack([part_of[first], starts[first], ends[last] - starts[first]], axis=1)
 
 
 class ReorgCopy:
