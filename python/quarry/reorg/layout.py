@@ -461,7 +461,7 @@ def _check_tables(
             and (count == 0) == (part.rows == 0)
             and (count == 0 or (own_starts[0] == 0 and int(own_starts[-1]) < part.rows))
             and bool(np.all(np.diff(own_starts) > 0))
-            and bool(np.all(np.diff(own_bins.astype(np.float64)) > 0))
+            and bool(np.all(own_bins[1:] > own_bins[:-1]))
             and (count == 0 or int(own_bins[-1]) < total)
         )
         if not ok:
