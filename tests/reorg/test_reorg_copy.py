@@ -341,3 +341,14 @@ def test_narrow_boxes_find_their_bins_by_binary_search(tmp_path):
         kept = [int((s != 0).sum()) for s in states]
         searched += kept[0] * kept[1] * 4 <= len(member._bins)
     assert searched == 40
+
+
+def test_a_later_build_removes_what_a_killed_one_left(particles):
+    """A killed build leaves its temporary; the next build of the copy removes
+    it (its lock is free), as a later index build does."""
+    left = os.path.join(os.path.dirname(particles), ".p.h5.qmd.k3x9a0qz.tmp")
+    with open(left, "wb") as f:
+        f.write(b"\x89HDF\r\n\x1a\n")
+    with quarry.open(particles) as ds:
+        ds.reorganize(["x"], path="Step#0")
+    assert not os.path.exists(left)
