@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     from quarry.index.manifest import Manifest
     from quarry.index.verify import Verification
+    from quarry.reorg.build import MemberPlan
+    from quarry.reorg.layout import CopyManifest
 
 
 def open(
@@ -365,6 +367,72 @@ class Dataset:
         from quarry.index.build import build_index
 
         return build_index(driver, chosen, self.index_path, options, progress, derived, listing)
+
+    @on_own_threads
+    def reorganize(
+        self,
+        variables: list[str],
+        bin_size: float | list[float] | None = None,
+        bins: int | list[int] | None = None,
+        path: str | None = None,
+        *,
+        part_rows: int | None = None,
+        progress: Callable[[int], object] | None = None,
+        comm: Any = None,
+    ) -> CopyManifest:
+        """Write a clustered copy of ``variables`` ordered by their
+        multi-dimensional bin number (MDBin), with offset tables, beside the
+        index (``<file>.qmd``); see :mod:`quarry.reorg`. Bins are ``bin_size``
+        wide or ``bins`` equal ones per variable (one value, or one per
+        variable; default 16 each). Names resolve under ``path``; a name held
+        by every step group reorganises each step on its own. The source is
+        never touched; the copy is written atomically. With an MPI
+        communicator ``comm`` of several ranks, all of them call this together
+        and share the parts out (see :mod:`quarry.parallel.reorg`).
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> file = os.path.join(tempfile.mkdtemp(), "p.h5")
+        >>> with h5py.File(file, "w") as f:
+        ...     f["Step#0/x"], f["Step#1/x"] = np.arange(6.0), np.arange(6.0)[::-1]
+        >>> with quarry.open(file) as ds:
+        ...     manifest = ds.reorganize(["x"], bin_size=2.0)
+        >>> [(m.group, m.rows, m.axes[0].count) for m in manifest.members]
+        [('/Step#0', 6, 3), ('/Step#1', 6, 3)]
+        """
+        from quarry.index.locate import place_new_index
+        from quarry.reorg.build import DEFAULT_PART_ROWS, Binning, reorganize
+        from quarry.reorg.layout import SUFFIX, find_copy
+
+        plans = self.reorganize_plan(variables, path)
+        given = self.index_path if self._index_given else None
+        target = place_new_index(self.path, find_copy(self.path, given), self._index_given, SUFFIX)
+        binning = Binning.of(len(variables), bin_size, bins)
+        rows = part_rows or DEFAULT_PART_ROWS
+        if comm is not None and comm.size > 1:
+            from quarry.parallel.reorg import reorganize_shared
+
+            driver = self._file_driver
+            return reorganize_shared(comm, driver, plans, target, binning, rows, None, progress)
+        return reorganize(self._file_driver, plans, target, binning, rows, None, progress)
+
+    def reorganize_plan(self, variables: list[str], path: str | None = None) -> list[MemberPlan]:
+        """The tables :meth:`reorganize` would write: the variables ``variables``
+        name under ``path``, or their variables in each step group where each
+        step holds one; raises what a name that does not resolve raises."""
+        from quarry.reorg.build import MemberPlan
+
+        listed = self._file_driver.variables()
+        tables: list[tuple[int | None, str | None, list[VariableInfo]]]
+        try:
+            tables = [(None, None, [resolve(n, listed, self.path, path) for n in variables])]
+        except AmbiguousNameError as exc:  # one table per step group
+            tables = [
+                (m.step, m.group, [resolve(n, listed, self.path, m.group) for n in variables])
+                for m in self._over_steps(path, exc).members
+            ]
+        return [MemberPlan(f"m{k}", s, g, tuple(v)) for k, (s, g, v) in enumerate(tables)]
 
     # -- queries ---------------------------------------------------------
     @on_own_threads

@@ -175,6 +175,19 @@ class CorruptIndexError(QuarryError):
     """An index file that is truncated, damaged, or of an unknown version."""
 
 
+class StaleCopyError(StaleIndexError):
+    """The data file changed after its reorganised copy (``quarry reorg``) was built."""
+
+
+class CorruptCopyError(CorruptIndexError):
+    """A reorganised copy that is truncated, damaged, or of an unknown version."""
+
+
+class ReorgError(QuarryError, ValueError):
+    """A reorganisation that cannot be made as asked (bin sizes that do not
+    fit the variables, variables of different shapes, too many bins)."""
+
+
 class IndexMissingError(QuarryError, FileNotFoundError):
     """An operation that needs an index found none."""
 

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from quarry.query.histogram import Bins, Histogram, Range
     from quarry.query.selection import Runner, Selection
     from quarry.query.track import Tracks
+    from quarry.reorg.layout import CopyManifest
 
 __all__ = ["Series", "open_series"]
 
@@ -353,6 +354,39 @@ class Series:
                 index_size(ds.index_path),
                 round(time.perf_counter() - start, 3),
             )
+
+    def reorganize(
+        self,
+        variables: list[str],
+        bin_size: float | list[float] | None = None,
+        bins: int | list[int] | None = None,
+        *,
+        part_rows: int | None = None,
+        comm: Any = None,
+    ) -> Iterator[tuple[str, CopyManifest]]:
+        """:meth:`quarry.Dataset.reorganize` of each file, in order (names
+        resolving under the series' path; each step group on its own);
+        yields each file and its copy's manifest. With an MPI communicator
+        ``comm`` (collective), all ranks reorganise each file together.
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> d = tempfile.mkdtemp()
+        >>> for k in (1, 2):
+        ...     with h5py.File(os.path.join(d, f"run_{k}.h5"), "w") as f:
+        ...         f["e"] = np.arange(10.0) * k
+        >>> with quarry.open_series(d) as series:
+        ...     done = list(series.reorganize(["e"], bin_size=5.0))
+        >>> [(os.path.basename(file), m.members[0].axes[0].count) for file, m in done]
+        [('run_1.h5', 2), ('run_2.h5', 4)]
+        """
+        for file in self.files:
+            ds = self.dataset(file)
+            manifest = ds.reorganize(
+                variables, bin_size, bins, self.path, part_rows=part_rows, comm=comm
+            )
+            yield file, manifest
 
     def close(self) -> None:
         """Close every file the series opened itself."""

@@ -262,7 +262,7 @@ def test_commands_that_run_in_one_process_say_so(data, tmp_path, argv):
     argv = [a.format(d=directory, out=tmp_path) for a in argv]
     done = mpirun(2, os.path.join(BIN, "quarry"), *argv, expect=1)
     said = f"quarry: error: quarry {argv[0]} runs in one process; start it without mpiexec"
-    assert done.stderr.splitlines() == [said + " (index and query share work over ranks)"], (
+    assert done.stderr.splitlines() == [said + " (index, query and reorg share work over ranks)"], (
         done.stderr
     )
     assert done.stdout == ""

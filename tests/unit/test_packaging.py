@@ -68,6 +68,7 @@ def test_the_docs_have_a_page_per_topic_and_an_api_reference():
         "queries",
         "formats",
         "series",
+        "reorg",
         "mpi",
         "outputs",
         "semantics",
@@ -79,7 +80,7 @@ def test_the_docs_have_a_page_per_topic_and_an_api_reference():
     for page in pages:
         assert f"\n{page}\n" in index and os.path.exists(os.path.join(ROOT, "docs", f"{page}.md"))
     assert "autoclass:: quarry.Dataset" in _read("docs", "api.md")
-    for page in ("getting-started", "queries", "series"):
+    for page in ("getting-started", "queries", "series", "reorg"):
         assert "```{doctest}" in _read("docs", f"{page}.md")
 
 

@@ -8,6 +8,7 @@
     quarry track FILE... QUERY --at-step S [--id-var id] [--values a,b] [--json] [--out F.h5]
     quarry info FILE [--json] [--resolve NAME [--path P]]
     quarry verify FILE... [--json]
+    quarry reorg FILE... --vars a,b [--bin-size S,.. | --bins N] [--path P] [--json]
     quarry hist FILE VAR[,VAR2[,VAR3]] [--where Q] [--bins N | --edges E] [--json] [--png F]
     quarry plot FILE X Y --where Q --png F
     quarry register FILE --dtype <f4 --shape NX,NY,NZ [--order C|F] [--offset B]
@@ -40,13 +41,14 @@ COMMANDS = {
     "track": "select particles at one step and follow their ids through every step",
     "info": "variables, shapes, dtypes, and what is indexed",
     "register": "describe a raw binary file (dtype, shape, ...) so it can be queried",
+    "reorg": "write a copy of variables clustered by multi-dimensional bins (MDBin)",
     "verify": "check every indexed value against the CRCs its index recorded "
     "(exit 1 if any changed)",
     "demo": "generate a sample, index it, query it, draw a histogram",
 }
 
 #: The commands that share their work over the ranks of an mpiexec run.
-ON_RANKS = ("index", "query")
+ON_RANKS = ("index", "query", "reorg")
 
 
 class _Version(argparse.Action):
@@ -119,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.command not in ON_RANKS:
                 raise QuarryError(
                     f"quarry {args.command} runs in one process; start it without mpiexec "
-                    "(index and query share work over ranks)"
+                    "(index, query and reorg share work over ranks)"
                 )
         if args.command == "demo":
             return _command("demo").run(args)

@@ -57,8 +57,8 @@ RACY_NS = 2 * 10**9
 FINE_RACY_NS = 10**8
 #: The stat fields that prove nothing moved; size, mtime and file count are
 #: the ones that only a write moves.
-_STAT_FIELDS = ("size", "mtime_ns", "ctime_ns", "ino", "files")
-_WRITE_FIELDS = ("size", "mtime_ns", "files")
+STAT_FIELDS = ("size", "mtime_ns", "ctime_ns", "ino", "files")
+WRITE_FIELDS = ("size", "mtime_ns", "files")
 CHECKED_SUFFIX = ".checked"
 
 
@@ -102,11 +102,11 @@ def assess(index_path: str, source_path: str, manifest: Manifest, rebuild: str) 
     written, naming what moved and the command ``rebuild``."""
     recorded = manifest.source.stamp
     now = fingerprint(source_path)
-    if same(now, recorded, _STAT_FIELDS) and trusted(recorded, manifest.source.read_ns):
+    if same(now, recorded, STAT_FIELDS) and trusted(recorded, manifest.source.read_ns):
         return Freshness(now, frozenset())
     every = frozenset(manifest.variables)
     checked = read_checked(index_path, now)
-    if not same(now, recorded, _WRITE_FIELDS) and not every <= checked:
+    if not same(now, recorded, WRITE_FIELDS) and not every <= checked:
         changes = []
         if now["size"] != recorded.get("size"):
             changes.append(f"size {recorded.get('size')} -> {now['size']} bytes")
@@ -136,7 +136,7 @@ def read_checked(index_path: str, now: dict[str, Any]) -> frozenset[str]:
             record = json.loads(f.read())
         if (
             record.get("index") == _index_identity(index_path)
-            and same(now, record.get("source", {}), _STAT_FIELDS)
+            and same(now, record.get("source", {}), STAT_FIELDS)
             and trusted(now, record.get("read_ns"))
         ):
             return frozenset(str(v) for v in record.get("variables", []))

@@ -47,7 +47,12 @@ def index_dirs() -> list[str]:
     return [os.path.expanduser(d) for d in value.split(os.pathsep) if d]
 
 
-def in_directory(directory: str, source: str) -> str:
+#: The suffix of an index file; files kept beside it by the same rules (a
+#: reorganised copy, ``.qmd``) pass their own ``suffix`` to these functions.
+INDEX_SUFFIX = ".qidx"
+
+
+def in_directory(directory: str, source: str, suffix: str = INDEX_SUFFIX) -> str:
     """The index of ``source`` kept in ``directory``.
 
     Examples
@@ -55,13 +60,14 @@ def in_directory(directory: str, source: str) -> str:
     >>> in_directory("/scratch/idx", "/data/run.h5/")
     '/scratch/idx/run.h5.qidx'
     """
-    return os.path.join(directory, os.path.basename(source.rstrip("/")) + ".qidx")
+    return os.path.join(directory, os.path.basename(source.rstrip("/")) + suffix)
 
 
-def find_index(source: str, index: str | None = None) -> str:
+def find_index(source: str, index: str | None = None, suffix: str = INDEX_SUFFIX) -> str:
     """The index path of ``source``: ``index`` when given (a directory holds
     ``<file name>.qidx``), else an existing index beside the file or in
-    ``QUARRY_INDEX_PATH``, else where one beside the file would be.
+    ``QUARRY_INDEX_PATH``, else where one beside the file would be. Another
+    ``suffix`` finds another kind of file by the same rules.
 
     Examples
     --------
@@ -71,18 +77,18 @@ def find_index(source: str, index: str | None = None) -> str:
     '/nowhere/run.h5.qidx'
     """
     if index is not None:
-        return in_directory(index, source) if os.path.isdir(index) else index
-    beside = default_index_path(source.rstrip("/"))
+        return in_directory(index, source, suffix) if os.path.isdir(index) else index
+    beside = source.rstrip("/") + suffix
     if os.path.exists(beside):
         return beside
     for directory in index_dirs():
-        candidate = in_directory(directory, source)
+        candidate = in_directory(directory, source, suffix)
         if os.path.exists(candidate):
             return candidate
     return beside
 
 
-def place_new_index(source: str, chosen: str, given: bool) -> str:
+def place_new_index(source: str, chosen: str, given: bool, suffix: str = INDEX_SUFFIX) -> str:
     """Where a build writes the index of ``source``. ``chosen`` is what
     :func:`find_index` gave; ``given`` whether the user named it. An index
     the user named, or one that exists, is rebuilt in place; a new one goes
@@ -98,7 +104,7 @@ def place_new_index(source: str, chosen: str, given: bool) -> str:
             with contextlib.suppress(OSError):  # an unusable entry: try the next
                 os.makedirs(directory, exist_ok=True)
             if writable(directory):
-                return in_directory(directory, source)
+                return in_directory(directory, source, suffix)
     raise not_writable(source, chosen)
 
 

@@ -31,11 +31,20 @@ def run(args: argparse.Namespace) -> int:
         if args.resolve:
             return _resolve(args, ds)
         info = render.info_result(ds.info(), args.path)
+        from quarry.reorg.read import describe_copy
+
+        copy = describe_copy(ds.path, ds.index_path if args.index is not None else None)
+        if copy is not None:
+            info["reorganised"] = copy
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
     for line in render.info_lines(info):
         print(line)
+    copy = info.get("reorganised")
+    if copy is not None:
+        names = sorted({v["path"] for t in copy.get("tables", []) for v in t["variables"]})
+        print(f"reorganised copy: {copy['path']} ({copy['state']}): {', '.join(names)}")
     return 0
 
 

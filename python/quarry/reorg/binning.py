@@ -1,0 +1,354 @@
+"""One axis of a multi-dimensional binning: a variable's 1-D bins.
+
+An :class:`Axis` cuts a variable's range (its non-missing values over the
+whole table) into ``count`` bins of width ``size`` from ``origin``, its least
+finite value: bin ``c`` takes the values ``v`` with ``floor((v - origin) /
+size) = c``, the first bin also everything below and the last everything
+above (infinities included). A float variable that holds NaN has one bin
+more, after the last, holding its NaN rows (a range on the variable never
+selects them: they are unknown).
+
+Float bin numbers are computed in the variable's own dtype, ``(v - origin) /
+size`` rounded down and clipped: one subtraction and one division per value,
+no widening. Each step rounds monotonically, so the bin number
+never decreases as the value grows, and bin ``c`` starts exactly at the
+least value of the dtype whose bin number is ``c`` or more, found by
+bisection over the dtype's values (:meth:`Axis.edges`). So every value of bin
+``c`` lies, exactly, within ``[low[c], high[c]]`` (:meth:`Axis.bounds`),
+whatever the rounding: all a reader needs to know that a whole bin lies
+inside a range.
+
+Integer variables get integer bin sizes (at least 1, a fractional size
+rounded up) and exact integer arithmetic, so their edges are
+``origin + c * size`` exactly.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from quarry.errors import ReorgError
+from quarry.expr.keys import KEY_DTYPES, key_kind
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+#: The most 1-D bins one variable may have: edges stay small, and the
+#: product over four variables still fits a 64-bit MDBin number.
+MAX_AXIS_BINS = 1 << 24
+
+
+@dataclass(frozen=True)
+class Extent:
+    """What a pass over a variable finds: its least and greatest non-missing
+    value (None when it has none), whether it holds NaN, and its least and
+    greatest finite value (the same as the others but where infinities are)."""
+
+    low: int | float | None
+    high: int | float | None
+    has_nan: bool
+    finite_low: int | float | None = None
+    finite_high: int | float | None = None
+
+    def merge(self, other: Extent) -> Extent:
+        """Both extents as one (of the rows of both).
+
+        Examples
+        --------
+        >>> Extent(1.0, 2.0, False, 1.0, 2.0).merge(Extent(-1.0, 1.5, True, -1.0, 1.5))
+        Extent(low=-1.0, high=2.0, has_nan=True, finite_low=-1.0, finite_high=2.0)
+        """
+
+        def pick(f: Any, a: int | float | None, b: int | float | None) -> int | float | None:
+            both = [v for v in (a, b) if v is not None]
+            return f(both) if both else None
+
+        return Extent(
+            pick(min, self.low, other.low),
+            pick(max, self.high, other.high),
+            self.has_nan or other.has_nan,
+            pick(min, self.finite_low, other.finite_low),
+            pick(max, self.finite_high, other.finite_high),
+        )
+
+
+def extent_of(values: npt.NDArray[Any]) -> Extent:
+    """The :class:`Extent` of one span of values.
+
+    Examples
+    --------
+    >>> extent_of(np.array([2.0, np.nan, -1.0, -np.inf]))
+    Extent(low=-inf, high=2.0, has_nan=True, finite_low=-1.0, finite_high=2.0)
+    >>> extent_of(np.array([], dtype="i4"))
+    Extent(low=None, high=None, has_nan=False, finite_low=None, finite_high=None)
+    """
+    if values.size == 0:
+        return Extent(None, None, False)
+    low, high = values.min(), values.max()
+    if values.dtype.kind in "iu":
+        return Extent(int(low), int(high), False, int(low), int(high))
+    has_nan = bool(np.isnan(low) or np.isnan(high))  # min and max keep NaN
+    if has_nan:
+        values = values[~np.isnan(values)]
+        if not values.size:
+            return Extent(None, None, True)
+        low, high = values.min(), values.max()
+    finite_low, finite_high = low, high
+    if np.isinf(low) or np.isinf(high):
+        finite = values[np.isfinite(values)]
+        finite_low, finite_high = (finite.min(), finite.max()) if finite.size else (0.0, 0.0)
+    return Extent(float(low), float(high), has_nan, float(finite_low), float(finite_high))
+
+
+@dataclass(frozen=True)
+class Axis:
+    """The 1-D bins of one variable (see the module notes): ``low`` and
+    ``high`` are its least and greatest value (infinities included), and
+    edges start from ``origin``, its least finite value."""
+
+    path: str
+    dtype: str
+    low: int | float
+    high: int | float
+    origin: int | float
+    size: int | float
+    count: int
+    nan_bin: bool
+
+    @property
+    def kind(self) -> str:
+        """The key domain (``f64``, ``i64``, ``u64``) of the variable."""
+        return key_kind(np.dtype(self.dtype))
+
+    @property
+    def slots(self) -> int:
+        """Bin numbers this axis uses: its bins, and the NaN bin if any."""
+        return self.count + int(self.nan_bin)
+
+    @property
+    def float_dtype(self) -> np.dtype[Any]:
+        """The native dtype a float variable's bin numbers are computed in."""
+        return np.dtype(self.dtype).newbyteorder("=")
+
+    def edges(self) -> npt.NDArray[Any]:
+        """The inner edges ``e_1 .. e_{count-1}``: bin ``c`` holds the values
+        ``e_c <= v < e_{c+1}`` (a float variable's in its own dtype, whose
+        values they are; an integer variable's in its key domain).
+
+        Examples
+        --------
+        >>> Axis("/x", "<f4", 0.0, 1.0, 0.0, 0.1, 10, False).edges()[:3].tolist()
+        [0.10000000149011612, 0.20000000298023224, 0.30000001192092896]
+        """
+        if self.kind == "f64":
+            return _float_edges(self)
+        keys = KEY_DTYPES[self.kind]
+        # Exact integers, in wrapping 64-bit arithmetic: every edge lies in
+        # [low, high], so the wrapped sum is the true one.
+        offsets = np.arange(1, self.count, dtype=np.uint64) * np.uint64(int(self.size))
+        return (offsets + np.uint64(int(self.origin) % 2**64)).view(keys)
+
+    def bounds(self) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+        """``(low, high)``: every value of bin ``c`` lies in ``[low[c],
+        high[c]]`` (key domain; the NaN bin is not included).
+
+        Examples
+        --------
+        >>> axis = Axis("/x", "<f8", 0.0, 1.0, 0.0, 0.5, 2, False)
+        >>> [a.tolist() for a in axis.bounds()]
+        [[0.0, 0.5], [0.49999999999999994, 1.0]]
+        >>> [a.tolist() for a in Axis("/i", "<i4", 0, 9, 0, 5, 2, False).bounds()]
+        [[0, 5], [4, 9]]
+        """
+        edges = self.edges()
+        keys = KEY_DTYPES[self.kind]
+        low = np.concatenate([np.array([self.low], keys), edges.astype(keys)])
+        # The greatest value below each edge: the bins' inclusive upper bounds.
+        if self.kind == "f64":
+            below = np.nextafter(edges, edges.dtype.type(-np.inf)).astype(keys)
+        else:
+            below = edges - keys.type(1)
+        high = np.concatenate([below, np.array([self.high], keys)])
+        return low, high
+
+    def assign(self, values: npt.NDArray[Any], dtype: Any = np.int64) -> npt.NDArray[Any]:
+        """The bin number of each value (NaN: ``count``, the NaN bin), as ``dtype``.
+
+        Examples
+        --------
+        >>> axis = Axis("/x", "<f4", -np.inf, 1.0, 0.0, 0.25, 4, True)
+        >>> axis.assign(np.array([0.0, 0.25, 0.3, 1.0, np.nan, -np.inf], "f4")).tolist()
+        [0, 1, 1, 3, 4, 0]
+        """
+        if self.count == 1:
+            bins = np.zeros(len(values), dtype)
+            if self.nan_bin:
+                bins[np.isnan(values)] = 1
+            return bins
+        if self.kind == "f64":
+            scaled = self._scaled(values)
+            if self.nan_bin:
+                scaled[np.isnan(scaled)] = self.count
+            return scaled.astype(dtype)
+        keys = values.astype(np.uint64)  # wraps; the difference below is exact mod 2**64
+        keys -= np.uint64(int(self.origin) % 2**64)
+        keys //= np.uint64(int(self.size))
+        np.minimum(keys, self.count - 1, out=keys)
+        return keys.astype(dtype)
+
+    def _scaled(self, values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """Float bin numbers, NaN for NaN: monotone in the value (see the module notes)."""
+        kind = self.float_dtype.type
+        scaled: npt.NDArray[Any] = np.subtract(values, kind(self.origin), dtype=self.float_dtype)
+        scaled /= kind(self.size)  # a division: multiples of the size land on edges
+        np.floor(scaled, out=scaled)
+        np.clip(scaled, 0, self.count - 1, out=scaled)
+        return scaled
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "dtype": self.dtype,
+            "min": self.low,
+            "max": self.high,
+            "origin": self.origin,
+            "bin_size": self.size,
+            "bins": self.count,
+            "nan_bin": self.nan_bin,
+        }
+
+    @staticmethod
+    def from_json(doc: dict[str, Any]) -> Axis:
+        low, high, origin, size = (doc[k] for k in ("min", "max", "origin", "bin_size"))
+        for v in (low, high, origin, size):
+            if not isinstance(v, int | float) or isinstance(v, bool):
+                raise ValueError(f"the axis of {doc.get('path')} holds {v!r}, not a number")
+        return Axis(
+            str(doc["path"]),
+            str(doc["dtype"]),
+            low,
+            high,
+            origin,
+            size,
+            int(doc["bins"]),
+            bool(doc["nan_bin"]),
+        )
+
+
+@functools.lru_cache(maxsize=64)
+def _float_edges(axis: Axis) -> npt.NDArray[Any]:
+    """The least value of the axis' dtype in each bin 1 .. count-1, by
+    bisection over the dtype's values in order (all bins at once)."""
+    dtype = axis.float_dtype
+    bits = np.dtype(f"i{dtype.itemsize}")
+    sign = np.int64(1) << np.int64(8 * dtype.itemsize - 1)
+
+    def value(ordered: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+        # Ordered integers back to floats: negatives carry the sign bit.
+        raw = np.where(ordered >= 0, ordered, (-ordered) | sign)
+        return raw.astype(bits).view(dtype)
+
+    wanted = np.arange(1, axis.count, dtype=np.float64)
+    top = int(np.array(np.inf, dtype).view(bits))
+    lo = np.full(len(wanted), -top, np.int64)  # -inf: bin 0
+    hi = np.full(len(wanted), top, np.int64)  # +inf: the last bin
+    while bool(np.any(lo < hi)):
+        mid = (lo >> 1) + (hi >> 1) + (lo & hi & 1)  # (lo + hi) // 2 without overflow
+        reached = axis._scaled(value(mid)) >= wanted
+        hi = np.where(reached, mid, hi)
+        lo = np.where(reached, lo, mid + 1)
+    edges = value(hi)
+    edges.setflags(write=False)
+    return edges
+
+
+def make_axis(
+    path: str, dtype: np.dtype[Any], extent: Extent, size: float | None, bins: int | None
+) -> Axis:
+    """The axis of a variable over ``extent``, with bins of ``size`` (their
+    edges on multiples of it, so that ranges on round numbers fall on edges)
+    or ``bins`` equal bins over its range (exactly one of the two). Bins cut
+    the finite range; infinities go to the first and last bins.
+
+    Examples
+    --------
+    >>> a = make_axis("/e", np.dtype("f8"), Extent(3.5, 41.0, False, 3.5, 41.0), 10, None)
+    >>> a.origin, a.count, a.edges().tolist()
+    (0.0, 5, [10.0, 20.0, 30.0, 40.0])
+    >>> make_axis("/e", np.dtype("f4"), Extent(0.0, 1.0, False, 0.0, 1.0), 0.25, None).count
+    5
+    >>> make_axis("/e", np.dtype("f4"), Extent(0.0, np.inf, True, 0.0, 1.0), None, 16).slots
+    17
+    >>> a = make_axis("/n", np.dtype("i8"), Extent(-5, 10, False, -5, 10), None, 4)
+    >>> a.size, a.count, a.assign(np.array([-5, 10])).tolist()
+    (4, 4, [0, 3])
+    """
+    kind = key_kind(dtype)
+    low = extent.low if extent.low is not None else 0
+    high = extent.high if extent.high is not None else low
+    origin = extent.finite_low if extent.finite_low is not None else 0
+    top = extent.finite_high if extent.finite_high is not None else origin
+    step: int | float
+    if kind == "f64":
+        low, high, origin = float(low), float(high), float(origin)
+        span = float(top) - origin
+        if size is not None:
+            step = float(size)
+            aligned = math.floor(origin / step) * step  # edges on multiples of the size
+            if math.isfinite(aligned):
+                origin = aligned if aligned <= origin else aligned - step
+            span = float(top) - origin
+            count = math.floor(span / step) + 1 if math.isfinite(span / step) else MAX_AXIS_BINS + 1
+        else:
+            assert bins is not None
+            step = span / bins
+            count = bins
+        if not (step > 0 and math.isfinite(step) and math.isfinite(span)):
+            step, count = 1.0, 1  # nothing to cut: one bin
+    else:
+        low, high, origin = int(low), int(high), int(low)
+        width = high - low + 1
+        step = max(1, math.ceil(size)) if size is not None else -(-width // (bins or 1))
+        step = min(step, 2**64 - 1)  # one bin at most as wide as 64 bits hold
+        if size is not None and origin // step * step >= -(2**63):
+            origin = origin // step * step  # edges on multiples of the size
+        count = -(-(high - origin + 1) // step)
+    if count > MAX_AXIS_BINS:
+        raise ReorgError(
+            f"{path} would have more than {MAX_AXIS_BINS} bins of size {step} over "
+            f"[{low}, {high}]: give a larger --bin-size or fewer --bins"
+        )
+    if kind == "f64" and count > 1 and not np.dtype(dtype).type(step) > 0:
+        raise ReorgError(
+            f"bins of size {step} are too small for {path}'s dtype {dtype}: "
+            "give a larger --bin-size or fewer --bins"
+        )
+    nan_bin = extent.has_nan and kind == "f64"
+    return Axis(path, dtype.str, low, high, origin, step, count, nan_bin)
+
+
+def mdbin_strides(axes: list[Axis]) -> list[int]:
+    """The multiplier of each axis' bin number in the row-major MDBin number
+    ``c_n + C_n (c_{n-1} + C_{n-1} (... + C_2 c_1))``.
+
+    Examples
+    --------
+    >>> axes = [Axis(p, "<f8", 0.0, 1.0, 0.0, 0.5, 2, False) for p in "ab"]
+    >>> mdbin_strides(axes + [Axis("c", "<f8", 0.0, 1.0, 0.0, 0.5, 2, True)])
+    [6, 3, 1]
+    """
+    strides = [1] * len(axes)
+    for k in range(len(axes) - 2, -1, -1):
+        strides[k] = strides[k + 1] * axes[k + 1].slots
+    total = strides[0] * axes[0].slots if axes else 1
+    if total >= 2**63:
+        raise ReorgError(
+            f"the variables' bins multiply to {total} multi-dimensional bins, more than a "
+            "64-bit number holds: give larger --bin-size or fewer --bins"
+        )
+    return strides

@@ -1,0 +1,408 @@
+"""Building a reorganised copy (MDBin, after SDS-MD): two passes over the variables.
+
+1. *Ranges*: every part of the rows finds each variable's least and greatest
+   value and whether it holds NaN; the parts' extents merged give each
+   variable's :class:`~quarry.reorg.binning.Axis`.
+2. *Clustering*: every part reads its rows of each variable (one span per
+   variable), gives each row its 1-D bin per variable and its row-major MDBin
+   number, orders its rows by MDBin number (a stable sort, so rows keep their
+   ascending order within a bin), writes the ordered values and their original
+   row numbers to its own rows of the copy, and hands back its offset table.
+
+Parts are ``part_rows`` consecutive rows and are the unit of parallel work:
+threads take parts in turn, and no data moves between them; only the small
+offset tables come back to be written with the manifest. Reads from the file
+are made one at a time (drivers such as netCDF4 are not thread-safe); the
+binning, sorting and writing of parts run on every thread at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from quarry.errors import ReorgError, ShapeMismatchError, SourceError, UnsupportedVariableError
+from quarry.formats.base import Driver, VariableInfo, fingerprint
+from quarry.index.layout import remove_debris
+from quarry.index.manifest import SourceRecord
+from quarry.pool import jobs as core_jobs
+from quarry.reorg.binning import Axis, Extent, extent_of, make_axis, mdbin_strides
+from quarry.reorg.layout import (
+    ROWS,
+    CopyManifest,
+    CopyWriter,
+    MemberEntry,
+    PartEntry,
+    column_dtype,
+    crc32,
+    rows_dtype,
+    table_crc,
+    writing,
+)
+from quarry.version import VERSION
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+#: Reads rows ``[start, stop)`` of a variable as a contiguous array.
+Reader = Callable[[str, int, int], Any]
+
+#: Rows per part: the unit of parallel work and of the offset tables, and
+#: what one worker holds of each variable at a time.
+DEFAULT_PART_ROWS = 1 << 22
+#: Equal bins per variable when neither bin sizes nor bins are given: four
+#: variables make 65,536 MDBins, which a one-pass radix sort orders.
+DEFAULT_BINS = 16
+
+
+@dataclass(frozen=True)
+class MemberPlan:
+    """One table to reorganise: the copy's group ``name`` for it, the step and
+    step group it is (None for a file without steps), and its variables, in
+    the order of the MDBin number."""
+
+    name: str
+    step: int | None
+    group: str | None
+    variables: tuple[VariableInfo, ...]
+
+
+@dataclass(frozen=True)
+class Binning:
+    """How each variable is cut: bins of a size (``sizes``) or a number of
+    equal bins (``counts``), one value per variable."""
+
+    sizes: tuple[float, ...] | None
+    counts: tuple[int, ...] | None
+
+    @staticmethod
+    def of(
+        n_vars: int, bin_size: Sequence[float] | float | None, bins: Sequence[int] | int | None
+    ) -> Binning:
+        """The binning ``bin_size`` or ``bins`` asks for (one value for every
+        variable, or one per variable; neither: :data:`DEFAULT_BINS` each).
+
+        Examples
+        --------
+        >>> Binning.of(2, [0.5, 10], None)
+        Binning(sizes=(0.5, 10.0), counts=None)
+        >>> Binning.of(3, None, 8).counts
+        (8, 8, 8)
+        >>> Binning.of(2, [1.0, 2.0, 3.0], None)
+        Traceback (most recent call last):
+        quarry.errors.ReorgError: give one bin size for every variable (2), not 3
+        """
+        if bin_size is not None and bins is not None:
+            raise ReorgError("give bin sizes or a number of bins, not both")
+        if bin_size is None:
+            counts = _per_variable(n_vars, DEFAULT_BINS if bins is None else bins, "number of bins")
+            if any(int(c) != c or c < 1 for c in counts):
+                raise ReorgError(f"numbers of bins must be whole numbers of 1 or more: {counts}")
+            return Binning(None, tuple(int(c) for c in counts))
+        sizes = _per_variable(n_vars, bin_size, "bin size")
+        if not all(np.isfinite(s) and s > 0 for s in sizes):
+            raise ReorgError(f"bin sizes must be positive numbers: {sizes}")
+        return Binning(tuple(float(s) for s in sizes), None)
+
+    def axis(self, k: int, var: VariableInfo, extent: Extent) -> Axis:
+        size = self.sizes[k] if self.sizes is not None else None
+        count = self.counts[k] if self.counts is not None else None
+        return make_axis(var.path, var.dtype, extent, size, count)
+
+
+def _per_variable(n_vars: int, given: Sequence[Any] | Any, what: str) -> list[Any]:
+    values = list(given) if isinstance(given, list | tuple) else [given]
+    if len(values) == 1:
+        values = values * n_vars
+    if len(values) != n_vars:
+        raise ReorgError(f"give one {what} for every variable ({n_vars}), not {len(values)}")
+    return values
+
+
+def check_member(plan: MemberPlan) -> int:
+    """The rows of a member's table; its variables must be supported and
+    share one shape, with no variable named twice."""
+    if not plan.variables:
+        raise ReorgError("name at least one variable to reorganise")
+    for var in plan.variables:
+        if var.problem is not None:
+            raise UnsupportedVariableError(f"cannot reorganise {var.path}: {var.problem}")
+    paths = [v.path for v in plan.variables]
+    if len(set(paths)) != len(paths):
+        raise ReorgError(f"a variable is named twice: {', '.join(paths)}")
+    first = plan.variables[0]
+    for var in plan.variables[1:]:
+        if var.shape != first.shape:
+            raise ShapeMismatchError(
+                f"{first.path} has shape {first.shape} and {var.path} has shape {var.shape}; "
+                "the variables of a reorganisation form one table and must share one shape"
+            )
+    return first.size
+
+
+def reorganize(
+    driver: Driver,
+    members: list[MemberPlan],
+    path: str,
+    binning: Binning,
+    part_rows: int = DEFAULT_PART_ROWS,
+    jobs: int | None = None,
+    progress: Callable[[int], object] | None = None,
+) -> CopyManifest:
+    """Write the reorganised copy of ``members`` of an open file to ``path``
+    (atomically, replacing any old copy); returns its manifest. ``jobs``
+    threads share the parts (None or 0: as many as the core uses);
+    ``progress`` is called with the rows of each part clustered.
+
+    Examples
+    --------
+    >>> import h5py, numpy as np, tempfile, os
+    >>> from quarry.formats.hdf5 import HDF5Driver
+    >>> file = os.path.join(tempfile.mkdtemp(), "p.h5")
+    >>> with h5py.File(file, "w") as f:
+    ...     f["x"], f["y"] = np.array([3.0, 0.0, 2.0, 1.0]), np.array([0.0, 1.0, 0.0, 1.0])
+    >>> drv = HDF5Driver(file)
+    >>> plan = MemberPlan("m0", None, None, tuple(drv.variables()))
+    >>> manifest = reorganize(drv, [plan], file + ".qmd", Binning.of(2, None, 2), part_rows=3)
+    >>> [(p.first, p.rows) for p in manifest.members[0].parts]
+    [(0, 3), (3, 1)]
+    >>> with h5py.File(file + ".qmd") as f:
+    ...     f["m0/rows"][()].tolist(), f["m0/columns/0"][()].tolist()
+    ([1, 0, 2, 3], [0.0, 3.0, 2.0, 1.0])
+    >>> drv.close()
+    """
+    sizes, cuts = cut_parts(members, part_rows)
+    before = fingerprint(driver.path)
+    read_ns = time.time_ns()  # the stat above is trusted only if safely older
+    remove_debris(path)
+    read = serial_reader(driver)
+    with ThreadPoolExecutor(jobs or core_jobs()) as workers:
+        all_axes = [
+            make_axes(plan, binning, measure(read, plan, parts, workers))
+            for plan, parts in zip(members, cuts, strict=True)
+        ]
+        shapes = [(m.name, n, axes) for m, n, axes in zip(members, sizes, all_axes, strict=True)]
+        with writing(path, shapes) as writer:
+            clustered = [
+                cluster_parts(read, writer, plan, axes, parts, workers, progress)
+                for plan, axes, parts in zip(members, all_axes, cuts, strict=True)
+            ]
+            check_unchanged(driver.path, before)
+            manifest, tables = assemble(
+                driver.path, before, read_ns, part_rows, members, all_axes, clustered
+            )
+            writer.publish(manifest, tables)
+    return manifest
+
+
+def cut_parts(
+    members: list[MemberPlan], part_rows: int
+) -> tuple[list[int], list[list[tuple[int, int]]]]:
+    """Each member's rows (checked, see :func:`check_member`) and its parts,
+    ``[start, stop)`` of ``part_rows`` rows (the last may be shorter)."""
+    if part_rows < 1:
+        raise ReorgError(f"parts must hold at least one row, got {part_rows}")
+    sizes = [check_member(m) for m in members]
+    return sizes, [[(a, min(a + part_rows, n)) for a in range(0, n, part_rows)] for n in sizes]
+
+
+def serial_reader(driver: Driver) -> Reader:
+    """``driver.read`` made one at a time (drivers need not be thread-safe),
+    giving contiguous arrays."""
+    lock = threading.Lock()
+
+    def read(var: str, start: int, stop: int) -> npt.NDArray[Any]:
+        with lock:
+            return np.ascontiguousarray(driver.read(var, start, stop))
+
+    return read
+
+
+def measure(
+    read: Reader, plan: MemberPlan, parts: list[tuple[int, int]], workers: ThreadPoolExecutor
+) -> list[Extent]:
+    """The extent of each variable of ``plan`` over ``parts`` (pass 1)."""
+    found = workers.map(lambda cut: [extent_of(read(v.path, *cut)) for v in plan.variables], parts)
+    return merge_extents(list(found), len(plan.variables))
+
+
+def merge_extents(found: list[list[Extent]], n_vars: int) -> list[Extent]:
+    """Per variable, the extents of several parts (or ranks) as one."""
+    extents = [Extent(None, None, False)] * n_vars
+    for part in found:
+        extents = [a.merge(b) for a, b in zip(extents, part, strict=True)]
+    return extents
+
+
+def make_axes(plan: MemberPlan, binning: Binning, extents: list[Extent]) -> list[Axis]:
+    """The axis of each variable of ``plan`` over its extent."""
+    return [
+        binning.axis(k, v, e) for k, (v, e) in enumerate(zip(plan.variables, extents, strict=True))
+    ]
+
+
+def check_unchanged(path: str, before: dict[str, Any]) -> None:
+    if fingerprint(path) != before:
+        raise SourceError(f"{path} changed while it was being reorganised; run again")
+
+
+def cluster_parts(
+    read: Reader,
+    writer: CopyWriter,
+    plan: MemberPlan,
+    axes: list[Axis],
+    parts: list[tuple[int, int]],
+    workers: ThreadPoolExecutor,
+    progress: Callable[[int], object] | None = None,
+) -> list[Clustered]:
+    """Bin, order and write every part of ``parts`` on the ``workers`` (pass 2)."""
+    return list(
+        workers.map(lambda c: _cluster(read, writer, plan, axes, c[0], c[1], progress), parts)
+    )
+
+
+def assemble(
+    source: str,
+    before: dict[str, Any],
+    read_ns: int,
+    part_rows: int,
+    members: list[MemberPlan],
+    all_axes: list[list[Axis]],
+    clustered: list[list[Clustered]],
+) -> tuple[CopyManifest, dict[str, tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]]]:
+    """The manifest of a copy whose parts ``clustered`` holds (per member, in
+    order) and each member's offset tables, the parts' laid end to end."""
+    entries, tables = [], {}
+    for plan, axes, parts in zip(members, all_axes, clustered, strict=True):
+        entry, bins, starts = _member_entry(plan, plan.variables[0].size, axes, parts)
+        entries.append(entry)
+        tables[plan.name] = (bins, starts)
+    manifest = CopyManifest(
+        f"quarry {VERSION}",
+        SourceRecord(source.rstrip("/").rsplit("/", 1)[-1], before, read_ns),
+        part_rows,
+        tuple(entries),
+    )
+    return manifest, tables
+
+
+@dataclass(frozen=True)
+class Clustered:
+    """What one part hands back: its rows, CRCs and offset table."""
+
+    first: int
+    rows: int
+    source_crc32: tuple[int, ...]
+    copy_crc32: tuple[int, ...]
+    bins: npt.NDArray[np.int64]
+    starts: npt.NDArray[np.int64]
+
+
+def _cluster(
+    read: Reader,
+    writer: CopyWriter,
+    plan: MemberPlan,
+    axes: list[Axis],
+    start: int,
+    stop: int,
+    progress: Callable[[int], object] | None,
+) -> Clustered:
+    """Bin, order and write rows ``[start, stop)`` of one member."""
+    strides = mdbin_strides(axes)
+    total = strides[0] * axes[0].slots
+    # The narrowest integers that hold every MDBin number: less to move, and
+    # 16-bit keys are what NumPy's radix sort takes.
+    kind: Any = np.uint16 if total <= 1 << 16 else np.uint32 if total <= 1 << 32 else np.int64
+    mdbin = np.zeros(stop - start, kind)
+    columns, source_crcs = [], []
+    for var, axis, stride in zip(plan.variables, axes, strides, strict=True):
+        values = read(var.path, start, stop)
+        source_crcs.append(crc32(values))
+        bins = axis.assign(values, kind)
+        if stride != 1:
+            bins *= kind(stride)
+        mdbin += bins
+        columns.append(values)
+    order = stable_order(mdbin)
+    copy_crcs = []
+    for k, (values, axis) in enumerate(zip(columns, axes, strict=True)):
+        ordered = values[order].astype(column_dtype(axis), copy=False)
+        copy_crcs.append(crc32(ordered))
+        writer.write(plan.name, str(k), start, ordered)
+    rows = order.astype(rows_dtype(plan.variables[0].size))
+    rows += rows.dtype.type(start)
+    copy_crcs.append(crc32(rows))
+    writer.write(plan.name, ROWS, start, rows)
+    bins, starts = offset_table(mdbin, order, total)
+    if progress is not None:
+        progress(stop - start)
+    return Clustered(start, stop - start, tuple(source_crcs), tuple(copy_crcs), bins, starts)
+
+
+def offset_table(
+    mdbin: npt.NDArray[Any], order: npt.NDArray[np.intp], total: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """A part's offset table: its non-empty MDBin numbers, ascending, and
+    where each starts in the part once ordered (by counting where the bins
+    are few, else from the ordered numbers).
+
+    Examples
+    --------
+    >>> b = np.array([5, 2, 5, 0], np.uint16)
+    >>> [t.tolist() for t in offset_table(b, stable_order(b), 8)]
+    [[0, 2, 5], [0, 1, 2]]
+    """
+    if total <= 1 << 20:
+        counts = np.bincount(mdbin, minlength=total)
+        bins = np.flatnonzero(counts)
+        starts = np.cumsum(counts[bins]) - counts[bins]
+        return bins.astype(np.int64), starts.astype(np.int64)
+    ordered = mdbin[order]
+    starts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    starts = np.concatenate([np.zeros(min(len(ordered), 1), np.int64), starts])
+    return ordered[starts].astype(np.int64), starts.astype(np.int64)
+
+
+def stable_order(mdbin: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
+    """The stable sort order of MDBin numbers: NumPy's radix sort, on 16-bit
+    keys, in one pass for 16-bit numbers and two for 32-bit ones.
+
+    Examples
+    --------
+    >>> b = np.array([70000, 3, 70000, 65539, 3], np.uint32)
+    >>> stable_order(b).tolist(), np.argsort(b, kind="stable").tolist()
+    ([1, 4, 3, 0, 2], [1, 4, 3, 0, 2])
+    """
+    if mdbin.dtype == np.uint16:
+        return np.argsort(mdbin, kind="stable")
+    if mdbin.dtype == np.uint32:
+        first = np.argsort((mdbin & 0xFFFF).astype(np.uint16), kind="stable")
+        second = np.argsort((mdbin >> 16).astype(np.uint16)[first], kind="stable")
+        return first[second]
+    return np.argsort(mdbin, kind="stable")
+
+
+def _member_entry(
+    plan: MemberPlan, rows: int, axes: list[Axis], parts: list[Clustered]
+) -> tuple[MemberEntry, npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
+    """A member's manifest entry and its offset tables, the parts' laid end to end."""
+    entries, at = [], 0
+    for part in parts:
+        entries.append(
+            PartEntry(
+                part.first, part.rows, (at, len(part.bins)), part.source_crc32, part.copy_crc32
+            )
+        )
+        at += len(part.bins)
+    bins = np.concatenate([np.zeros(0, np.uint64)] + [p.bins.astype(np.uint64) for p in parts])
+    starts = np.concatenate([np.zeros(0, np.int64)] + [p.starts for p in parts])
+    entry = MemberEntry(
+        plan.name, plan.step, plan.group, rows, tuple(axes), tuple(entries), table_crc(bins, starts)
+    )
+    return entry, bins, starts

@@ -1,0 +1,471 @@
+"""The reorganised copy on disk: one HDF5 file per data file (``run.h5.qmd``).
+
+::
+
+    /                     attribute "quarry_reorg": the manifest (JSON, below)
+    /<member>/columns/<k> the k-th variable's values, clustered      (contiguous)
+    /<member>/rows        each value's row in the source table (uint32, or int64 past 2**32)
+    /<member>/table_bins  each part's non-empty MDBin numbers, ascending (uint64)
+    /<member>/table_starts  where each of those bins starts in its part (int64)
+
+A *member* is one table of the source: the file, or one step group of it,
+each reorganised on its own (its own ranges and bins). Its rows are cut into
+*parts* of ``part_rows`` consecutive rows; each part is binned and sorted by
+itself and written to the same rows of the copy's columns, so a part's
+values stay in its own rows, clustered by MDBin number and, within a bin, in
+ascending row order. A part's offset table is its slice of ``table_bins``
+and ``table_starts`` (``parts[i].table``: first entry and count): bin
+``table_bins[j]`` holds rows ``[table_starts[j], table_starts[j + 1])`` of
+the part (the last one runs to the part's end). Builders never move data
+between workers: each writes its parts' rows and hands back their tables.
+
+The manifest::
+
+    {"format": "quarry-mdbin", "version": 1, "created_by": "quarry 0.1.0",
+     "source": {"name": "run.h5", "size": ..., "mtime_ns": ..., "read_ns": ...},
+     "part_rows": 4194304,
+     "members": [{"name": "m0", "step": 0, "group": "/Step#0", "rows": ...,
+                  "axes": [{"path": "/Step#0/x", "dtype": "<f4", "min": ..., "max": ...,
+                            "bin_size": ..., "bins": 16, "nan_bin": false}, ...],
+                  "parts": [{"first": 0, "rows": ..., "table": [0, 812],
+                             "source_crc32": [...], "copy_crc32": [...]}, ...],
+                  "table_crc32": ...}]}
+
+``source`` is what an index records of its source (see
+:mod:`quarry.index.fresh`), and ``source_crc32`` the CRC-32 of each part of
+each variable as read, so a copy whose source's stat cannot prove it
+unchanged is checked the way an index is. ``copy_crc32`` covers each part of
+each column and of ``rows`` (checked by :func:`quarry.reorg.read.verify_copy`);
+``table_crc32`` covers the offset tables, checked at every open.
+
+The columns are allocated when the file is made (``H5D_ALLOC_TIME_EARLY``,
+never filled), so every worker writes its parts through a memory map at the
+dataset's file offset, without HDF5's lock; the file is written under a
+temporary name beside the copy, locked, and renamed into place when complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from quarry.errors import CorruptCopyError
+from quarry.index.locate import find_index
+from quarry.index.manifest import SourceRecord
+from quarry.reorg.binning import Axis, mdbin_strides
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+FORMAT = "quarry-mdbin"
+VERSION = 1
+SUFFIX = ".qmd"
+ATTRIBUTE = "quarry_reorg"
+ROWS = "rows"
+
+
+@dataclass(frozen=True)
+class PartEntry:
+    """One part of a member: its rows ``[first, first + rows)``, its slice of
+    the offset table, and the CRC-32s of its source values and of its copy
+    (one per variable; the copy's also one for ``rows``, last)."""
+
+    first: int
+    rows: int
+    table: tuple[int, int]
+    source_crc32: tuple[int, ...]
+    copy_crc32: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "first": self.first,
+            "rows": self.rows,
+            "table": list(self.table),
+            "source_crc32": list(self.source_crc32),
+            "copy_crc32": list(self.copy_crc32),
+        }
+
+    @staticmethod
+    def from_json(doc: dict[str, Any]) -> PartEntry:
+        table = doc["table"]
+        return PartEntry(
+            int(doc["first"]),
+            int(doc["rows"]),
+            (int(table[0]), int(table[1])),
+            tuple(int(c) for c in doc["source_crc32"]),
+            tuple(int(c) for c in doc["copy_crc32"]),
+        )
+
+
+@dataclass(frozen=True)
+class MemberEntry:
+    """One reorganised table: its HDF5 group ``name``, the step and step
+    group it came from (None for a file without steps), its rows, its axes
+    (one per variable, in the order of the MDBin number) and its parts."""
+
+    name: str
+    step: int | None
+    group: str | None
+    rows: int
+    axes: tuple[Axis, ...]
+    parts: tuple[PartEntry, ...]
+    table_crc32: int
+
+    @property
+    def variables(self) -> list[str]:
+        return [a.path for a in self.axes]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "step": self.step,
+            "group": self.group,
+            "rows": self.rows,
+            "axes": [a.to_json() for a in self.axes],
+            "parts": [p.to_json() for p in self.parts],
+            "table_crc32": self.table_crc32,
+        }
+
+    @staticmethod
+    def from_json(doc: dict[str, Any]) -> MemberEntry:
+        return MemberEntry(
+            str(doc["name"]),
+            None if doc["step"] is None else int(doc["step"]),
+            None if doc["group"] is None else str(doc["group"]),
+            int(doc["rows"]),
+            tuple(Axis.from_json(a) for a in doc["axes"]),
+            tuple(PartEntry.from_json(p) for p in doc["parts"]),
+            int(doc["table_crc32"]),
+        )
+
+
+@dataclass(frozen=True)
+class CopyManifest:
+    """What a reorganised copy holds and what it was built from."""
+
+    created_by: str
+    source: SourceRecord
+    part_rows: int
+    members: tuple[MemberEntry, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "created_by": self.created_by,
+            "source": self.source.to_json(),
+            "part_rows": self.part_rows,
+            "members": [m.to_json() for m in self.members],
+        }
+
+    @staticmethod
+    def from_json(text: str, where: str) -> CopyManifest:
+        """The manifest in ``text``; :class:`CorruptCopyError` naming
+        ``where`` when it is not one this version reads."""
+        try:
+            doc = json.loads(text)
+            if doc.get("format") != FORMAT:
+                raise CorruptCopyError(f"{where} is not a reorganised copy")
+            if doc.get("version") != VERSION:
+                raise CorruptCopyError(
+                    f"{where} is a reorganised copy of version {doc.get('version')}; this "
+                    f"Quarry reads version {VERSION}: build it again with quarry reorg"
+                )
+            return CopyManifest(
+                str(doc["created_by"]),
+                SourceRecord.from_json(doc["source"]),
+                int(doc["part_rows"]),
+                tuple(MemberEntry.from_json(m) for m in doc["members"]),
+            )
+        except CorruptCopyError:
+            raise
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+            raise CorruptCopyError(f"the manifest of {where} is damaged ({exc!r})") from None
+
+
+def find_copy(source: str, index: str | None = None) -> str:
+    """Where the reorganised copy of ``source`` is, or would be made: by the
+    index's rules (:mod:`quarry.index.locate`), ``<file name>.qmd`` beside
+    the file, in the directory ``index`` or in ``QUARRY_INDEX_PATH``; where
+    ``index`` names an index file, beside it (``.qidx`` becoming ``.qmd``).
+
+    Examples
+    --------
+    >>> find_copy("/nowhere/run.h5"), find_copy("/nowhere/run.h5", "/scratch/run.qidx")
+    ('/nowhere/run.h5.qmd', '/scratch/run.qmd')
+    """
+    if index is not None and not os.path.isdir(index):
+        return index.removesuffix(".qidx") + SUFFIX
+    return find_index(source, index, SUFFIX)
+
+
+def rows_dtype(rows: int) -> np.dtype[Any]:
+    """The dtype of a member's ``rows`` column: 32 bits while they suffice.
+
+    Examples
+    --------
+    >>> rows_dtype(2**32).str, rows_dtype(2**32 + 1).str
+    ('<u4', '<i8')
+    """
+    return np.dtype("<u4" if rows <= 2**32 else "<i8")
+
+
+def column_dtype(axis: Axis) -> np.dtype[Any]:
+    """The dtype a variable's values are kept in: its own, in native byte order."""
+    return np.dtype(axis.dtype).newbyteorder("=")
+
+
+def crc32(values: npt.NDArray[Any], start: int = 0) -> int:
+    """The CRC-32 of an array's bytes (continuing from ``start``), as an
+    index records a block's (:mod:`quarry.index.verify`).
+
+    Examples
+    --------
+    >>> import zlib
+    >>> crc32(np.arange(3.0)) == zlib.crc32(np.arange(3.0).tobytes())
+    True
+    """
+    return zlib.crc32(np.ascontiguousarray(values).data.cast("B"), start)
+
+
+def table_crc(bins: npt.NDArray[np.uint64], starts: npt.NDArray[np.int64]) -> int:
+    """The CRC-32 of a member's offset tables (their little-endian bytes)."""
+    return crc32(starts.astype("<i8"), crc32(bins.astype("<u8")))
+
+
+class CopyWriter:
+    """A copy being written: a locked temporary beside ``path`` whose
+    columns are allocated up front (see the module notes); workers call
+    :meth:`write` for their parts, then :meth:`publish` renames it into place.
+    Made by :meth:`create`; another process (an MPI rank) writing its own
+    parts into the same temporary uses one from :meth:`attach`.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        temporary: str,
+        offsets: dict[tuple[str, str], tuple[int | None, np.dtype[Any], int]],
+        fd: int,
+        owner: bool,
+    ) -> None:
+        self.path = path
+        self.temporary = temporary
+        #: (member, column) -> (file offset, dtype, rows); column ROWS for the rows.
+        self.offsets = offsets
+        self._fd = fd
+        self._owner = owner
+
+    @classmethod
+    def create(cls, path: str, members: list[tuple[str, int, list[Axis]]]) -> CopyWriter:
+        """Make the temporary, with every member's columns allocated."""
+        import h5py
+
+        directory = os.path.dirname(os.path.abspath(path))
+        name = "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(8))
+        temporary = os.path.join(directory, f".{os.path.basename(path)}.{name}.tmp")
+        # Locked before its first byte and until published: a later build's
+        # clean-up (quarry.index.layout.remove_debris) leaves it alone.
+        fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+        writer = cls(path, temporary, {}, fd, owner=True)
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            with h5py.File(temporary, "w", locking=False) as f:
+                for member, rows, axes in members:
+                    group = f.create_group(member)
+                    group.create_group("columns")
+                    for k, axis in enumerate(axes):
+                        writer._allocate(group, f"columns/{k}", column_dtype(axis), rows)
+                    writer._allocate(group, ROWS, rows_dtype(rows), rows)
+        except BaseException:
+            writer.abort()
+            raise
+        return writer
+
+    @classmethod
+    def attach(
+        cls,
+        path: str,
+        temporary: str,
+        offsets: dict[tuple[str, str], tuple[int | None, np.dtype[Any], int]],
+    ) -> CopyWriter:
+        """A writer of some parts of the temporary another process made."""
+        return cls(path, temporary, offsets, os.open(temporary, os.O_RDWR), owner=False)
+
+    def _allocate(self, group: Any, name: str, dtype: np.dtype[Any], rows: int) -> None:
+        import h5py
+
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+        dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+        space = h5py.h5s.create_simple((rows,))
+        dataset = h5py.h5d.create(
+            group.id, name.encode(), h5py.h5t.py_create(dtype), space, dcpl=dcpl
+        )
+        column = name.removeprefix("columns/")
+        self.offsets[(group.name.lstrip("/"), column)] = (dataset.get_offset(), dtype, rows)
+
+    def write(self, member: str, column: str, first: int, values: npt.NDArray[Any]) -> None:
+        """Put ``values`` at rows ``[first, first + len(values))`` of a column."""
+        offset, dtype, rows = self.offsets[(member, column)]
+        if not len(values):
+            return
+        assert offset is not None and first + len(values) <= rows
+        data = np.ascontiguousarray(values, dtype).data.cast("B")
+        at = offset + first * dtype.itemsize
+        while len(data):  # pwrite releases the GIL; a large write may come back short
+            done = os.pwrite(self._fd, data, at)
+            data, at = data[done:], at + done
+
+    def close(self) -> None:
+        """An attached writer's end: its writes made durable, its file closed."""
+        if self._fd >= 0:
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+
+    def publish(
+        self,
+        manifest: CopyManifest,
+        tables: dict[str, tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]],
+    ) -> None:
+        """Write the offset tables and the manifest, and rename the complete
+        file over ``path`` (durably)."""
+        import h5py
+
+        try:
+            with h5py.File(self.temporary, "r+", locking=False) as f:
+                for member, (bins, starts) in tables.items():
+                    f[member].create_dataset("table_bins", data=bins.astype("<u8"))
+                    f[member].create_dataset("table_starts", data=starts.astype("<i8"))
+                f.attrs[ATTRIBUTE] = json.dumps(manifest.to_json())
+            os.fsync(self._fd)
+            os.replace(self.temporary, self.path)
+            with contextlib.suppress(OSError):
+                dir_fd = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
+                try:
+                    os.fsync(dir_fd)
+                finally:
+                    os.close(dir_fd)
+        except BaseException:
+            self.abort()
+            raise
+        os.close(self._fd)
+        self._fd = -1
+
+    def abort(self) -> None:
+        """Remove the temporary (after a failure; an attached writer only closes it)."""
+        if self._owner:
+            with contextlib.suppress(OSError):
+                os.unlink(self.temporary)
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+@contextlib.contextmanager
+def writing(path: str, members: list[tuple[str, int, list[Axis]]]) -> Iterator[CopyWriter]:
+    """A :class:`CopyWriter` that is aborted (temporary removed) on any error."""
+    writer = CopyWriter.create(path, members)
+    try:
+        yield writer
+    except BaseException:
+        writer.abort()
+        raise
+
+
+@dataclass(frozen=True)
+class MemberLayout:
+    """Where one member's columns lie in the copy file, and its offset tables."""
+
+    entry: MemberEntry
+    columns: tuple[int | None, ...]  # file offsets of the variables' columns, then of ``rows``
+    bins: npt.NDArray[np.uint64]
+    starts: npt.NDArray[np.int64]
+
+
+def read_layout(path: str) -> tuple[CopyManifest, list[MemberLayout]]:
+    """The manifest of the copy at ``path`` and, per member, where its columns
+    lie and its offset tables, each checked: :class:`CorruptCopyError` names
+    what is damaged."""
+    import h5py
+
+    where = f"the reorganised copy {path}"
+    try:
+        f = h5py.File(path, "r", locking=False)
+    except OSError as exc:
+        if not os.path.exists(path):
+            raise
+        raise CorruptCopyError(f"{where} cannot be read as HDF5 ({exc})") from None
+    with f:
+        text = f.attrs.get(ATTRIBUTE)
+        if text is None:
+            raise CorruptCopyError(f"{where} has no manifest; build it again with quarry reorg")
+        manifest = CopyManifest.from_json(str(text), where)
+        layouts = [_member_layout(f, m, where) for m in manifest.members]
+    return manifest, layouts
+
+
+def _member_layout(f: Any, entry: MemberEntry, where: str) -> MemberLayout:
+    try:
+        group = f[entry.name]
+        offsets: list[int | None] = []
+        expected = [
+            *((f"columns/{k}", column_dtype(a)) for k, a in enumerate(entry.axes)),
+            (ROWS, rows_dtype(entry.rows)),
+        ]
+        for name, dtype in expected:
+            dataset = group[name]
+            if dataset.shape != (entry.rows,) or dataset.dtype != dtype:
+                raise CorruptCopyError(
+                    f"{where}: {entry.name}/{name} holds {dataset.shape} {dataset.dtype}, "
+                    f"not ({entry.rows},) {dtype}"
+                )
+            offset = dataset.id.get_offset()
+            if offset is None and entry.rows:
+                raise CorruptCopyError(f"{where}: {entry.name}/{name} has no data")
+            offsets.append(offset)
+        bins = np.asarray(group["table_bins"][()], np.uint64)
+        starts = np.asarray(group["table_starts"][()], np.int64)
+    except KeyError as exc:
+        raise CorruptCopyError(f"{where}: {entry.name} lacks {exc}") from None
+    if table_crc(bins, starts) != entry.table_crc32:
+        raise CorruptCopyError(f"{where}: the offset table of {entry.name} is damaged")
+    _check_tables(entry, bins, starts, where)
+    return MemberLayout(entry, tuple(offsets), bins, starts)
+
+
+def _check_tables(
+    entry: MemberEntry, bins: npt.NDArray[np.uint64], starts: npt.NDArray[np.int64], where: str
+) -> None:
+    """Every part's table must cover its rows, bins ascending: a table that
+    passed its CRC but disagrees with the manifest is refused too."""
+    total = mdbin_strides(list(entry.axes))[0] * entry.axes[0].slots if entry.axes else 1
+    expected_first = 0
+    for part in entry.parts:
+        first, count = part.table
+        own_bins, own_starts = bins[first : first + count], starts[first : first + count]
+        ok = (
+            part.first == expected_first
+            and len(own_bins) == count
+            and (count == 0) == (part.rows == 0)
+            and (count == 0 or (own_starts[0] == 0 and int(own_starts[-1]) < part.rows))
+            and bool(np.all(np.diff(own_starts) > 0))
+            and bool(np.all(own_bins[1:] > own_bins[:-1]))
+            and (count == 0 or int(own_bins[-1]) < total)
+        )
+        if not ok:
+            raise CorruptCopyError(f"{where}: the offset table of {entry.name} is inconsistent")
+        expected_first += part.rows
+    if expected_first != entry.rows:
+        raise CorruptCopyError(f"{where}: the parts of {entry.name} do not cover its rows")

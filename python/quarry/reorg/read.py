@@ -1,0 +1,430 @@
+"""Reading a reorganised copy: the runs a box query reads, and its exact answer.
+
+A *box* gives some of the copy's variables an :class:`~quarry.expr.plan.Interval`
+(in the variable's key domain, as the planner makes them). For each axis,
+each 1-D bin is *inside* the box (every value it can hold lies in the
+interval: both ends of :meth:`~quarry.reorg.binning.Axis.bounds` do, and the
+interval is convex), *outside* (none can) or a *boundary* bin; an axis the
+box does not name is inside everywhere, and a NaN bin is outside any
+interval (NaN compares unknown). An MDBin is inside when all its axes are,
+outside when any is, and a boundary bin otherwise. Consecutive inside bins
+of one part are one run of whole rows; consecutive boundary bins are one run
+whose rows are filtered by their values. Ids come from the copy's ``rows``
+column, so answers are the source's row numbers, in ascending order.
+
+Opening a copy checks it like an index (:mod:`quarry.index.fresh`): a source
+whose size or mtime moved is refused (:class:`~quarry.errors.StaleCopyError`);
+one whose stat cannot prove it unchanged (ctime or inode moved, times not
+safely older than the build's reading) is checked against the CRC-32 of each
+part of each variable, and refused if a part changed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from quarry.errors import ReorgError, StaleCopyError
+from quarry.formats.base import fingerprint
+from quarry.index.fresh import STAT_FIELDS, WRITE_FIELDS, read_checked, record_checked, same
+from quarry.index.fresh import trusted as trusted_stamp
+from quarry.reorg.binning import mdbin_strides
+from quarry.reorg.layout import (
+    ROWS,
+    CopyManifest,
+    MemberEntry,
+    MemberLayout,
+    column_dtype,
+    crc32,
+    find_copy,
+    read_layout,
+    rows_dtype,
+)
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from quarry.expr.plan import Interval
+
+#: Reads rows ``[start, stop)`` of a source variable, as a driver's ``read`` does.
+Reader = Callable[[str, int, int], Any]
+
+INSIDE, BOUNDARY, OUTSIDE = 2, 1, 0
+
+
+@dataclass(frozen=True)
+class Runs:
+    """What a box reads: ``whole`` runs (every row a hit) and ``boundary``
+    runs (rows to filter), each an ``(n, 3)`` array of ``(part, offset,
+    length)``, offset counted from the part's first row."""
+
+    whole: npt.NDArray[np.int64]
+    boundary: npt.NDArray[np.int64]
+
+    @property
+    def whole_rows(self) -> int:
+        return int(self.whole[:, 2].sum())
+
+    @property
+    def boundary_rows(self) -> int:
+        return int(self.boundary[:, 2].sum())
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The rows a box selects (source row numbers, ascending) and the values
+    of the variables asked for at those rows, in the same order."""
+
+    ids: npt.NDArray[np.int64]
+    values: dict[str, npt.NDArray[Any]]
+
+
+class MemberCopy:
+    """One reorganised table of a copy; see the module notes."""
+
+    def __init__(self, path: str, layout: MemberLayout) -> None:
+        self.path = path
+        self.entry: MemberEntry = layout.entry
+        self._layout = layout
+        self._firsts = np.array([p.first for p in self.entry.parts], np.int64)
+        # Per table entry: its part, and where its bin ends in the part.
+        counts = np.array([p.table[1] for p in self.entry.parts], np.int64)
+        self._part_of = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+        self._ends = np.empty_like(layout.starts)
+        self._ends[:-1] = layout.starts[1:]
+        lasts = np.cumsum(counts)[counts > 0] - 1
+        self._ends[lasts] = np.array([p.rows for p in self.entry.parts if p.table[1]], np.int64)
+        self._bins = layout.bins.astype(np.int64)
+        self._strides = mdbin_strides(list(self.entry.axes))
+
+    @property
+    def variables(self) -> list[str]:
+        """The reorganised variables (full paths), in MDBin order."""
+        return self.entry.variables
+
+    def column(self, name: str) -> npt.NDArray[Any]:
+        """The clustered values of variable ``name`` (or ``"rows"``, the
+        source row of each), memory-mapped."""
+        if name == ROWS:
+            k, dtype = len(self.entry.axes), rows_dtype(self.entry.rows)
+        else:
+            k = self._axis(name)
+            dtype = column_dtype(self.entry.axes[k])
+        offset = self._layout.columns[k]
+        if offset is None or not self.entry.rows:
+            return np.zeros(0, dtype)
+        return np.memmap(self.path, dtype, "r", offset, (self.entry.rows,))
+
+    def _axis(self, name: str) -> int:
+        for k, axis in enumerate(self.entry.axes):
+            if axis.path == name:
+                return k
+        raise ReorgError(
+            f"the reorganised copy {self.path} holds {', '.join(self.variables)}, not {name}"
+        )
+
+    def _states(self, box: Mapping[str, Interval]) -> list[npt.NDArray[np.int8]]:
+        """Per axis, whether each of its 1-D bins is inside, outside or on the box."""
+        for name in box:
+            self._axis(name)  # every named variable must be in the copy
+        states = []
+        for axis in self.entry.axes:
+            interval = box.get(axis.path)
+            if interval is None:
+                states.append(np.full(axis.slots, INSIDE, np.int8))
+                continue
+            if interval.kind != axis.kind:
+                raise ReorgError(
+                    f"{axis.path} is compared as {axis.kind}, not {interval.kind} as given"
+                )
+            low, high = axis.bounds()
+            if interval.empty:
+                state = np.full(axis.count, OUTSIDE, np.int8)
+            else:
+                inside = interval.mask(low) & interval.mask(high)
+                below = (high < interval.lo) | ((high == interval.lo) & (not interval.lo_incl))
+                above = (low > interval.hi) | ((low == interval.hi) & (not interval.hi_incl))
+                state = np.where(inside, INSIDE, np.where(below | above, OUTSIDE, BOUNDARY))
+            if axis.nan_bin:
+                state = np.append(state, OUTSIDE)
+            states.append(state.astype(np.int8))
+        return states
+
+    def runs(self, box: Mapping[str, Interval]) -> Runs:
+        """The runs of whole bins inside ``box`` and of boundary bins to filter.
+
+        Examples
+        --------
+        >>> import h5py, numpy as np, tempfile, os
+        >>> from quarry.formats.hdf5 import HDF5Driver
+        >>> from quarry.expr.plan import Interval
+        >>> from quarry.reorg.build import Binning, MemberPlan, reorganize
+        >>> file = os.path.join(tempfile.mkdtemp(), "r.h5")
+        >>> with h5py.File(file, "w") as f:
+        ...     f["x"] = np.arange(8.0)
+        >>> drv = HDF5Driver(file)
+        >>> plan = MemberPlan("m0", None, None, tuple(drv.variables()))
+        >>> _ = reorganize(drv, [plan], file + ".qmd", Binning.of(1, 2.0, None))
+        >>> member = open_copy(file).members[0]
+        >>> runs = member.runs({"/x": Interval("f64", 2.0, True, 5.5, False)})
+        >>> runs.whole.tolist(), runs.boundary.tolist()
+        ([[0, 2, 2]], [[0, 4, 2]])
+        >>> member.select({"/x": Interval("f64", 2.0, True, 5.5, False)}).ids.tolist()
+        [2, 3, 4, 5]
+        >>> drv.close()
+        """
+        states = self._states(box)
+        at = self._candidates(states)
+        state = np.full(len(at), INSIDE, np.int8)
+        bins = self._bins[at]
+        for axis, stride, axis_state in zip(self.entry.axes, self._strides, states, strict=True):
+            np.minimum(state, axis_state[(bins // stride) % axis.slots], out=state)
+        return Runs(self._merged(at[state == INSIDE]), self._merged(at[state == BOUNDARY]))
+
+    def _candidates(self, states: list[npt.NDArray[np.int8]]) -> npt.NDArray[np.int64]:
+        """The table entries whose bins are not outside on any axis, ascending.
+        The bins not outside form a product of ranges: each combination of
+        the leading axes' bins gives one range of MDBin numbers per run of the
+        last axis' bins, found in each part's sorted table by binary search.
+        Where the combinations outnumber the table, every entry is a candidate."""
+        keep = [np.flatnonzero(st != OUTSIDE) for st in states]
+        if any(not len(k) for k in keep):
+            return np.zeros(0, np.int64)
+        combinations = float(np.prod([len(k) for k in keep[:-1]], dtype=np.float64))
+        if combinations * 4 > len(self._bins):
+            return np.arange(len(self._bins), dtype=np.int64)
+        base = np.zeros(1, np.int64)
+        for kept, stride in zip(keep[:-1], self._strides[:-1], strict=True):
+            base = (base[:, None] + kept[None, :] * stride).ravel()
+        last = keep[-1]
+        breaks = np.flatnonzero(np.diff(last) != 1) + 1
+        run_lo = last[np.concatenate([[0], breaks])]
+        run_hi = last[np.concatenate([breaks - 1, [len(last) - 1]])] + 1
+        lows = (base[:, None] + run_lo[None, :]).ravel()
+        highs = (base[:, None] + run_hi[None, :]).ravel()
+        found = [np.zeros(0, np.int64)]
+        for part in self.entry.parts:
+            first, count = part.table
+            own = self._bins[first : first + count]
+            a = np.searchsorted(own, lows) + first
+            b = np.searchsorted(own, highs) + first
+            lengths = b - a
+            before = np.cumsum(lengths) - lengths
+            found.append(np.repeat(a - before, lengths) + np.arange(int(lengths.sum())))
+        return np.concatenate(found).astype(np.int64)
+
+    def _merged(self, at: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Runs of consecutive table entries ``at`` (ascending) of one part,
+        as ``(part, offset, length)`` rows."""
+        if not len(at):
+            return np.zeros((0, 3), np.int64)
+        part_of, starts, ends = self._part_of, self._layout.starts, self._ends
+        new = np.ones(len(at), bool)
+        new[1:] = (np.diff(at) != 1) | (part_of[at[1:]] != part_of[at[:-1]])
+        first = at[new]
+        last = at[np.append(new[1:], True)]
+        return np.stack([part_of[first], starts[first], ends[last] - starts[first]], axis=1)
+
+    def positions(self, runs: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The copy's rows that ``(part, offset, length)`` runs cover, in order."""
+        if not len(runs):
+            return np.zeros(0, np.int64)
+        begins = self._firsts[runs[:, 0]] + runs[:, 1]
+        lengths = runs[:, 2]
+        before = np.cumsum(lengths) - lengths
+        return np.repeat(begins - before, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
+
+    def select(self, box: Mapping[str, Interval], names: Sequence[str] = ()) -> Answer:
+        """The exact answer of ``box`` from the copy: the source rows where every
+        named variable lies in its interval, ascending, and the values of
+        ``names`` (variables of the copy) there."""
+        runs = self.runs(box)
+        candidates = self.positions(runs.boundary)
+        if len(candidates):
+            keep = np.ones(len(candidates), bool)
+            for name, interval in box.items():
+                keep &= interval.mask(np.asarray(self.column(name)[candidates]))
+            candidates = candidates[keep]
+        hits = np.concatenate([self.positions(runs.whole), candidates])
+        ids = np.asarray(self.column(ROWS)[hits], np.int64)
+        order = np.argsort(ids, kind="stable")
+        hits = hits[order]
+        values = {name: np.asarray(self.column(name)[hits]) for name in names}
+        return Answer(ids[order], values)
+
+
+class ReorgCopy:
+    """An open reorganised copy: its manifest and its members."""
+
+    def __init__(self, path: str, manifest: CopyManifest, layouts: list[MemberLayout]) -> None:
+        self.path = path
+        self.manifest = manifest
+        self.members = [MemberCopy(path, layout) for layout in layouts]
+
+    def member(self, group: str | None = None) -> MemberCopy:
+        """The member of step group ``group`` (None: of a file without steps)."""
+        for m in self.members:
+            if (m.entry.group or None) == (group.rstrip("/") if group else None):
+                return m
+        held = ", ".join(str(m.entry.group) for m in self.members)
+        raise ReorgError(f"the reorganised copy {self.path} has no member {group} (it has {held})")
+
+
+def open_copy(source: str, index: str | None = None, read: Reader | None = None) -> ReorgCopy:
+    """Open the reorganised copy of the data file ``source`` (found as
+    :func:`~quarry.reorg.layout.find_copy` says), refusing a stale or
+    damaged one. ``read`` reads the source where its stat cannot prove it
+    unchanged (default: the file opened by its format's driver)."""
+    path = find_copy(source, index)
+    try:
+        manifest, layouts = read_layout(path)
+    except FileNotFoundError:
+        raise ReorgError(
+            f"{source} has no reorganised copy at {path}; make one with: quarry reorg {source} "
+            "--vars ..."
+        ) from None
+    _check_fresh(source, path, manifest, read)
+    return ReorgCopy(path, manifest, layouts)
+
+
+def rebuild_command(source: str, manifest: CopyManifest) -> str:
+    names = ",".join(dict.fromkeys(a.path for m in manifest.members for a in m.axes))
+    return f"quarry reorg {source} --vars {names}"
+
+
+def fresh(source: str, path: str, manifest: CopyManifest) -> bool:
+    """Whether the copy is known fresh from the source's stat alone (or a
+    record of a CRC check at that stat), without reading the source."""
+    now = fingerprint(source)
+    recorded = manifest.source.stamp
+    if same(now, recorded, STAT_FIELDS) and trusted_stamp(recorded, manifest.source.read_ns):
+        return True
+    return {"copy"} <= read_checked(path, now)
+
+
+def _check_fresh(source: str, path: str, manifest: CopyManifest, read: Reader | None) -> None:
+    """Refuse a copy whose source was written; check the CRCs of one whose
+    stat cannot prove it unchanged (see the module notes)."""
+    if fresh(source, path, manifest):
+        return
+    now = fingerprint(source)
+    recorded = manifest.source.stamp
+    if not same(now, recorded, WRITE_FIELDS):
+        raise StaleCopyError(
+            f"{source} has changed since it was reorganised (size or modification time "
+            f"differs); build the copy again with: {rebuild_command(source, manifest)}"
+        )
+    read_ns = time.time_ns()  # the stat above is proof only if safely older than this
+    changed = changed_parts(source, manifest, read)
+    if changed:
+        raise StaleCopyError(
+            f"{source} has changed since it was reorganised ({'; '.join(changed)}); build the "
+            f"copy again with: {rebuild_command(source, manifest)}"
+        )
+    record_checked(path, now, read_ns, frozenset({"copy"}))
+
+
+def changed_parts(source: str, manifest: CopyManifest, read: Reader | None) -> list[str]:
+    """Each variable whose values differ from those reorganised, with the
+    parts that changed (their CRC-32 against the recorded ones)."""
+    close: Callable[[], None] | None = None
+    if read is None:
+        from quarry.formats import backend_for
+
+        driver = backend_for(source).open(source)
+        read, close = driver.read, driver.close
+    try:
+        changed = []
+        for member in manifest.members:
+            for k, axis in enumerate(member.axes):
+                bad = [
+                    i
+                    for i, part in enumerate(member.parts)
+                    if crc32(
+                        np.ascontiguousarray(read(axis.path, part.first, part.first + part.rows))
+                    )
+                    != part.source_crc32[k]
+                ]
+                if bad:
+                    changed.append(f"{axis.path} part(s) {', '.join(map(str, bad[:8]))} changed")
+        return changed
+    finally:
+        if close is not None:
+            close()
+
+
+def describe_copy(source: str, index: str | None = None) -> dict[str, Any] | None:
+    """What ``quarry info`` says of the reorganised copy of ``source``: where
+    it is, whether it is ``fresh`` (the stat proves it), ``stale`` (the file
+    was written since), ``to check`` (times moved but not size or mtime: its
+    CRCs are checked when it is opened) or ``damaged``, and per table its
+    variables and bins; None where there is none. Reads no data.
+
+    Examples
+    --------
+    >>> import quarry, h5py, numpy as np, tempfile, os
+    >>> file = os.path.join(tempfile.mkdtemp(), "d.h5")
+    >>> with h5py.File(file, "w") as f:
+    ...     f["x"] = np.arange(10.0)
+    >>> describe_copy(file) is None
+    True
+    >>> with quarry.open(file) as ds:
+    ...     _ = ds.reorganize(["x"], bin_size=5.0)
+    >>> info = describe_copy(file)
+    >>> info["tables"][0]["variables"], info["state"] in ("fresh", "to check")
+    ([{'path': '/x', 'bin_size': 5.0, 'bins': 2, 'nan_bin': False}], True)
+    """
+    import os
+
+    from quarry.errors import CorruptIndexError
+
+    path = find_copy(source, index)
+    if not os.path.exists(path):
+        return None
+    out: dict[str, Any] = {"path": path, "bytes": os.path.getsize(path)}
+    try:
+        manifest, _ = read_layout(path)
+    except (CorruptIndexError, OSError) as exc:
+        return {**out, "state": "damaged", "error": str(exc)}
+    if fresh(source, path, manifest):
+        state = "fresh"
+    elif same(fingerprint(source), manifest.source.stamp, WRITE_FIELDS):
+        state = "to check"
+    else:
+        state = "stale"
+    tables = [
+        {
+            "step": m.step,
+            "group": m.group,
+            "rows": m.rows,
+            "parts": len(m.parts),
+            "variables": [
+                {"path": a.path, "bin_size": a.size, "bins": a.count, "nan_bin": a.nan_bin}
+                for a in m.axes
+            ],
+        }
+        for m in manifest.members
+    ]
+    return {**out, "state": state, "tables": tables}
+
+
+def verify_copy(source: str, index: str | None = None) -> list[str]:
+    """Check every part of every column of the copy against the CRC-32s its
+    build recorded; returns what is damaged (empty: all intact)."""
+    path = find_copy(source, index)
+    _, layouts = read_layout(path)
+    damaged = []
+    for layout in layouts:
+        member = MemberCopy(path, layout)
+        names = [*member.variables, ROWS]
+        for k, name in enumerate(names):
+            column = member.column(name)
+            for i, part in enumerate(member.entry.parts):
+                values = np.ascontiguousarray(column[part.first : part.first + part.rows])
+                if crc32(values) != part.copy_crc32[k]:
+                    damaged.append(f"{member.entry.name}: {name} part {i}")
+    return damaged

@@ -1,0 +1,111 @@
+"""``quarry reorg`` from the shell: its output, where the copy goes, and its errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+
+from quarry.expr.plan import Interval
+from quarry.reorg import open_copy
+
+QUARRY = [sys.executable, "-m", "quarry.cli.main"]
+
+
+def run(*args: str, code: int = 0, env: dict[str, str] | None = None):
+    proc = subprocess.run([*QUARRY, *args], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == code, (proc.stdout, proc.stderr)
+    if code:
+        assert "Traceback" not in proc.stderr
+        assert proc.stderr.strip().splitlines()[-1].startswith("quarry"), proc.stderr
+    return proc
+
+
+@pytest.fixture
+def steps(tmp_path):
+    path = str(tmp_path / "run.h5")
+    rng = np.random.default_rng(5)
+    with h5py.File(path, "w") as f:
+        for step in range(3):
+            f[f"Step#{step}/energy"] = rng.exponential(0.4, 3000).astype("f4")
+            for v in "xyz":
+                f[f"Step#{step}/{v}"] = rng.uniform(0, 300, 3000).astype("f4")
+    return path
+
+
+def test_reorg_json_describes_every_step(steps):
+    out = json.loads(
+        run("reorg", steps, "--vars", "energy,x,y,z", "--bin-size", "0.1,10,10,10", "--json").stdout
+    )
+    assert out["copy"] == steps + ".qmd"
+    assert [t["step"] for t in out["tables"]] == [0, 1, 2]
+    assert out["rows"] == 9000
+    first = out["tables"][0]["variables"]
+    assert [v["path"] for v in first] == [f"/Step#0/{n}" for n in ("energy", "x", "y", "z")]
+    assert [v["bin_size"] for v in first] == [0.1, 10.0, 10.0, 10.0]
+    # Bins of a size sit on its multiples: 140 < x < 150 is one whole bin of x.
+    member = open_copy(steps).member("/Step#1")
+    box = {"/Step#1/x": Interval("f64", 140.0, True, 150.0, False)}
+    runs = member.runs(box)
+    assert runs.boundary_rows == 0
+    with h5py.File(steps) as f:
+        x = f["Step#1/x"][()]
+    assert member.select(box).ids.tolist() == np.flatnonzero((x >= 140) & (x < 150)).tolist()
+
+
+def test_reorg_text_and_path(steps):
+    out = run("reorg", steps, "--vars", "x,y", "--bins", "8", "--path", "Step#2").stdout
+    assert out.startswith(f"reorganised {steps}: 2 variable(s) in 1 table(s), 3000 rows in ")
+    assert open_copy(steps).members[0].variables == ["/Step#2/x", "/Step#2/y"]
+
+
+def test_reorg_into_an_index_directory(steps, tmp_path):
+    where = tmp_path / "copies"
+    where.mkdir()
+    out = json.loads(run("reorg", steps, "--vars", "x", "--index", str(where), "--json").stdout)
+    assert out["copy"] == str(where / "run.h5.qmd")
+    assert not os.path.exists(steps + ".qmd")
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--vars", "nope"], 1, "nope"),
+        (["--vars", "x,y", "--bin-size", "1,2,3"], 2, "--bin-size gives 3 values for 2"),
+        (["--vars", "x", "--bins", "4", "--bin-size", "1"], 2, "not allowed with"),
+        (["--vars", "x", "--bins", "four"], 2, "comma-separated int"),
+        (["--vars", "x", "--bin-size", "1e-30"], 1, "more than 16777216 bins"),
+    ],
+)
+def test_reorg_errors_are_one_line(steps, args, code, message):
+    """One line (argparse's own mistakes after its usage lines), no traceback."""
+    proc = run("reorg", steps, *args, code=code)
+    assert message in proc.stderr.strip().splitlines()[-1]
+
+
+def test_part_rows_cut_the_parts(steps):
+    """README: the rows are cut into parts of --part-rows."""
+    out = json.loads(
+        run("reorg", steps, "--vars", "x,y", "--part-rows", "1000", "--jobs", "2", "--json").stdout
+    )
+    assert [t["parts"] for t in out["tables"]] == [3, 3, 3]
+
+
+def test_info_lists_the_copy_and_whether_it_is_fresh(steps):
+    run("reorg", steps, "--vars", "x,y", "--bin-size", "10", "--path", "Step#0")
+    info = json.loads(run("info", steps, "--json").stdout)["reorganised"]
+    assert info["path"] == steps + ".qmd"
+    assert info["state"] in ("fresh", "to check")  # just written: maybe too recent to trust
+    assert info["tables"][0]["variables"] == [
+        {"path": "/Step#0/x", "bin_size": 10.0, "bins": 30, "nan_bin": False},
+        {"path": "/Step#0/y", "bin_size": 10.0, "bins": 30, "nan_bin": False},
+    ]
+    with h5py.File(steps, "r+") as f:
+        f["Step#0/x"][0] = 1.0
+    assert json.loads(run("info", steps, "--json").stdout)["reorganised"]["state"] == "stale"
+    assert "reorganised copy: " in run("info", steps).stdout

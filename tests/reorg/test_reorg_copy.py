@@ -1,0 +1,354 @@
+"""The reorganised copy as a user meets it: where it goes, what it holds,
+NaN rows, step groups, threads, and a source that changed or a copy that
+was damaged."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+import quarry
+from quarry.errors import CorruptCopyError, ReorgError, ShapeMismatchError, StaleCopyError
+from quarry.expr.plan import Interval
+from quarry.reorg import find_copy, open_copy
+from quarry.reorg.build import DEFAULT_BINS, DEFAULT_PART_ROWS
+from quarry.reorg.read import verify_copy
+
+
+def f64(lo: float, hi: float) -> Interval:
+    return Interval("f64", lo, True, hi, False)
+
+
+@pytest.fixture
+def particles(tmp_path):
+    path = str(tmp_path / "p.h5")
+    rng = np.random.default_rng(7)
+    with h5py.File(path, "w") as f:
+        for step in range(2):
+            f[f"Step#{step}/energy"] = rng.exponential(0.4 * (step + 1), 5000).astype("f4")
+            f[f"Step#{step}/x"] = rng.uniform(0, 100 * (step + 1), 5000)
+    return path
+
+
+def digest(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def test_each_step_is_reorganised_on_its_own_beside_the_file(particles):
+    """README: every step group is reorganised on its own; FILE.qmd beside the file;
+    16 equal bins per variable by default; parts of 4,194,304 rows."""
+    before = digest(particles)
+    with quarry.open(particles) as ds:
+        manifest = ds.reorganize(["energy", "x"])
+    assert digest(particles) == before
+    assert os.path.exists(particles + ".qmd")
+    assert [m.group for m in manifest.members] == ["/Step#0", "/Step#1"]
+    assert [m.step for m in manifest.members] == [0, 1]
+    assert DEFAULT_BINS == 16 and DEFAULT_PART_ROWS == 4_194_304
+    with h5py.File(particles) as f:
+        for member in manifest.members:
+            x = f[f"{member.group}/x"][()]
+            energy_axis, x_axis = member.axes
+            assert (x_axis.low, x_axis.high) == (x.min(), x.max())  # the step's own range
+            assert energy_axis.count == x_axis.count == 16
+            assert len(member.parts) == 1
+    leftovers = [n for n in os.listdir(os.path.dirname(particles)) if n.endswith(".tmp")]
+    assert leftovers == []
+
+
+def test_a_path_picks_one_step_and_bin_sizes_set_the_bins(particles):
+    with quarry.open(particles) as ds:
+        manifest = ds.reorganize(["energy", "x"], bin_size=[0.5, 10], path="Step#1")
+    (member,) = manifest.members
+    assert member.variables == ["/Step#1/energy", "/Step#1/x"]
+    x_axis = member.axes[1]
+    assert x_axis.size == 10.0 and x_axis.count == int((x_axis.high - x_axis.low) // 10) + 1
+
+
+def test_nan_rows_have_a_bin_of_their_own(tmp_path):
+    """README: NaN values go to a bin of their own after the variable's last;
+    a range on the variable never selects them; a box that leaves the
+    variable free keeps them."""
+    path = str(tmp_path / "n.h5")
+    e = np.array([0.5, np.nan, 1.5, np.nan, 2.5, 0.1], "f4")
+    x = np.array([1.0, 2.0, 3.0, 4.0, np.nan, 6.0])
+    with h5py.File(path, "w") as f:
+        f["e"], f["x"] = e, x
+    with quarry.open(path) as ds:
+        manifest = ds.reorganize(["e", "x"], bins=2)
+    e_axis, x_axis = manifest.members[0].axes
+    assert e_axis.nan_bin and x_axis.nan_bin and e_axis.slots == 3
+    member = open_copy(path).members[0]
+    rows = np.asarray(member.column("rows"))
+    # MDBin order: e's NaN bin (2) comes after its bins 0 and 1.
+    assert rows.tolist() == [0, 5, 2, 4, 1, 3]
+    assert member.select({"/e": f64(-np.inf, np.inf)}).ids.tolist() == [0, 2, 4, 5]
+    assert member.select({"/x": f64(0.0, 5.0)}).ids.tolist() == [0, 1, 2, 3]
+    both = member.select({"/e": f64(0.0, 2.0), "/x": f64(0.0, 10.0)}, ["/e", "/x"])
+    assert both.ids.tolist() == [0, 2, 5]
+    assert both.values["/x"].tolist() == [1.0, 3.0, 6.0]
+    assert member.select({}).ids.tolist() == list(range(6))
+
+
+def test_threads_and_parts_change_nothing_but_the_parts(tmp_path):
+    path = str(tmp_path / "t.h5")
+    rng = np.random.default_rng(1)
+    with h5py.File(path, "w") as f:
+        f["a"] = rng.normal(size=10_007)
+        f["b"] = rng.integers(-50, 50, 10_007).astype("i2")
+    answers = []
+    for jobs, part_rows in ((1, 10_007), (4, 1000), (2, 333)):
+        with quarry.open(path, jobs=jobs) as ds:
+            manifest = ds.reorganize(["a", "b"], bins=[8, 5], part_rows=part_rows)
+        assert [p.rows for p in manifest.members[0].parts][:-1] == [part_rows] * (
+            len(manifest.members[0].parts) - 1
+        )
+        member = open_copy(path).members[0]
+        box = {"/a": f64(-0.5, 1.2), "/b": Interval("i64", -10, True, 20, True)}
+        answers.append(member.select(box, ["/a", "/b"]))
+        runs = member.runs(box)
+        assert set(runs.whole[:, 0]) <= set(range(len(manifest.members[0].parts)))
+    with h5py.File(path) as f:
+        a, b = f["a"][()], f["b"][()]
+    expected = np.flatnonzero((a >= -0.5) & (a < 1.2) & (b >= -10) & (b <= 20))
+    for answer in answers:
+        np.testing.assert_array_equal(answer.ids, expected)
+        np.testing.assert_array_equal(answer.values["/b"], b[expected])
+
+
+def test_whole_bins_are_runs_and_only_boundary_bins_are_filtered(tmp_path):
+    path = str(tmp_path / "r.h5")
+    with h5py.File(path, "w") as f:
+        f["x"] = np.arange(1000.0)
+        f["y"] = np.arange(1000.0)[::-1].copy()
+    with quarry.open(path) as ds:
+        ds.reorganize(["x", "y"], bin_size=[100, 100])
+    member = open_copy(path).members[0]
+    runs = member.runs({"/x": f64(200.0, 450.0)})
+    assert runs.whole_rows == 200 and runs.boundary_rows == 100
+    assert member.runs({"/x": f64(200.0, 400.0)}).boundary_rows == 0
+    assert member.runs({"/x": Interval("f64", 5.0, True, 1.0, True, empty=True)}).whole.size == 0
+
+
+def test_bad_requests_are_clear(particles, tmp_path):
+    with quarry.open(particles) as ds:
+        with pytest.raises(ReorgError, match="bin sizes or a number of bins, not both"):
+            ds.reorganize(["energy"], bin_size=1.0, bins=4, path="Step#0")
+        with pytest.raises(ReorgError, match="more than 16777216 bins"):
+            ds.reorganize(["x"], bin_size=1e-9, path="Step#0")
+    other = str(tmp_path / "s.h5")
+    with h5py.File(other, "w") as f:
+        f["a"], f["b"] = np.zeros(3), np.zeros(4)
+    with quarry.open(other) as ds, pytest.raises(ShapeMismatchError, match="one shape"):
+        ds.reorganize(["a", "b"])
+    with pytest.raises(ReorgError, match="no reorganised copy"):
+        open_copy(other)
+
+
+def test_a_copy_goes_where_the_index_would(particles, tmp_path, monkeypatch):
+    """README: --index DIR and QUARRY_INDEX_PATH place the copy as they place the index."""
+    elsewhere = tmp_path / "copies"
+    elsewhere.mkdir()
+    with quarry.open(particles, index=str(elsewhere)) as ds:
+        ds.reorganize(["x"], path="Step#0")
+    assert os.path.exists(elsewhere / "p.h5.qmd")
+    assert not os.path.exists(particles + ".qmd")
+    assert open_copy(particles, str(elsewhere)).members[0].variables == ["/Step#0/x"]
+    monkeypatch.setenv("QUARRY_INDEX_PATH", str(elsewhere))
+    assert find_copy(particles) == str(elsewhere / "p.h5.qmd")
+
+
+def test_a_changed_source_is_refused(particles):
+    with quarry.open(particles) as ds:
+        ds.reorganize(["x"], path="Step#0")
+    with h5py.File(particles, "r+") as f:
+        f["Step#0/x"][3] = -1.0
+    with pytest.raises(StaleCopyError, match=r"quarry reorg .* --vars /Step#0/x"):
+        open_copy(particles)
+
+
+def test_a_change_hidden_from_the_stat_is_found_by_the_crcs(particles):
+    with quarry.open(particles) as ds:
+        ds.reorganize(["x"], path="Step#0")
+    st = os.stat(particles)
+    with h5py.File(particles, "r+") as f:
+        f["Step#0/x"][3] = -1.0
+    os.utime(particles, ns=(st.st_atime_ns, st.st_mtime_ns))  # mtime put back; ctime moved
+    with pytest.raises(StaleCopyError, match="part"):
+        open_copy(particles)
+
+
+def test_a_touched_source_is_checked_and_kept(particles):
+    with quarry.open(particles) as ds:
+        ds.reorganize(["x"], path="Step#0")
+    st = os.stat(particles)
+    os.utime(particles, ns=(st.st_atime_ns, st.st_mtime_ns))  # only ctime moves
+    assert open_copy(particles).members[0].variables == ["/Step#0/x"]
+
+
+def test_a_damaged_copy_is_refused(particles):
+    with quarry.open(particles) as ds:
+        ds.reorganize(["energy", "x"], path="Step#0")
+    copy = particles + ".qmd"
+    with h5py.File(copy, "r+") as f:
+        starts = f["m0/table_starts"]
+        starts[1] = starts[1] + 1
+    with pytest.raises(CorruptCopyError, match="offset table"):
+        open_copy(particles)
+    with h5py.File(copy, "r+") as f:
+        del f.attrs["quarry_reorg"]
+    with pytest.raises(CorruptCopyError, match="no manifest"):
+        open_copy(particles)
+    with open(copy, "wb") as f:
+        f.write(b"not a copy")
+    with pytest.raises(CorruptCopyError, match="cannot be read"):
+        open_copy(particles)
+
+
+def test_verify_finds_damaged_values(particles):
+    with quarry.open(particles) as ds:
+        ds.reorganize(["energy", "x"], path="Step#0")
+    assert verify_copy(particles) == []
+    with h5py.File(particles + ".qmd", "r+") as f:
+        f["m0/columns/1"][10] = 12345.0
+    assert verify_copy(particles) == ["m0: /Step#0/x part 0"]
+
+
+def test_a_failed_build_leaves_the_old_copy(particles, monkeypatch):
+    with quarry.open(particles) as ds:
+        ds.reorganize(["x"], path="Step#0")
+    before = digest(particles + ".qmd")
+
+    def broken(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("quarry.reorg.layout.CopyWriter.write", broken)
+    with quarry.open(particles) as ds, pytest.raises(OSError, match="No space"):
+        ds.reorganize(["energy", "x"], path="Step#0")
+    assert digest(particles + ".qmd") == before
+    assert [n for n in os.listdir(os.path.dirname(particles)) if n.endswith(".tmp")] == []
+
+
+def test_integer_variables_get_whole_widths(tmp_path):
+    """README: integer variables get whole widths (edges on multiples of them)."""
+    path = str(tmp_path / "i.h5")
+    with h5py.File(path, "w") as f:
+        f["n"] = np.arange(-7, 20, dtype="i2")
+    with quarry.open(path) as ds:
+        manifest = ds.reorganize(["n"], bin_size=2.5)
+    (axis,) = manifest.members[0].axes
+    assert (axis.size, axis.origin, axis.count) == (3, -9, 10)
+    member = open_copy(path).members[0]
+    box = {"/n": Interval("i64", -3, True, 5, True)}
+    assert member.runs(box).boundary_rows == 0
+    assert member.select(box).ids.tolist() == list(range(4, 13))
+
+
+def test_info_states_of_a_copy(particles):
+    """README: quarry info's state of a copy: to check, stale, damaged."""
+    from quarry.reorg.read import describe_copy
+
+    with quarry.open(particles) as ds:
+        ds.reorganize(["x"], path="Step#0")
+    st = os.stat(particles)
+    os.utime(particles, ns=(st.st_atime_ns, st.st_mtime_ns))  # ctime moves: CRCs to check
+    assert describe_copy(particles)["state"] == "to check"
+    open_copy(particles)  # checks the CRCs and records the file as checked
+    assert describe_copy(particles)["state"] in ("fresh", "to check")
+    with open(particles + ".qmd", "r+b") as f:
+        f.write(b"garbage!")
+    assert describe_copy(particles)["state"] == "damaged"
+    with h5py.File(particles, "r+") as f:
+        f["Step#1/x"][0] = 1.0
+    os.unlink(particles + ".qmd")
+    with quarry.open(particles) as ds:
+        ds.reorganize(["x"], path="Step#0")
+    with h5py.File(particles, "r+") as f:
+        f.attrs["note"] = "a new attribute"
+    assert describe_copy(particles)["state"] == "stale"
+
+
+@pytest.mark.parametrize(("bins", "key"), [([300, 300], "uint32"), ([3000, 3000, 600], "int64")])
+def test_wide_mdbin_numbers_sort_the_same(tmp_path, bins, key):
+    """MDBin numbers past 16 bits (two radix passes) and past 32 (a plain
+    stable sort) cluster rows as NumPy's stable argsort does."""
+    path = str(tmp_path / "w.h5")
+    rng = np.random.default_rng(4)
+    names = "abc"[: len(bins)]
+    with h5py.File(path, "w") as f:
+        for n in names:
+            f[n] = rng.normal(size=5003)
+    with quarry.open(path) as ds:
+        manifest = ds.reorganize(list(names), bins=bins, part_rows=2000)
+    (member,) = manifest.members
+    total = np.prod([a.slots for a in member.axes])
+    assert (total > 2**32) == (key == "int64") and total > 2**16
+    copy = open_copy(path).members[0]
+    with h5py.File(path) as f:
+        columns = [f[n][()] for n in names]
+    for part in member.parts:
+        rows = slice(part.first, part.first + part.rows)
+        number = np.zeros(part.rows, np.int64)
+        for axis, values in zip(member.axes, columns, strict=True):
+            number = number * axis.slots + axis.assign(values[rows])
+        expected = np.argsort(number, kind="stable") + part.first
+        np.testing.assert_array_equal(np.asarray(copy.column("rows"))[rows], expected)
+    box = {"/a": f64(-0.5, 0.7), "/b": f64(0.0, np.inf)}
+    a, b = columns[0], columns[1]
+    hits = np.flatnonzero((a >= -0.5) & (a < 0.7) & (b >= 0))
+    np.testing.assert_array_equal(copy.select(box).ids, hits)
+
+
+def test_narrow_boxes_find_their_bins_by_binary_search(tmp_path):
+    """A box covering few bins finds them by binary search in each part's
+    table (a wide one classifies every entry, as in the small tables of
+    test_reorg_differential), and answers as NumPy does."""
+    path = str(tmp_path / "n.h5")
+    rng = np.random.default_rng(9)
+    columns = {"a": rng.normal(size=30_011), "b": rng.uniform(-5, 5, 30_011)}
+    columns["c"] = rng.integers(-40, 40, 30_011).astype("i8")
+    with h5py.File(path, "w") as f:
+        for name, values in columns.items():
+            f[name] = values
+    with quarry.open(path) as ds:
+        ds.reorganize(list(columns), bins=[20, 20, 16], part_rows=7000)
+    member = open_copy(path).members[0]
+    searched = 0
+    for _ in range(40):
+        lo_a, lo_b = rng.uniform(-3, 3), rng.uniform(-6, 6)
+        lo_c = int(rng.integers(-45, 45))
+        box = {
+            "/a": f64(lo_a, lo_a + rng.choice([0.05, 0.5, 5.0])),
+            "/b": f64(lo_b, lo_b + rng.choice([0.1, 1.0, 20.0])),
+            "/c": Interval("i64", lo_c, True, lo_c + int(rng.integers(0, 30)), True),
+        }
+        a, b, c = columns["a"], columns["b"], columns["c"]
+        expected = np.flatnonzero(
+            (a >= box["/a"].lo)
+            & (a < box["/a"].hi)
+            & (b >= box["/b"].lo)
+            & (b < box["/b"].hi)
+            & (c >= box["/c"].lo)
+            & (c <= box["/c"].hi)
+        )
+        np.testing.assert_array_equal(member.select(box).ids, expected)
+        states = member._states(box)
+        kept = [int((s != 0).sum()) for s in states]
+        searched += kept[0] * kept[1] * 4 <= len(member._bins)
+    assert searched == 40
+
+
+def test_a_later_build_removes_what_a_killed_one_left(particles):
+    """A killed build leaves its temporary; the next build of the copy removes
+    it (its lock is free), as a later index build does."""
+    left = os.path.join(os.path.dirname(particles), ".p.h5.qmd.k3x9a0qz.tmp")
+    with open(left, "wb") as f:
+        f.write(b"\x89HDF\r\n\x1a\n")
+    with quarry.open(particles) as ds:
+        ds.reorganize(["x"], path="Step#0")
+    assert not os.path.exists(left)

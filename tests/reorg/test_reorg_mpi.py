@@ -1,0 +1,74 @@
+"""``mpiexec -n N quarry reorg`` writes the copy a serial build writes: the
+same parts, values, rows and offset tables, whatever the number of ranks."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+import pytest
+
+pytest.importorskip("mpi4py")
+MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
+pytestmark = pytest.mark.skipif(
+    MPIEXEC is None, reason="no mpiexec (pip install 'quarry-index[mpi]')"
+)
+
+
+def mpirun(n: int, *argv: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
+    # HWLOC_XMLFILE names no file, so MPICH's launcher leaves nothing in /tmp
+    # (see tests/parallel/test_mpi.py).
+    missing = os.path.join(tempfile.gettempdir(), "no-hwloc-topology-file.xml")
+    done = subprocess.run(
+        [MPIEXEC, "-n", str(n), sys.executable, "-m", "quarry.cli.main", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HWLOC_XMLFILE": missing},
+    )
+    assert done.returncode == expect, done.stdout + done.stderr
+    return done
+
+
+def contents(copy: str) -> dict[str, np.ndarray]:
+    with h5py.File(copy) as f:
+        out: dict[str, np.ndarray] = {}
+        f.visititems(
+            lambda name, obj: out.update({name: obj[()]}) if hasattr(obj, "dtype") else None
+        )
+        return out
+
+
+def test_ranks_write_the_serial_copy(tmp_path):
+    path = str(tmp_path / "run.h5")
+    rng = np.random.default_rng(11)
+    with h5py.File(path, "w") as f:
+        for step in range(2):
+            energy = rng.exponential(0.4, 10_007)
+            energy[rng.random(10_007) < 0.05] = np.nan
+            f[f"Step#{step}/energy"] = energy
+            f[f"Step#{step}/x"] = rng.integers(-100, 300, 10_007).astype("i4")
+    args = ["reorg", path, "--vars", "energy,x", "--bin-size", "0.1,25", "--part-rows", "1000"]
+    subprocess.run([sys.executable, "-m", "quarry.cli.main", *args], check=True)
+    serial = contents(path + ".qmd")
+    for ranks in (2, 3):
+        out = mpirun(ranks, *args)
+        assert out.stdout.count("reorganised") == 1  # rank 0 speaks
+        parallel = contents(path + ".qmd")
+        assert serial.keys() == parallel.keys()
+        for name, values in serial.items():
+            np.testing.assert_array_equal(parallel[name], values, err_msg=name)
+    assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")] == []
+
+
+def test_a_mistake_is_reported_once(tmp_path):
+    path = str(tmp_path / "run.h5")
+    with h5py.File(path, "w") as f:
+        f["x"] = np.arange(10.0)
+    done = mpirun(2, "reorg", path, "--vars", "nope", expect=1)
+    assert done.stderr.count("nope") == 1, done.stderr
