@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from quarry.query.ranges import Shapes
     from quarry.query.selection import Runner
     from quarry.query.series import SeriesSelection
+    from quarry.reorg.read import ReorgCopy
     from quarry.series import Series
 
 if TYPE_CHECKING:
@@ -131,6 +132,7 @@ class Dataset:
         self._planner: Planner | None = None
         # This file's step groups as a series, per context path: found once.
         self._steps: dict[str | None, Series] = {}
+        self._copy: ReorgCopy | None = None
 
     def _open_file(self) -> tuple[Driver, str]:
         """The file's driver and its format. Where a fresh index recorded the
@@ -482,8 +484,25 @@ class Dataset:
         what :meth:`query` and each member of a series run."""
         store = self._open_store()
         planned = self._planning(store).plan(query, path)
-        executor = Executor(self.driver, store, planned.table, self._factor)
+        executor = Executor(
+            self.driver, store, planned.table, self._factor, copies=self._reorganised
+        )
         return Selection(self, query, executor, planned, path=path)
+
+    def _reorganised(self) -> ReorgCopy | None:
+        """The file's reorganised copy (:mod:`quarry.reorg`), opened and
+        checked once, when a query could read it; None where it has none. A
+        stale or damaged copy is refused as a stale index is."""
+        if self._copy is None:
+            from quarry.reorg.layout import find_copy
+
+            given = self.index_path if self._index_given else None
+            if not os.path.exists(find_copy(self.path, given)):
+                return None
+            from quarry.reorg.read import open_copy
+
+            self._copy = open_copy(self.path, given, self._file_driver.read)
+        return self._copy
 
     def _over_steps(self, path: str | None, exc: AmbiguousNameError) -> Series:
         """This file's step groups (those ``path`` names, if given) as a series
@@ -558,7 +577,9 @@ class Dataset:
         store = self._open_store()
         return count_table(
             self._planning(store),
-            lambda table: Executor(self.driver, store, table, self._factor),
+            lambda table: Executor(
+                self.driver, store, table, self._factor, copies=self._reorganised
+            ),
             shapes,
             path,
             fail,

@@ -44,6 +44,8 @@ from quarry.query.stats import Access, CountingDriver, Estimate, QueryStats, Wor
 if TYPE_CHECKING:
     import numpy.typing as npt
 
+    from quarry.reorg.read import ReorgCopy
+
 Pair = tuple[_core.RowSet, _core.RowSet]
 
 
@@ -147,8 +149,12 @@ class Executor:
         *,
         blocks: tuple[int, int] | None = None,
         shared: _Shared | None = None,
+        copies: Callable[[], ReorgCopy | None] | None = None,
     ) -> None:
         self.driver = driver
+        self._copies = copies
+        """The file's reorganised copy (see :mod:`quarry.reorg`), opened when
+        a plan could read it; None or giving None: there is none."""
         self.store = store
         self.table = table
         self.factor = factor
@@ -312,12 +318,18 @@ class Executor:
     # -- entry points ----------------------------------------------------
     def rows(self, plan: PlanNode) -> _core.RowSet:
         """Rows where the plan is true."""
+        through = self._through_copy(plan, rows=True)
+        if isinstance(through, _core.RowSet):
+            return through
         return self.eval(plan, self.part, want_unknown=False)[0]
 
     def count(self, plan: PlanNode) -> int:
         """Number of rows where the plan is true; a single indexed range is
         counted from per-bin counts plus its checked candidates, or in one
         pass over the column where that is cheaper (:meth:`estimate`)."""
+        through = self._through_copy(plan, rows=False)
+        if isinstance(through, int):
+            return through
         if isinstance(plan, RangeLeaf) and not plan.interval.empty:
             if self._cheaper(plan, self.part) == "index":
                 return self._count_by_index(plan)
@@ -352,6 +364,53 @@ class Executor:
         condition = leaf.interval.text(leaf.var.key)
         self._work.access[condition] = Access(condition, path, estimate)
         return path
+
+    def _through_copy(self, plan: PlanNode, rows: bool) -> int | _core.RowSet | None:
+        """The count (or with ``rows`` the rows) of a box, ranges of several
+        variables under one AND, from a reorganised copy holding them all,
+        where its cost (its boundary bins' rows checked, and with ``rows``
+        its whole bins' row numbers read) is below the index's and a scan's;
+        None where no copy serves or it would cost more."""
+        if self._copies is None or self.blocks is not None:
+            return None
+        leaves = [plan] if isinstance(plan, RangeLeaf) else []
+        if isinstance(plan, AndNode) and all(isinstance(x, RangeLeaf) for x in plan.items):
+            leaves = [x for x in plan.items if isinstance(x, RangeLeaf)]
+        if not leaves or any(
+            x.var.subarray is not None or self.table.axis_of(x.var) is not None for x in leaves
+        ):
+            return None
+        box = {leaf.var.path: leaf.interval for leaf in leaves}
+        copy = self._copies() if len(box) == len(leaves) else None
+        member = None
+        if copy is not None:
+            member = next(
+                (
+                    m
+                    for m in copy.members
+                    if set(box) <= set(m.variables) and m.entry.rows == self.table.n_rows
+                ),
+                None,
+            )
+        if member is None:
+            return None
+        runs = member.runs(box)
+        n_rows = self.table.n_rows
+        index = 0
+        for leaf in leaves:
+            one = self.estimate(leaf.var, _single(leaf.interval))
+            index += min(one.index, one.scan) if one is not None else SCAN_COST + n_rows
+        scan = len(leaves) * (SCAN_COST + n_rows)
+        mdbin = LOOKUP_COST + runs.boundary_rows * len(box) + (runs.whole_rows if rows else 0)
+        estimate = Estimate(runs.boundary_rows, index, scan, mdbin)
+        if estimate.choice != "mdbin":
+            return None
+        condition = " && ".join(iv.text(path) for path, iv in box.items())
+        self._work.access[condition] = Access(condition, "mdbin", estimate)
+        self._work.rows_checked += runs.boundary_rows
+        if not rows:
+            return member.count(box, runs)
+        return self._from_ids(member.select(box, runs=runs).ids)
 
     def access(self) -> list[Access]:
         """How each condition evaluated so far was answered, and why."""

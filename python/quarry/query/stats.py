@@ -68,13 +68,19 @@ class Estimate:
 
     candidates: int | None
     """Rows in the index's boundary bins, to be checked against values (None:
-    not counted, the lookups alone costing more than the scan)."""
+    not counted, the lookups alone costing more than the scan); for a
+    reorganised copy, the rows of its boundary bins."""
     index: int
     scan: int
+    mdbin: int | None = None
+    """The cost through a reorganised copy, where one holds the variables."""
 
     @property
     def choice(self) -> str:
-        return "index" if self.index <= self.scan else "scan"
+        costs = {"index": self.index, "scan": self.scan}
+        if self.mdbin is not None:
+            costs["mdbin"] = self.mdbin
+        return min(costs, key=lambda path: costs[path])
 
 
 @dataclass(frozen=True)
@@ -94,13 +100,20 @@ class Access:
             out["candidates"] = self.estimate.candidates
             out["index_cost"] = self.estimate.index
             out["scan_cost"] = self.estimate.scan
+            if self.estimate.mdbin is not None:
+                out["mdbin_cost"] = self.estimate.mdbin
         return out
 
     def __str__(self) -> str:
         """One line for ``--explain``."""
         why = ""
         e = self.estimate
-        if e is not None:
+        if e is not None and e.mdbin is not None:
+            why = (
+                f" (mdbin: {e.candidates:,} boundary rows, cost {e.mdbin:,}; "
+                f"index: cost {e.index:,}; scan: cost {e.scan:,})"
+            )
+        elif e is not None:
             checks = f"{e.candidates:,} candidate rows" if e.candidates is not None else "lookups"
             why = f" (index: {checks}, cost {e.index:,}; scan: cost {e.scan:,})"
         return f"{self.condition}: {self.path}{why}"

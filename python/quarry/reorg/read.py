@@ -238,17 +238,32 @@ class MemberCopy:
         before = np.cumsum(lengths) - lengths
         return np.repeat(begins - before, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
 
-    def select(self, box: Mapping[str, Interval], names: Sequence[str] = ()) -> Answer:
-        """The exact answer of ``box`` from the copy: the source rows where every
-        named variable lies in its interval, ascending, and the values of
-        ``names`` (variables of the copy) there."""
-        runs = self.runs(box)
-        candidates = self.positions(runs.boundary)
+    def _passing(
+        self, box: Mapping[str, Interval], runs: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.int64]:
+        """The copy's rows of boundary ``runs`` whose values lie in the box."""
+        candidates = self.positions(runs)
         if len(candidates):
             keep = np.ones(len(candidates), bool)
             for name, interval in box.items():
                 keep &= interval.mask(np.asarray(self.column(name)[candidates]))
             candidates = candidates[keep]
+        return candidates
+
+    def count(self, box: Mapping[str, Interval], runs: Runs | None = None) -> int:
+        """How many rows lie in ``box``: every row of its whole runs, and the
+        boundary runs' rows that pass (``runs``: :meth:`runs` of the box)."""
+        runs = runs if runs is not None else self.runs(box)
+        return runs.whole_rows + len(self._passing(box, runs.boundary))
+
+    def select(
+        self, box: Mapping[str, Interval], names: Sequence[str] = (), runs: Runs | None = None
+    ) -> Answer:
+        """The exact answer of ``box`` from the copy: the source rows where every
+        named variable lies in its interval, ascending, and the values of
+        ``names`` (variables of the copy) there."""
+        runs = runs if runs is not None else self.runs(box)
+        candidates = self._passing(box, runs.boundary)
         hits = np.concatenate([self.positions(runs.whole), candidates])
         ids = np.asarray(self.column(ROWS)[hits], np.int64)
         order = np.argsort(ids, kind="stable")
