@@ -19,18 +19,16 @@ from quarry.expr.names import resolve
 from quarry.expr.parser import parse_variable
 from quarry.formats import BACKENDS, backend_for
 from quarry.formats.base import Driver, VariableInfo
-from quarry.formats.listing import ListedDriver, Listing
-from quarry.index import BuildOptions, IndexStore
-from quarry.index.derived import Derivation, DerivedDriver, expand, previous_derivations
-from quarry.index.layout import decode_edges
-from quarry.index.locate import find_index, place_new_index, rebuild_command
-from quarry.index.stats import column_stats
+from quarry.formats.listing import ListedDriver
+from quarry.index import IndexStore
+from quarry.index.locate import find_index, rebuild_command
 from quarry.pool import on_own_threads
 from quarry.query import Executor, Selection, Table
-from quarry.query.histogram import Histogram, Part, combine
 from quarry.query.planner import Planner
 
 if TYPE_CHECKING:
+    from quarry.index.derived import Derivation
+    from quarry.query.histogram import Histogram, Part
     from quarry.query.selection import Runner
     from quarry.query.series import SeriesSelection
     from quarry.series import Series
@@ -252,6 +250,8 @@ class Dataset:
     def _with_derived(self, derivations: list[Derivation]) -> Driver:
         if not derivations:
             return self._file_driver
+        from quarry.index.derived import DerivedDriver, expand
+
         return DerivedDriver(self._file_driver, expand(derivations, self._file_driver.variables()))
 
     def index_variables(
@@ -263,6 +263,8 @@ class Dataset:
     def _build_plan(
         self, names: list[str] | None, derive: list[str] | None
     ) -> tuple[list[VariableInfo], Driver, list[Derivation]]:
+        from quarry.index.derived import Derivation, DerivedDriver, previous_derivations
+
         if derive is not None:
             derivations = [Derivation.parse(text) for text in derive]
         else:  # a rebuild keeps the derived variables the old index defined
@@ -339,6 +341,10 @@ class Dataset:
         ...     ds.query("r > 4").ids().tolist(), ds.variable("r").path
         ([0, 2], '/r')
         """
+        from quarry.formats.listing import Listing
+        from quarry.index import BuildOptions
+        from quarry.index.locate import place_new_index
+
         chosen, driver, derivations = self._build_plan(variables, derive)
         listing = Listing.of(self._backend, self._file_driver)
         self.index_path = place_new_index(self.path, self.index_path, self._index_given)
@@ -483,6 +489,8 @@ class Dataset:
         >>> h.counts.tolist(), h.path
         ([1, 2, 1], 'index')
         """
+        from quarry.query.histogram import combine
+
         if where is not None:
             return self.query(where, path).histogram(names, bins, range, weights)
         try:
@@ -497,6 +505,8 @@ class Dataset:
         """What a histogram of every row of ``names`` (weighted by ``weights``)
         reads in this file, names resolving under ``path``; see
         :func:`quarry.query.histogram.combine`."""
+        from quarry.query.histogram import Part
+
         variables = [self.variable(n, path) for n in ([names] if isinstance(names, str) else names)]
         weight = self.variable(weights, path) if weights is not None else None
         store = self._open_store()
@@ -521,6 +531,9 @@ class Dataset:
     # -- description -----------------------------------------------------
     def info(self) -> dict[str, Any]:
         """Variables, shapes, dtypes, and what is indexed (JSON-ready)."""
+        from quarry.index.layout import decode_edges
+        from quarry.index.stats import column_stats
+
         indexed: Mapping[str, Any] = {}
         index_state: dict[str, Any] = {"path": self.index_path, "exists": self.has_index}
         if self.has_index:

@@ -17,8 +17,6 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from quarry.errors import QuerySyntaxError
 from quarry.expr.ast import (
     And,
@@ -34,10 +32,11 @@ from quarry.expr.ast import (
     Var,
     is_aggregate,
 )
-from quarry.expr.keys import INTEGER_RANGES, KEY_DTYPES, key_kind
+from quarry.expr.keys import INTEGER_RANGES, key_kind
 from quarry.formats.base import VariableInfo
 
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
 
 Number = int | float
@@ -58,6 +57,10 @@ class Interval:
 
     def mask(self, values: npt.NDArray[np.generic]) -> npt.NDArray[np.bool_]:
         """Exact membership of stored values (missing values are not members)."""
+        import numpy as np
+
+        from quarry.expr.keys import KEY_DTYPES
+
         keys = values.astype(KEY_DTYPES[self.kind], copy=False)
         if self.empty:
             return np.zeros(keys.shape, dtype=bool)
@@ -221,9 +224,11 @@ def fold(node: Arith) -> Arith:
         case Call(func=func, args=args):
             folded = tuple(fold(a) for a in args)
             if all(isinstance(a, Num) for a in folded):
+                import numpy as np
+
                 vals = [as_float(a.value) for a in folded if isinstance(a, Num)]
                 with np.errstate(all="ignore"):
-                    return Num(float(FUNCS[func](*vals)), node.pos)
+                    return Num(float(_ufunc(FUNCS[func])(*vals)), node.pos)
             return Call(func, folded, node.pos)
     return node
 
@@ -247,8 +252,10 @@ def _apply(op: str, a: Number, b: Number) -> Number:
         exact = _exact_int(op, a, b)
         if exact is not None:
             return exact
+    import numpy as np
+
     with np.errstate(all="ignore"):
-        return float(ARITH[op](np.float64(as_float(a)), np.float64(as_float(b))))
+        return float(_ufunc(ARITH[op])(np.float64(as_float(a)), np.float64(as_float(b))))
 
 
 def _exact_int(op: str, a: int, b: int) -> int | None:
@@ -263,23 +270,27 @@ def _exact_int(op: str, a: int, b: int) -> int | None:
     return None
 
 
-ARITH: dict[str, Callable[..., npt.NDArray[np.float64]]] = {
-    "+": np.add,
-    "-": np.subtract,
-    "*": np.multiply,
-    "/": np.true_divide,
-    "**": np.power,
-}
-FUNCS: dict[str, Callable[..., npt.NDArray[np.float64]]] = {
-    "sqrt": np.sqrt,
-    "abs": np.abs,
-    "exp": np.exp,
-    "log": np.log,
-    "log10": np.log10,
+#: The NumPy ufunc (its name) of each arithmetic operator and function:
+#: NumPy is imported only when constants are folded (see :mod:`quarry`).
+ARITH = {"+": "add", "-": "subtract", "*": "multiply", "/": "true_divide", "**": "power"}
+FUNCS = {
+    "sqrt": "sqrt",
+    "abs": "abs",
+    "exp": "exp",
+    "log": "log",
+    "log10": "log10",
     # NaN-propagating, as the core's scan: max(a, nan) > 1 is unknown.
-    "min": np.minimum,
-    "max": np.maximum,
+    "min": "minimum",
+    "max": "maximum",
 }
+
+
+def _ufunc(name: str) -> Callable[..., npt.NDArray[np.float64]]:
+    """NumPy's ufunc ``name`` (a value of :data:`ARITH` or :data:`FUNCS`)."""
+    import numpy as np
+
+    ufunc: Callable[..., npt.NDArray[np.float64]] = getattr(np, name)
+    return ufunc
 
 
 #: Computes an aggregate (``"mean"``, ...) of resolved arithmetic.

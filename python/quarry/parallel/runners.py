@@ -40,8 +40,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from quarry import _core
 from quarry.parallel.mpi import share
 from quarry.pool import threads
@@ -106,6 +104,8 @@ class Mpi:
     def answer(
         self, selections: Sequence[Selection], rows: bool = False, names: Sequence[str] = ()
     ) -> bool:
+        import numpy as np
+
         comm = self.comm
         mine = self.shares(selections)
         if not rows:

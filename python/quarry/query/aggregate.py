@@ -16,8 +16,6 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from quarry import _core
 from quarry.errors import ShapeMismatchError
 from quarry.expr.ast import Arith, Var, to_text, variables
@@ -26,6 +24,7 @@ from quarry.formats.subarray import read_view
 from quarry.index.stats import VariableStats, column_stats, combine
 
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
 
     from quarry.formats.base import Driver, VariableInfo
@@ -58,6 +57,7 @@ class Aggregator:
 
     Examples
     --------
+    >>> import numpy as np
     >>> import h5py, tempfile, os
     >>> from quarry.formats.hdf5 import HDF5Driver
     >>> from quarry.expr.ast import Var
@@ -155,11 +155,14 @@ def span_stats(values: npt.NDArray[np.generic]) -> tuple[int, float, float, Any,
 
     Examples
     --------
+    >>> import numpy as np
     >>> span_stats(np.array([1.0, np.nan, 3.0]))
     (2, 4.0, 2.0, 1.0, 3.0)
     >>> span_stats(np.array([], dtype="i4"))
     (0, 0.0, 0.0, None, None)
     """
+    import numpy as np
+
     if values.dtype.kind == "f":
         values = values[~np.isnan(values)]
     n = len(values)

@@ -18,8 +18,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from quarry import _core
 from quarry.errors import ShapeMismatchError
 from quarry.expr.plan import (
@@ -39,6 +37,7 @@ from quarry.index.store import IndexStore
 from quarry.query.stats import CountingDriver, QueryStats, Work
 
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
 
 Pair = tuple[_core.RowSet, _core.RowSet]
@@ -232,6 +231,8 @@ class Executor:
     def _whole(self, var: VariableInfo) -> npt.NDArray[np.generic]:
         """The whole column. For memory-mapped storage this is a view: the
         core then touches only the pages of the rows it evaluates."""
+        import numpy as np
+
         values = self._columns.get((var.key, None))
         if values is None:
             values = read_view(self._source, var)
@@ -252,6 +253,8 @@ class Executor:
         """Stored values of ``var`` as the user asked for them: multiplied by
         its factor in float64 (as CF's ``scale_factor`` is applied), or as
         they are."""
+        import numpy as np
+
         by = self.scales(var)
         if by is None:
             return values
@@ -261,6 +264,8 @@ class Executor:
     def values_at(self, var: VariableInfo, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
         """Values of ``var`` at table rows ``ids`` (a coordinate: at their index
         along its axis), as :meth:`physical` gives them."""
+        import numpy as np
+
         axis = self.table.axis_of(var)
         if axis is None:
             if var.subarray is not None:
@@ -303,6 +308,8 @@ class Executor:
                     sure, cand = col.count(
                         iv.lo, iv.lo_incl, iv.hi, iv.hi_incl, self.blocks, self._work.tally
                     )
+                if cand.is_empty():  # the index alone answers: no value read
+                    return int(sure)
                 return int(sure) + len(self._passing(plan, cand))
         return len(self.rows(plan))
 
@@ -389,6 +396,8 @@ class Executor:
 
     def _passing(self, leaf: RangeLeaf, cand: _core.RowSet) -> npt.NDArray[np.int64]:
         """Ids of the candidates whose stored value really is inside the interval."""
+        import numpy as np
+
         if cand.is_empty():
             return np.empty(0, dtype=np.int64)
         ids = cand.to_ids()
@@ -425,6 +434,8 @@ class Executor:
             return self._empty(), u
         with self._reading(leaf.var):
             sure, cand = col.leaf(iv.lo, iv.lo_incl, iv.hi, iv.hi_incl, domain, self._work.tally)
+        if cand.is_empty():  # the index alone answers: no value read
+            return sure, u
         passing = self._passing(leaf, cand)
         return (sure | self._from_ids(passing) if len(passing) else sure), u
 
@@ -434,6 +445,8 @@ class Executor:
         """A range on a subarray, answered by the whole variable's index: the
         domain's rows map to the variable's rows (or, with no domain, the blocks
         the subarray spans are the domain), hits map back."""
+        import numpy as np
+
         var, iv = leaf.var, leaf.interval
         sub, col = var.subarray, self._base_column(var)
         assert sub is not None and col is not None and self.store is not None

@@ -1,0 +1,180 @@
+"""Start-up benchmark: a whole ``quarry query FILE "energy > 1.0" --count`` process,
+against the bare h5py + NumPy one-liner a scientist would type for the same count.
+
+A CLI process answers one question, so its start-up is part of every answer: Python
+starting, the imports, opening the index, the count. A count the index answers alone
+(here the literal 1.0 is a bin edge, so no boundary bin has rows to check) imports
+neither NumPy nor h5py and reads only the index; a count with candidates to check
+(``energy > 1.0123``) reads them from the file, importing both. Each is timed as whole
+processes, the median of repeated runs, next to the one-liner and to ``python -c pass``
+(the interpreter alone) timed in the same run. Every count is checked against NumPy's
+first.
+
+Data: 1,048,576 float64 ``energy`` values (normal, seed 15) in one HDF5 file, indexed
+with the defaults. Results go to ``benches/REPORT-startup.json``;
+``benches/REPORT-startup.md`` is rendered from it (``--render`` re-renders only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+from timing import close_meta, header, log, machine, measure_process, ms, ratio, write_report
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(REPO, "benches", "data", "startup.h5")
+REPORT = os.path.join(REPO, "benches", "REPORT-startup.md")
+RESULTS = os.path.join(REPO, "benches", "REPORT-startup.json")
+N = 1 << 20
+#: The index answers this one alone (1.0 is a bin edge) ...
+INDEX_QUERY = "energy > 1.0"
+#: ... and this one after checking a boundary bin's rows against the file.
+CHECKED_QUERY = "energy > 1.0123"
+#: Where the one-liner compares; both queries' threshold is put in its place.
+ONE_LINER = (
+    "import h5py, numpy; f = h5py.File({path!r}); "
+    "print(int(numpy.count_nonzero(f['energy'][:] > {threshold})))"
+)
+
+
+def _environment() -> dict[str, str]:
+    """This checkout's package first on the path, as the tests run it, with
+    bytecode caches written and used, as an installed package has them
+    (compiling every module at every start would be timed otherwise)."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (os.path.join(REPO, "python"), env.get("PYTHONPATH")) if p
+    )
+    return env
+
+
+def ensure_data() -> None:
+    """The data file and its index, made once."""
+    if os.path.exists(DATA) and os.path.exists(DATA + ".qidx"):
+        return
+    import h5py
+    import numpy as np
+
+    os.makedirs(os.path.dirname(DATA), exist_ok=True)
+    with h5py.File(DATA, "w") as f:
+        f["energy"] = np.random.default_rng(15).normal(size=N)
+    subprocess.run(
+        [sys.executable, "-m", "quarry.cli.main", "index", DATA],
+        check=True,
+        capture_output=True,
+        env=_environment(),
+    )
+
+
+def _count(cmd: list[str]) -> int:
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=_environment())
+    return int(out.stdout.strip())
+
+
+def _quarry(query: str) -> list[str]:
+    return [sys.executable, "-m", "quarry.cli.main", "query", DATA, query, "--count"]
+
+
+def _numpy(query: str) -> list[str]:
+    threshold = query.split(">")[1].strip()
+    return [sys.executable, "-c", ONE_LINER.format(path=DATA, threshold=threshold)]
+
+
+def _imports(query: str) -> dict[str, bool]:
+    """Whether the count of ``query`` imported NumPy and h5py."""
+    probe = (
+        "import runpy, sys; sys.argv = ['quarry', *sys.argv[1:]]\n"
+        "try:\n    runpy.run_module('quarry.cli.main', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "print('numpy' in sys.modules, 'h5py' in sys.modules, file=sys.stderr)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, "query", DATA, query, "--count"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=_environment(),
+    )
+    numpy, h5py = out.stderr.split()[-2:]
+    return {"numpy": numpy == "True", "h5py": h5py == "True"}
+
+
+def measure_all(args: argparse.Namespace) -> dict[str, Any]:
+    started = time.perf_counter()
+    meta = machine()
+    ensure_data()
+    env = _environment()
+    res: dict[str, Any] = {"n": N, "queries": {}}
+    log("python -c pass")
+    res["python"] = measure_process([sys.executable, "-c", "pass"], args.runs, env)
+    for label, query in (("index", INDEX_QUERY), ("checked", CHECKED_QUERY)):
+        expected = _count(_numpy(query))
+        got = _count(_quarry(query))
+        assert got == expected, f"{query}: quarry counted {got}, NumPy {expected}"
+        log(query)
+        res["queries"][label] = {
+            "query": query,
+            "count": got,
+            "imports": _imports(query),
+            "quarry": measure_process(_quarry(query), args.runs, env),
+            "numpy": measure_process(_numpy(query), args.runs, env),
+        }
+    close_meta(meta, res, started)
+    return res
+
+
+def render(res: dict[str, Any]) -> str:
+    meta, limit = res["meta"], res["meta"]["others_limit"]
+    rows = []
+    for label, what in (
+        ("index", "answered by the index alone"),
+        ("checked", "a boundary bin's rows checked against the file"),
+    ):
+        q = res["queries"][label]
+        imported = [name for name, was in q["imports"].items() if was] or ["neither"]
+        rows.append(
+            f'| `quarry query FILE "{q["query"]}" --count` | {what} | '
+            f"{' and '.join(imported)} | {ms(q['numpy'], limit)} | {ms(q['quarry'], limit)} | "
+            f"{ratio(q['numpy'], q['quarry'])} | {q['count']:,} |"
+        )
+    lines = [
+        "# Quarry start-up benchmark",
+        "",
+        *header(meta),
+        f"- Data: {res['n']:,} float64 `energy` values (normal) in one HDF5 file, "
+        "indexed with the defaults",
+        "- Reproduce: `make bench`, or `python benches/startup.py [--runs R]`; "
+        "`--render` rewrites this file from `benches/REPORT-startup.json`.",
+        "",
+        "Whole processes, each the median of repeated runs: `python -m quarry.cli.main "
+        'query ...` against the one-liner `python -c "import h5py, numpy; f = '
+        "h5py.File(FILE); print(int(numpy.count_nonzero(f['energy'][:] > X)))\"`. "
+        "Ratios are one-liner time / Quarry time. Every count was checked against the "
+        "one-liner's first. The interpreter alone (`python -c pass`) took "
+        f"{ms(res['python'], limit)} ms.",
+        "",
+        "| command | how it is answered | imported | h5py+NumPy ms | Quarry ms | ratio | count |",
+        "|---|---|---|---:|---:|---:|---:|",
+        *rows,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("--runs", type=int, default=21, help="timed runs per measurement")
+    p.add_argument("--render", action="store_true", help="only re-render the report")
+    args = p.parse_args(argv)
+    return write_report(args.render, partial(measure_all, args), render, RESULTS, REPORT)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
