@@ -4,7 +4,10 @@ found after parsing (an unknown name, a type mismatch) can still point at it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from fractions import Fraction
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 Number = int | float
 

@@ -14,7 +14,6 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from quarry.errors import QuerySyntaxError
@@ -36,6 +35,8 @@ from quarry.expr.keys import INTEGER_RANGES, key_kind
 from quarry.formats.base import VariableInfo
 
 if TYPE_CHECKING:
+    from fractions import Fraction
+
     import numpy as np
     import numpy.typing as npt
 
@@ -315,10 +316,12 @@ def compile_plan(
     becomes the exact range of stored values it holds for (see
     :mod:`quarry.expr.scaled`), still an index lookup."""
 
-    from quarry.expr.scaled import scaled, scaled_range_leaf
-
     def scale(node: Arith) -> Arith:
-        return node if factor is None else scaled(node, lambda v: factor(resolve(v)))
+        if factor is None:
+            return node
+        from quarry.expr.scaled import scaled
+
+        return scaled(node, lambda v: factor(resolve(v)))
 
     def arith(node: Arith) -> Arith:
         return fold(_resolved(node, resolve, aggregate, query, scale))
@@ -339,6 +342,8 @@ def compile_plan(
                     var = resolve(left)
                     by = factor(var) if factor is not None else None
                     if by is not None:
+                        from quarry.expr.scaled import scaled_range_leaf
+
                         return scaled_range_leaf(var, op, right.value, by)
                     exact = right.exact if right.exact is not None else right.value
                     return range_leaf(var, op, exact if var.dtype.kind in "iu" else right.value)
@@ -404,7 +409,8 @@ def range_leaf(var: VariableInfo, op: str, literal: Number | Fraction) -> PlanNo
         return OrNode((range_leaf(var, "<", literal), range_leaf(var, ">", literal)))
     kind = key_kind(var.dtype)
     if kind == "f64":
-        iv = float_interval(op, float(literal) if isinstance(literal, Fraction) else literal)
+        # A Fraction (an integer literal's exact value) compares as its float.
+        iv = float_interval(op, literal if isinstance(literal, int | float) else float(literal))
     else:
         iv = int_interval(op, literal, kind)
     if iv is None:
