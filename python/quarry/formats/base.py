@@ -266,9 +266,13 @@ class Backend(Protocol):
 
     name: str
     """What :func:`quarry.formats.detect` answers: ``hdf5``, ``netcdf``, ..."""
-    recognised_by: str
-    """How it is told apart, for the message when no format is: ``HDF5
-    (signature at byte 0, 512, 1024, ...)``."""
+
+    @property
+    def recognised_by(self) -> str:
+        """How it is told apart, for the message when no format is: ``HDF5
+        (signature at byte 0, 512, 1024, ...)``."""
+        ...
+
     directory: bool
     """Whether its sources are directories (a store) rather than files."""
 
