@@ -6,9 +6,9 @@ starting, the imports, opening the index, the count. A count the index answers a
 (here the literal 1.0 is a bin edge, so no boundary bin has rows to check) imports
 neither NumPy nor h5py and reads only the index; a count with candidates to check
 (``energy > 1.0123``) reads them from the file, importing both. Each is timed as whole
-processes, the median of repeated runs, next to the one-liner and to ``python -c pass``
-(the interpreter alone) timed in the same run. Every count is checked against NumPy's
-first.
+processes (as the ``quarry`` console script runs them), the median of repeated runs,
+next to the one-liner and to ``python -c pass`` (the interpreter alone) timed in the
+same run. Every count is checked against NumPy's first.
 
 Data: 1,048,576 float64 ``energy`` values (normal, seed 15) in one HDF5 file, indexed
 with the defaults. Results go to ``benches/REPORT-startup.json``;
@@ -79,8 +79,12 @@ def _count(cmd: list[str]) -> int:
     return int(out.stdout.strip())
 
 
+#: What the ``quarry`` console script runs (``python -m`` would add runpy's import).
+QUARRY = "import sys; from quarry.cli.main import main; sys.exit(main())"
+
+
 def _quarry(query: str) -> list[str]:
-    return [sys.executable, "-m", "quarry.cli.main", "query", DATA, query, "--count"]
+    return [sys.executable, "-c", QUARRY, "query", DATA, query, "--count"]
 
 
 def _numpy(query: str) -> list[str]:
@@ -154,8 +158,9 @@ def render(res: dict[str, Any]) -> str:
         "- Reproduce: `make bench`, or `python benches/startup.py [--runs R]`; "
         "`--render` rewrites this file from `benches/REPORT-startup.json`.",
         "",
-        "Whole processes, each the median of repeated runs: `python -m quarry.cli.main "
-        'query ...` against the one-liner `python -c "import h5py, numpy; f = '
+        "Whole processes, each the median of repeated runs: `quarry query ...` (run as its "
+        "console script runs it: `from quarry.cli.main import main`) against the one-liner "
+        '`python -c "import h5py, numpy; f = '
         "h5py.File(FILE); print(int(numpy.count_nonzero(f['energy'][:] > X)))\"`. "
         "Ratios are one-liner time / Quarry time. Every count was checked against the "
         "one-liner's first. The interpreter alone (`python -c pass`) took "

@@ -40,7 +40,6 @@ only after a CRC check, see :mod:`quarry.index.fresh`).
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import fcntl
 import json
@@ -149,6 +148,8 @@ def encode_edges(edges: npt.NDArray[np.generic], key: str) -> str:
     >>> decode_edges(VariableEntry("<f8", (0,), "f64", 3, 2, text, [], [])).tolist()
     [0.5, 1.5]
     """
+    import base64
+
     import numpy as np
 
     from quarry.expr.keys import EDGE_DTYPES
@@ -158,6 +159,8 @@ def encode_edges(edges: npt.NDArray[np.generic], key: str) -> str:
 
 def decode_edges(entry: VariableEntry) -> npt.NDArray[np.generic]:
     """The bin edges of a manifest's variable entry."""
+    import base64
+
     import numpy as np
 
     from quarry.expr.keys import EDGE_DTYPES

@@ -20,14 +20,13 @@ from quarry import _core
 from quarry.errors import ShapeMismatchError
 from quarry.expr.ast import Arith, Var, to_text, variables
 from quarry.expr.postfix import postfix
-from quarry.formats.subarray import read_view
-from quarry.index.stats import VariableStats, column_stats, combine
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
     from quarry.formats.base import Driver, VariableInfo
+    from quarry.index.stats import VariableStats
     from quarry.index.store import IndexStore
 
 Number = int | float
@@ -113,6 +112,8 @@ class Aggregator:
                 and self.store is not None
                 and over.name in self.store.variables
             ):
+                from quarry.index.stats import column_stats
+
                 cached = column_stats(self.store.column(over.name)), "index"
             else:
                 cached = self._one_pass(over), "data"
@@ -120,6 +121,9 @@ class Aggregator:
         return cached
 
     def _one_pass(self, over: Arith) -> VariableStats:
+        from quarry.formats.subarray import read_view
+        from quarry.index.stats import combine
+
         infos = list({v.name: self.by_key[v.name] for v in variables(over)}.values())
         shapes = {info.shape for info in infos}
         if len(shapes) > 1:

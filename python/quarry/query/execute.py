@@ -32,7 +32,6 @@ from quarry.expr.plan import (
 )
 from quarry.expr.postfix import postfix
 from quarry.formats.base import Driver, VariableInfo
-from quarry.formats.subarray import read_view
 from quarry.index.store import IndexStore
 from quarry.query.stats import CountingDriver, QueryStats, Work
 
@@ -235,6 +234,8 @@ class Executor:
 
         values = self._columns.get((var.key, None))
         if values is None:
+            from quarry.formats.subarray import read_view
+
             values = read_view(self._source, var)
             axis = self.table.axis_of(var)
             if axis is not None:  # a coordinate, repeated over the table's other axes
@@ -272,6 +273,8 @@ class Executor:
                 ids = var.subarray.base_ids(ids)
             return self.physical(var, self._source.gather(var.path, ids))
         along = np.unravel_index(ids, self.table.shape)[axis].astype(np.int64)
+        from quarry.formats.subarray import read_view
+
         return self.physical(var, read_view(self._source, var)[along])
 
     def _missing_rows(self, var: VariableInfo, col: _core.Column) -> _core.RowSet:

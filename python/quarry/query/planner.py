@@ -35,7 +35,6 @@ from quarry.expr.plan import (
     RangeLeaf,
     compile_plan,
 )
-from quarry.formats.subarray import view_of
 from quarry.index.options import DEFAULT_BLOCK_LEN
 from quarry.query.aggregate import AggregateValue, Aggregator
 from quarry.query.execute import Table, table_of
@@ -111,7 +110,11 @@ class Planner:
         info = resolve(var.name, self.driver.variables(), self.source, path)
         if info.problem is not None:
             raise UnsupportedVariableError(f"cannot query {info.path}: {info.problem}")
-        return info if var.index is None else view_of(info, var.index)
+        if var.index is None:
+            return info
+        from quarry.formats.subarray import view_of
+
+        return view_of(info, var.index)
 
     def table(self, variables: list[VariableInfo]) -> Table:
         """The table ``variables`` form, cut into this planner's blocks."""
