@@ -26,7 +26,18 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from timing import close_meta, header, log, machine, measure_process, ms, ratio, write_report
+from timing import (
+    close_meta,
+    header,
+    load,
+    log,
+    machine,
+    ms,
+    others,
+    ratio,
+    summarise,
+    write_report,
+)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, "benches", "data", "startup.h5")
@@ -111,26 +122,43 @@ def _imports(query: str) -> dict[str, bool]:
     return {"numpy": numpy == "True", "h5py": h5py == "True"}
 
 
+def measure_interleaved(commands: dict[str, list[str]], runs: int) -> dict[str, dict[str, float]]:
+    """Wall time of each whole process of ``commands``, taken in turn run after
+    run (one untimed run of each first), so that a change in the machine's
+    load strikes them all alike; each as :func:`timing.measure` gives it."""
+    env = _environment()
+    others()
+    for cmd in commands.values():
+        subprocess.run(cmd, check=True, capture_output=True, env=env)
+    before = load()
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(runs):
+        for name, cmd in commands.items():
+            t0 = time.perf_counter()
+            subprocess.run(cmd, check=True, capture_output=True, env=env)
+            times[name].append(time.perf_counter() - t0)
+    after, busy = load(), others()
+    return {name: summarise(t, before, after, busy).as_dict() for name, t in times.items()}
+
+
 def measure_all(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     meta = machine()
     ensure_data()
-    env = _environment()
     res: dict[str, Any] = {"n": N, "queries": {}}
-    log("python -c pass")
-    res["python"] = measure_process([sys.executable, "-c", "pass"], args.runs, env)
+    commands = {"python": [sys.executable, "-c", "pass"]}
     for label, query in (("index", INDEX_QUERY), ("checked", CHECKED_QUERY)):
         expected = _count(_numpy(query))
         got = _count(_quarry(query))
         assert got == expected, f"{query}: quarry counted {got}, NumPy {expected}"
-        log(query)
-        res["queries"][label] = {
-            "query": query,
-            "count": got,
-            "imports": _imports(query),
-            "quarry": measure_process(_quarry(query), args.runs, env),
-            "numpy": measure_process(_numpy(query), args.runs, env),
-        }
+        res["queries"][label] = {"query": query, "count": got, "imports": _imports(query)}
+        commands[f"{label} quarry"] = _quarry(query)
+        commands[f"{label} numpy"] = _numpy(query)
+    log(f"{len(commands)} commands, {args.runs} runs each, in turn")
+    timed = measure_interleaved(commands, args.runs)
+    res["python"] = timed["python"]
+    for label, q in res["queries"].items():
+        q["quarry"], q["numpy"] = timed[f"{label} quarry"], timed[f"{label} numpy"]
     close_meta(meta, res, started)
     return res
 
@@ -162,7 +190,9 @@ def render(res: dict[str, Any]) -> str:
         "console script runs it: `from quarry.cli.main import main`) against the one-liner "
         '`python -c "import h5py, numpy; f = '
         "h5py.File(FILE); print(int(numpy.count_nonzero(f['energy'][:] > X)))\"`. "
-        "Ratios are one-liner time / Quarry time. Every count was checked against the "
+        "The commands were run in turn, run after run, so that the machine's load struck "
+        "them alike. Ratios are one-liner time / Quarry time. Every count was checked "
+        "against the "
         "one-liner's first. The interpreter alone (`python -c pass`) took "
         f"{ms(res['python'], limit)} ms.",
         "",
