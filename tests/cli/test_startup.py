@@ -135,6 +135,26 @@ def test_the_json_count_of_the_index_is_numpys_without_numpy(indexed):
     assert json.loads(out)["count"] == int((columns["energy"] > 1.0).sum())
 
 
+def test_counts_over_files_and_a_batch_need_no_numpy_either(indexed, tmp_path):
+    path, columns = indexed
+    other = str(tmp_path / "other.h5")
+    energy = np.random.default_rng(16).normal(size=999)
+    with h5py.File(other, "w") as f:
+        f["energy"] = energy
+    with quarry.open(other) as ds:
+        ds.build_index()
+    expected = int((columns["energy"] > 1.0).sum() + (energy > 1.0).sum())
+    out, err, seen = probe("query", path, other, "energy > 1.0")
+    assert seen == {"code": 0, "numpy": False, "h5py": False}, err
+    assert int(out) == expected
+    batch = tmp_path / "queries.txt"
+    batch.write_text("energy > 1.0\nn < 100\n")
+    out, err, seen = probe("query", path, "--batch", str(batch))
+    assert seen == {"code": 0, "numpy": False, "h5py": False}, err
+    counts = [json.loads(line)["count"] for line in out.splitlines()]
+    assert counts == [int((columns["energy"] > 1.0).sum()), int((columns["n"] < 100).sum())]
+
+
 @pytest.mark.parametrize(
     ("query", "code", "message"),
     [
