@@ -92,14 +92,16 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """A public name of :data:`_LAZY`, imported now and kept."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'quarry' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:  # type checkers see the imports above, and catch misspelt names
+
+    def __getattr__(name: str) -> Any:
+        """A public name of :data:`_LAZY`, imported now and kept."""
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module 'quarry' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:
