@@ -52,6 +52,7 @@ bench: install  ## run the benchmarks; rewrite benches/REPORT*.{json,md} and REA
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) benches/run.py
 	$(PY) benches/series.py
+	$(PY) benches/startup.py
 	$(PY) benches/parallel.py
 	$(PY) benches/workload720.py
 	$(PY) benches/readme_figures.py

@@ -5,14 +5,22 @@ Installed with ``pip install quarry-index``; imported as ``quarry``. The name
 library that installs the same import name: the two cannot share an
 environment, and importing this package beside it fails, naming both.
 
+Importing ``quarry`` is cheap: the API (:func:`open`, :class:`Dataset`...)
+is imported when first used (PEP 562), so that a ``quarry`` command imports
+only what it runs, and NumPy and h5py only when values are read.
+
 >>> import quarry
 >>> quarry.__version__
 '0.1.0'
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 # _clash first: importing it refuses to go on beside the Minecraft library.
 from quarry import _clash, _core  # noqa: F401
-from quarry.dataset import Dataset, open
 from quarry.errors import (
     AmbiguousNameError,
     BatchQueryError,
@@ -33,10 +41,13 @@ from quarry.errors import (
     UnknownVariableError,
     UnsupportedVariableError,
 )
-from quarry.query import QueryStats, Selection
-from quarry.query.series import SeriesSelection
-from quarry.series import Series, open_series
 from quarry.version import VERSION
+
+if TYPE_CHECKING:
+    from quarry.dataset import Dataset, open
+    from quarry.query import QueryStats, Selection
+    from quarry.query.series import SeriesSelection
+    from quarry.series import Series, open_series
 
 __all__ = [
     "AmbiguousNameError",
@@ -68,3 +79,30 @@ __all__ = [
 ]
 
 __version__: str = VERSION
+
+#: The public names imported when first used, and the module each comes from.
+_LAZY = {
+    "Dataset": "quarry.dataset",
+    "open": "quarry.dataset",
+    "QueryStats": "quarry.query",
+    "Selection": "quarry.query",
+    "SeriesSelection": "quarry.query.series",
+    "Series": "quarry.series",
+    "open_series": "quarry.series",
+}
+
+
+if not TYPE_CHECKING:  # type checkers see the imports above, and catch misspelt names
+
+    def __getattr__(name: str) -> Any:
+        """A public name of :data:`_LAZY`, imported now and kept."""
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module 'quarry' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

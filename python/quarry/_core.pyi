@@ -101,15 +101,9 @@ class Column:
     def block_bounds(
         self, lo: float | int, lo_incl: bool, hi: float | int, hi_incl: bool
     ) -> list[int]: ...
-    def boundary_rows(
-        self,
-        lo: npt.NDArray[np.generic],
-        lo_incl: npt.NDArray[np.bool_],
-        hi: npt.NDArray[np.generic],
-        hi_incl: npt.NDArray[np.bool_],
-    ) -> npt.NDArray[np.uint64]:
-        """Per interval, the rows of the bins straddling its ends (the
-        candidates the index would check), from the headers alone."""
+    def boundary_rows(self, lo: float | int, lo_incl: bool, hi: float | int, hi_incl: bool) -> int:
+        """Rows of the bins straddling the interval's ends (the candidates
+        the index would check), from the headers alone."""
     def histogram(
         self,
         edges: npt.NDArray[np.float64],

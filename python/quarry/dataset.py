@@ -20,18 +20,16 @@ from quarry.expr.names import resolve
 from quarry.expr.parser import parse_variable
 from quarry.formats import BACKENDS, backend_for
 from quarry.formats.base import Driver, VariableInfo
-from quarry.formats.listing import ListedDriver, Listing
-from quarry.index import BuildOptions, IndexStore
-from quarry.index.derived import Derivation, DerivedDriver, expand, previous_derivations
-from quarry.index.layout import decode_edges
-from quarry.index.locate import find_index, place_new_index, rebuild_command
-from quarry.index.stats import column_stats
+from quarry.formats.listing import ListedDriver
+from quarry.index import IndexStore
+from quarry.index.locate import find_index, rebuild_command
 from quarry.pool import on_own_threads
 from quarry.query import Executor, Selection, Table
-from quarry.query.histogram import Histogram, Part, combine
 from quarry.query.planner import Planner
 
 if TYPE_CHECKING:
+    from quarry.index.derived import Derivation
+    from quarry.query.histogram import Histogram, Part
     from quarry.query.ranges import Shapes
     from quarry.query.selection import Runner
     from quarry.query.series import SeriesSelection
@@ -133,6 +131,7 @@ class Dataset:
         # This file's step groups as a series, per context path: found once.
         self._steps: dict[str | None, Series] = {}
         self._copy: ReorgCopy | None = None
+        self._copy_absent = False
 
     def _open_file(self) -> tuple[Driver, str]:
         """The file's driver and its format. Where a fresh index recorded the
@@ -258,6 +257,8 @@ class Dataset:
     def _with_derived(self, derivations: list[Derivation]) -> Driver:
         if not derivations:
             return self._file_driver
+        from quarry.index.derived import DerivedDriver, expand
+
         return DerivedDriver(self._file_driver, expand(derivations, self._file_driver.variables()))
 
     def index_variables(
@@ -269,6 +270,8 @@ class Dataset:
     def _build_plan(
         self, names: list[str] | None, derive: list[str] | None
     ) -> tuple[list[VariableInfo], Driver, list[Derivation]]:
+        from quarry.index.derived import Derivation, DerivedDriver, previous_derivations
+
         if derive is not None:
             derivations = [Derivation.parse(text) for text in derive]
         else:  # a rebuild keeps the derived variables the old index defined
@@ -345,6 +348,10 @@ class Dataset:
         ...     ds.query("r > 4").ids().tolist(), ds.variable("r").path
         ([0, 2], '/r')
         """
+        from quarry.formats.listing import Listing
+        from quarry.index import BuildOptions
+        from quarry.index.locate import place_new_index
+
         chosen, driver, derivations = self._build_plan(variables, derive)
         listing = Listing.of(self._backend, self._file_driver)
         self.index_path = place_new_index(self.path, self.index_path, self._index_given)
@@ -405,13 +412,14 @@ class Dataset:
         """
         from quarry.index.locate import place_new_index
         from quarry.reorg.build import DEFAULT_PART_ROWS, Binning, reorganize
-        from quarry.reorg.layout import SUFFIX, find_copy
+        from quarry.reorg.locate import SUFFIX, find_copy
 
         plans = self.reorganize_plan(variables, path)
         given = self.index_path if self._index_given else None
         target = place_new_index(self.path, find_copy(self.path, given), self._index_given, SUFFIX)
         binning = Binning.of(len(variables), bin_size, bins)
         rows = part_rows or DEFAULT_PART_ROWS
+        self._copy, self._copy_absent = None, False  # the next query opens the new copy
         if comm is not None and comm.size > 1:
             from quarry.parallel.reorg import reorganize_shared
 
@@ -493,11 +501,12 @@ class Dataset:
         """The file's reorganised copy (:mod:`quarry.reorg`), opened and
         checked once, when a query could read it; None where it has none. A
         stale or damaged copy is refused as a stale index is."""
-        if self._copy is None:
-            from quarry.reorg.layout import find_copy
+        if self._copy is None and not self._copy_absent:
+            from quarry.reorg.locate import find_copy
 
             given = self.index_path if self._index_given else None
             if not os.path.exists(find_copy(self.path, given)):
+                self._copy_absent = True  # looked for once per open
                 return None
             from quarry.reorg.read import open_copy
 
@@ -611,6 +620,8 @@ class Dataset:
         >>> h.counts.tolist(), h.path
         ([1, 2, 1], 'index')
         """
+        from quarry.query.histogram import combine
+
         if where is not None:
             return self.query(where, path).histogram(names, bins, range, weights)
         try:
@@ -625,6 +636,8 @@ class Dataset:
         """What a histogram of every row of ``names`` (weighted by ``weights``)
         reads in this file, names resolving under ``path``; see
         :func:`quarry.query.histogram.combine`."""
+        from quarry.query.histogram import Part
+
         variables = [self.variable(n, path) for n in ([names] if isinstance(names, str) else names)]
         weight = self.variable(weights, path) if weights is not None else None
         store = self._open_store()
@@ -649,6 +662,9 @@ class Dataset:
     # -- description -----------------------------------------------------
     def info(self) -> dict[str, Any]:
         """Variables, shapes, dtypes, and what is indexed (JSON-ready)."""
+        from quarry.index.layout import decode_edges
+        from quarry.index.stats import column_stats
+
         indexed: Mapping[str, Any] = {}
         index_state: dict[str, Any] = {"path": self.index_path, "exists": self.has_index}
         if self.has_index:

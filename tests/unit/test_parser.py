@@ -1,4 +1,8 @@
+import math
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from quarry.errors import QuerySyntaxError
 from quarry.expr import parse
@@ -71,3 +75,27 @@ def test_errors_point_at_the_bad_token(query, caret, words):
     lines = str(err).splitlines()
     assert lines[1] == "  " + query
     assert lines[2] == "  " + " " * caret + "^"
+
+
+@given(
+    whole=st.integers(0, 10**20),
+    fraction=st.text("0123456789", max_size=25),
+    exponent=st.one_of(st.none(), st.integers(-400, 400)),
+)
+def test_a_literal_is_exact_only_where_its_decimal_value_is_the_float(whole, fraction, exponent):
+    """The integer check that spares most literals the decimal module agrees
+    with Decimal: it never calls a rounded literal exact, and a literal's
+    exact stand-in is Decimal's whichever way it is found."""
+    from decimal import Decimal
+
+    from quarry.expr.parser import _plainly_exact, exact_literal
+
+    text = f"{whole}.{fraction}" + (f"e{exponent}" if exponent is not None else "")
+    value = float(text)
+    if not math.isfinite(value):
+        return
+    if _plainly_exact(text, value):
+        assert Decimal(text) == value
+    if abs(exponent or 0) <= 10 and len(str(whole)) + len(fraction) <= 30:
+        assert _plainly_exact(text, value) == (Decimal(text) == value)
+    assert (exact_literal(text, value) is None) == (Decimal(text) == value)

@@ -5,14 +5,12 @@ use std::fs::File;
 use std::sync::Arc;
 
 use memmap2::Mmap;
-use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1, PyUntypedArray};
-use pyo3::exceptions::PyValueError;
+use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use quarry_core::column::{self, Buffer, ColumnIndex};
-use quarry_core::eval::Interval;
 
-use crate::conversions::{contiguous, interval, kind_named, with_keyed, with_kind};
+use crate::conversions::{interval, kind_named, with_keyed, with_kind};
 use crate::errors::{CorruptBlockError, Result};
 use crate::pool::detach;
 use crate::rowset::RowSet;
@@ -201,31 +199,19 @@ impl Column {
         })
     }
 
-    /// Per interval ``(lo[i], hi[i])``, the rows of the bins straddling its
-    /// ends (the candidates the index would check), from the headers alone.
+    /// Rows of the bins straddling the interval's ends (the candidates the
+    /// index would check), from the headers alone.
     fn boundary_rows<'py>(
         &self,
-        py: Python<'py>,
-        lo: &Bound<'py, PyUntypedArray>,
-        lo_incl: PyReadonlyArray1<'py, bool>,
-        hi: &Bound<'py, PyUntypedArray>,
-        hi_incl: PyReadonlyArray1<'py, bool>,
-    ) -> Result<Bound<'py, PyArray1<u64>>> {
-        let (lo_incl, hi_incl) = (lo_incl.as_slice()?, hi_incl.as_slice()?);
-        let rows = with_column!(self, c, K => {
-            let (lo, hi) = (contiguous::<K>(lo)?, contiguous::<K>(hi)?);
-            let (lo, hi) = (lo.as_slice()?, hi.as_slice()?);
-            let n = lo.len();
-            if hi.len() != n || lo_incl.len() != n || hi_incl.len() != n {
-                return Err(PyValueError::new_err("interval arrays differ in length").into());
-            }
-            (0..n)
-                .map(|i| {
-                    c.boundary_rows(&Interval { lo: lo[i], lo_incl: lo_incl[i], hi: hi[i], hi_incl: hi_incl[i] })
-                })
-                .collect::<Vec<u64>>()
-        });
-        Ok(rows.into_pyarray(py))
+        lo: &Bound<'py, PyAny>,
+        lo_incl: bool,
+        hi: &Bound<'py, PyAny>,
+        hi_incl: bool,
+    ) -> Result<u64> {
+        with_column!(self, c, K => {
+            let iv = interval::<K>(lo, lo_incl, hi, hi_incl)?;
+            Ok(c.boundary_rows(&iv))
+        })
     }
 
     /// Counts of `domain`'s rows per histogram bin (last bin closed) from the

@@ -82,10 +82,12 @@ def _command(name: str) -> Command:
 
 
 def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
-    """The parser of the command line ``argv``. Only the command it names
-    gets its options, so that only that command's module is imported (the
-    others are listed by name and line, which is all ``quarry --help``
-    shows of them); with no command named, every command gets its options."""
+    """The parser of the command line ``argv``. Where it names a command,
+    only that command is made, with its options, so that only its module is
+    imported (and no time goes to the others' parsers: a parser costs a
+    few lookups of argparse's translations); otherwise every command is
+    made with its options, for ``quarry --help`` and the message naming the
+    commands."""
     named = next((a for a in argv if not a.startswith("-")), None)
     p = argparse.ArgumentParser(
         prog="quarry",
@@ -95,9 +97,8 @@ def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, line in COMMANDS.items():
-        parser = sub.add_parser(name, help=line)
         if named == name or named not in COMMANDS:
-            _command(name).add_arguments(parser)
+            _command(name).add_arguments(sub.add_parser(name, help=line))
     return p
 
 

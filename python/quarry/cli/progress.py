@@ -41,13 +41,13 @@ def answer_with_progress(args: Any, selections: Sequence[Selection]) -> None:
     """On a terminal, answer ``quarry query``'s selections now behind a
     progress bar (the outputs then reuse the answers); elsewhere leave them
     to be answered when read."""
-    from quarry.parallel.runners import Local
-
     say_when_unindexed(args, selections)
     total = sum(s.table.n_rows for s in selections if s.plan is not None)
     rows = bool(args.ids or args.coords or args.coords_of or args.values or args.save)
     with progress_bar(total, "querying", args.quiet) as bar:
         if bar is not None:
+            from quarry.parallel.runners import Local
+
             Local(progress=bar).answer(selections, rows)
 
 

@@ -13,42 +13,49 @@ Examples
 >>> import numpy as np
 >>> key_kind(np.dtype("float32")), key_kind(np.dtype("int16")), key_kind(np.dtype("uint8"))
 ('f64', 'i64', 'u64')
+>>> from quarry.expr.keys import EDGE_DTYPES, KEY_DTYPES
 >>> KEY_DTYPES["u64"], EDGE_DTYPES["i64"].str
 (dtype('uint64'), '<i8')
 """
 
 from __future__ import annotations
 
-from typing import Final
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Final
 
 from quarry import _core
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    #: The dtype of each kind's keys, in native byte order.
+    KEY_DTYPES: dict[str, np.dtype[np.generic]]
+    #: The little-endian dtype of each kind's bin edges as an index stores them.
+    EDGE_DTYPES: dict[str, np.dtype[np.generic]]
 
 #: Every key kind, in the core's tag order.
 KEY_KINDS: Final[tuple[str, ...]] = _core.KEY_KINDS
 
-#: The dtype of each kind's keys, in native byte order.
-KEY_DTYPES: Final[dict[str, np.dtype[np.generic]]] = {
-    "f64": np.dtype("f8"),
-    "i64": np.dtype("i8"),
-    "u64": np.dtype("u8"),
-}
-
-#: The little-endian dtype of each kind's bin edges as an index stores them.
-EDGE_DTYPES: Final[dict[str, np.dtype[np.generic]]] = {
-    kind: dtype.newbyteorder("<") for kind, dtype in KEY_DTYPES.items()
-}
-
-#: (least, greatest) key of each integer kind.
+#: (least, greatest) key of each integer kind: those of int64 and uint64.
 INTEGER_RANGES: Final[dict[str, tuple[int, int]]] = {
-    kind: (int(np.iinfo(dtype.str).min), int(np.iinfo(dtype.str).max))
-    for kind, dtype in KEY_DTYPES.items()
-    if dtype.kind in "iu"
+    "i64": (-(2**63), 2**63 - 1),
+    "u64": (0, 2**64 - 1),
 }
 
 # NumPy's kind letter ("f", "i", "u") of each key dtype names its kind.
-_KIND_OF_NUMPY_KIND = {dtype.kind: kind for kind, dtype in KEY_DTYPES.items()}
+_KIND_OF_NUMPY_KIND = {"f": "f64", "i": "i64", "u": "u64"}
+
+
+def __getattr__(name: str) -> Any:
+    """:data:`KEY_DTYPES` and :data:`EDGE_DTYPES`, made when first asked for:
+    they need NumPy, which planning a query does not (see :mod:`quarry`)."""
+    if name not in ("KEY_DTYPES", "EDGE_DTYPES"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import numpy as np
+
+    keys = {"f64": np.dtype("f8"), "i64": np.dtype("i8"), "u64": np.dtype("u8")}
+    globals()["KEY_DTYPES"] = keys
+    globals()["EDGE_DTYPES"] = {kind: dtype.newbyteorder("<") for kind, dtype in keys.items()}
+    return globals()[name]
 
 
 def key_kind(dtype: np.dtype[np.generic]) -> str:

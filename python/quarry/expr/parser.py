@@ -35,8 +35,7 @@ import math
 import re
 import unicodedata
 from dataclasses import dataclass
-from decimal import Decimal
-from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from quarry.errors import QuerySyntaxError
 from quarry.expr.ast import (
@@ -54,6 +53,9 @@ from quarry.expr.ast import (
     Subscript,
     Var,
 )
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 #: The longest query text accepted, in characters.
 MAX_LENGTH = 1_000_000
@@ -214,8 +216,12 @@ def exact_literal(text: str, value: float) -> Fraction | None:
     >>> exact_literal("1e-999999999", 0.0), exact_literal("-3.1", -3.1)
     (Fraction(1, 2), Fraction(-7, 2))
     """
-    if not math.isfinite(value):
+    if not math.isfinite(value) or _plainly_exact(text, value):
         return None
+    # Imported here: most literals (1.0, 2.5, 1e3) are plainly exact.
+    from decimal import Decimal
+    from fractions import Fraction
+
     exact = Decimal(text)
     if exact == value:
         return None
@@ -226,6 +232,35 @@ def exact_literal(text: str, value: float) -> Fraction | None:
         return Fraction(sign, 2)
     whole = int(exact)
     return Fraction(whole) if exact == whole else whole + Fraction(sign, 2)
+
+
+#: A number as :data:`_NUMBER` reads it: digits, a point, digits, an exponent.
+_PARTS = re.compile(r"([0-9]*)\.?([0-9]*)(?:[eE]([+-]?[0-9]+))?")
+
+
+def _plainly_exact(text: str, value: float) -> bool:
+    """Whether the decimal ``text`` is exactly the float64 ``value``, told
+    in integers where its exponent is small (``1.0``, ``2.5``, ``1e3``);
+    False means "not known", and :func:`exact_literal` asks ``Decimal``.
+
+    Examples
+    --------
+    >>> _plainly_exact("2.50", 2.5), _plainly_exact("0.1", 0.1), _plainly_exact("1e400", 1e308)
+    (True, False, False)
+    """
+    m = _PARTS.fullmatch(text)
+    if m is None:
+        return False
+    whole, fraction, power = m.groups()
+    exponent = int(power or "0") - len(fraction)
+    if abs(exponent) > 40 or len(whole) + len(fraction) > 40:
+        return False
+    digits = int(whole + fraction or "0")  # text == digits * 10**exponent
+    numerator, denominator = value.as_integer_ratio()
+    scale: int = 10 ** abs(exponent)
+    if exponent >= 0:
+        return digits * scale * denominator == numerator
+    return digits * denominator == numerator * scale
 
 
 @dataclass

@@ -14,10 +14,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from fractions import Fraction
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 from quarry.errors import QuerySyntaxError
 from quarry.expr.ast import (
@@ -34,10 +31,13 @@ from quarry.expr.ast import (
     Var,
     is_aggregate,
 )
-from quarry.expr.keys import INTEGER_RANGES, KEY_DTYPES, key_kind
+from quarry.expr.keys import INTEGER_RANGES, key_kind
 from quarry.formats.base import VariableInfo
 
 if TYPE_CHECKING:
+    from fractions import Fraction
+
+    import numpy as np
     import numpy.typing as npt
 
 Number = int | float
@@ -58,6 +58,10 @@ class Interval:
 
     def mask(self, values: npt.NDArray[np.generic]) -> npt.NDArray[np.bool_]:
         """Exact membership of stored values (missing values are not members)."""
+        import numpy as np
+
+        from quarry.expr.keys import KEY_DTYPES
+
         keys = values.astype(KEY_DTYPES[self.kind], copy=False)
         if self.empty:
             return np.zeros(keys.shape, dtype=bool)
@@ -244,9 +248,11 @@ def fold(node: Arith) -> Arith:
         case Call(func=func, args=args):
             folded = tuple(fold(a) for a in args)
             if all(isinstance(a, Num) for a in folded):
+                import numpy as np
+
                 vals = [as_float(a.value) for a in folded if isinstance(a, Num)]
                 with np.errstate(all="ignore"):
-                    return Num(float(FUNCS[func](*vals)), node.pos)
+                    return Num(float(_ufunc(FUNCS[func])(*vals)), node.pos)
             return Call(func, folded, node.pos)
     return node
 
@@ -270,8 +276,10 @@ def _apply(op: str, a: Number, b: Number) -> Number:
         exact = _exact_int(op, a, b)
         if exact is not None:
             return exact
+    import numpy as np
+
     with np.errstate(all="ignore"):
-        return float(ARITH[op](np.float64(as_float(a)), np.float64(as_float(b))))
+        return float(_ufunc(ARITH[op])(np.float64(as_float(a)), np.float64(as_float(b))))
 
 
 def _exact_int(op: str, a: int, b: int) -> int | None:
@@ -286,23 +294,27 @@ def _exact_int(op: str, a: int, b: int) -> int | None:
     return None
 
 
-ARITH: dict[str, Callable[..., npt.NDArray[np.float64]]] = {
-    "+": np.add,
-    "-": np.subtract,
-    "*": np.multiply,
-    "/": np.true_divide,
-    "**": np.power,
-}
-FUNCS: dict[str, Callable[..., npt.NDArray[np.float64]]] = {
-    "sqrt": np.sqrt,
-    "abs": np.abs,
-    "exp": np.exp,
-    "log": np.log,
-    "log10": np.log10,
+#: The NumPy ufunc (its name) of each arithmetic operator and function:
+#: NumPy is imported only when constants are folded (see :mod:`quarry`).
+ARITH = {"+": "add", "-": "subtract", "*": "multiply", "/": "true_divide", "**": "power"}
+FUNCS = {
+    "sqrt": "sqrt",
+    "abs": "abs",
+    "exp": "exp",
+    "log": "log",
+    "log10": "log10",
     # NaN-propagating, as the core's scan: max(a, nan) > 1 is unknown.
-    "min": np.minimum,
-    "max": np.maximum,
+    "min": "minimum",
+    "max": "maximum",
 }
+
+
+def _ufunc(name: str) -> Callable[..., npt.NDArray[np.float64]]:
+    """NumPy's ufunc ``name`` (a value of :data:`ARITH` or :data:`FUNCS`)."""
+    import numpy as np
+
+    ufunc: Callable[..., npt.NDArray[np.float64]] = getattr(np, name)
+    return ufunc
 
 
 #: Computes an aggregate (``"mean"``, ...) of resolved arithmetic.
@@ -327,10 +339,12 @@ def compile_plan(
     becomes the exact range of stored values it holds for (see
     :mod:`quarry.expr.scaled`), still an index lookup."""
 
-    from quarry.expr.scaled import scaled, scaled_range_leaf
-
     def scale(node: Arith) -> Arith:
-        return node if factor is None else scaled(node, lambda v: factor(resolve(v)))
+        if factor is None:
+            return node
+        from quarry.expr.scaled import scaled
+
+        return scaled(node, lambda v: factor(resolve(v)))
 
     def arith(node: Arith) -> Arith:
         return resolved_arith(node, resolve, query, aggregate, factor)
@@ -351,6 +365,8 @@ def compile_plan(
                     var = resolve(left)
                     by = factor(var) if factor is not None else None
                     if by is not None:
+                        from quarry.expr.scaled import scaled_range_leaf
+
                         return scaled_range_leaf(var, op, right.value, by)
                     exact = right.exact if right.exact is not None else right.value
                     return range_leaf(var, op, exact if var.dtype.kind in "iu" else right.value)
@@ -434,7 +450,8 @@ def range_leaf(var: VariableInfo, op: str, literal: Number | Fraction) -> PlanNo
         return OrNode((range_leaf(var, "<", literal), range_leaf(var, ">", literal)))
     kind = key_kind(var.dtype)
     if kind == "f64":
-        iv = float_interval(op, float(literal) if isinstance(literal, Fraction) else literal)
+        # A Fraction (an integer literal's exact value) compares as its float.
+        iv = float_interval(op, literal if isinstance(literal, int | float) else float(literal))
     else:
         iv = int_interval(op, literal, kind)
     if iv is None:

@@ -17,16 +17,18 @@ bytes say:
 - Zarr v2/v3: a directory with ``.zgroup``/``.zarray`` or ``zarr.json``.
 - ADIOS2 BP4/BP5: a directory with ``md.idx``.
 
-Importing a format module is cheap; each imports its library (h5py,
-netCDF4, zarr, adios2) only when it opens a file.
+A backend's module is imported when the registry first asks it more than
+its name (an index's listing names the format of a file, so opening it
+imports that format's module alone), and a module imports its library
+(h5py, netCDF4, zarr, adios2) only when it opens a file.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 
 from quarry.errors import SourceError
-from quarry.formats import adios2, hdf5, netcdf, raw, zarr
 from quarry.formats.base import Backend, Driver, VariableInfo
 
 __all__ = [
@@ -40,13 +42,46 @@ __all__ = [
     "open_source",
 ]
 
+
+class _Registered:
+    """A backend of the registry, by the name of its module
+    (``quarry.formats.<name>``, whose ``BACKEND`` it is) and whether its
+    sources are directories; the module is imported when first needed."""
+
+    def __init__(self, name: str, directory: bool) -> None:
+        self.name = name
+        self.directory = directory
+        self._backend: Backend | None = None
+
+    @property
+    def backend(self) -> Backend:
+        if self._backend is None:
+            backend: Backend = importlib.import_module(f"quarry.formats.{self.name}").BACKEND
+            assert (backend.name, backend.directory) == (self.name, self.directory)
+            self._backend = backend
+        return self._backend
+
+    @property
+    def recognised_by(self) -> str:
+        return self.backend.recognised_by
+
+    def guess_can_open(self, path: str, sidecar_dirs: tuple[str, ...] = ()) -> bool:
+        return self.backend.guess_can_open(path, sidecar_dirs)
+
+    def open(self, path: str, sidecar_dirs: tuple[str, ...] = ()) -> Driver:
+        return self.backend.open(path, sidecar_dirs)
+
+    def __repr__(self) -> str:
+        return f"<backend {self.name}>"
+
+
 #: Every format Quarry reads, in the order detection asks them.
 BACKENDS: tuple[Backend, ...] = (
-    raw.BACKEND,
-    netcdf.BACKEND,
-    hdf5.BACKEND,
-    zarr.BACKEND,
-    adios2.BACKEND,
+    _Registered("raw", directory=False),
+    _Registered("netcdf", directory=False),
+    _Registered("hdf5", directory=False),
+    _Registered("zarr", directory=True),
+    _Registered("adios2", directory=True),
 )
 
 

@@ -24,8 +24,6 @@ import os
 import re
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from quarry.errors import SourceError
 from quarry.formats import cf, openpmd
 from quarry.formats.base import (
@@ -38,6 +36,7 @@ from quarry.formats.base import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
 
 _TYPES = {
@@ -154,6 +153,8 @@ class ADIOS2Driver:
         return infos
 
     def variables(self) -> list[VariableInfo]:
+        import numpy as np
+
         if self._infos is not None:
             return self._infos
         infos: list[VariableInfo] = []
@@ -206,6 +207,8 @@ class ADIOS2Driver:
     ) -> tuple[tuple[int, ...], str | None]:
         """A step of per-writer blocks (no global shape) read as one 1-D array:
         the blocks one after another in writer order, as particle codes write them."""
+        import numpy as np
+
         counts = [tuple(int(c) for c in b["Count"].split(",")) for b in blocks]
         if any(len(c) != 1 for c in counts):
             return (), "per-writer blocks of more than one dimension cannot be queried yet"
@@ -215,6 +218,8 @@ class ADIOS2Driver:
         return (int(starts[-1]),), None
 
     def _read_local(self, var: str, start: int, stop: int) -> npt.NDArray[Any]:
+        import numpy as np
+
         name, step = self._names[var]
         ids, starts = self._local[var]
         parts = []
@@ -228,6 +233,8 @@ class ADIOS2Driver:
         return np.concatenate(parts) if parts else np.empty(0, dtype=info.dtype)
 
     def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
+        import numpy as np
+
         self.variables()
         if var in self._constants:
             return np.full(max(stop - start, 0), self._constants[var])
@@ -255,6 +262,8 @@ class ADIOS2Driver:
         return out
 
     def gather(self, var: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
+        import numpy as np
+
         info = self._info(var)
         if var in self._constants:
             return np.full(len(positions), self._constants[var])

@@ -15,17 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
-
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
 
     from quarry.formats.subarray import Subarray
 
 #: dtypes Quarry indexes and queries; float16, complex, strings and compounds are not.
-SUPPORTED_DTYPES = frozenset(
-    np.dtype(t).str[1:] for t in ("i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8")
-)
+SUPPORTED_DTYPES = frozenset(("i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8"))
 MAX_RANK = 4
 
 
@@ -36,11 +33,14 @@ def queryable_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
 
     Examples
     --------
+    >>> import numpy as np
     >>> queryable_dtype(np.dtype(bool)), queryable_dtype(np.dtype("<f2"))
     (dtype('uint8'), dtype('float32'))
     >>> queryable_dtype(np.dtype(">f8"))
     dtype('>f8')
     """
+    import numpy as np
+
     if dtype.kind == "b":
         return np.dtype("u1")
     if dtype.kind == "f" and dtype.itemsize == 2:
@@ -87,7 +87,7 @@ class VariableInfo:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
 
 def plain_attrs(attrs: Any) -> dict[str, Any]:
@@ -95,9 +95,12 @@ def plain_attrs(attrs: Any) -> dict[str, Any]:
 
     Examples
     --------
+    >>> import numpy as np
     >>> plain_attrs({"units": b"K", "scale": np.float32(0.5), "range": np.array([0, 9])})
     {'units': 'K', 'scale': 0.5, 'range': [0, 9]}
     """
+    import numpy as np
+
     out: dict[str, Any] = {}
     for key, value in dict(attrs).items():
         if isinstance(value, bytes):
@@ -219,6 +222,7 @@ def variable_problem(shape: tuple[int, ...], dtype: np.dtype[np.generic]) -> str
 
     Examples
     --------
+    >>> import numpy as np
     >>> variable_problem((10,), np.dtype("f4")) is None
     True
     >>> variable_problem((10,), np.dtype("c8"))
@@ -262,9 +266,13 @@ class Backend(Protocol):
 
     name: str
     """What :func:`quarry.formats.detect` answers: ``hdf5``, ``netcdf``, ..."""
-    recognised_by: str
-    """How it is told apart, for the message when no format is: ``HDF5
-    (signature at byte 0, 512, 1024, ...)``."""
+
+    @property
+    def recognised_by(self) -> str:
+        """How it is told apart, for the message when no format is: ``HDF5
+        (signature at byte 0, 512, 1024, ...)``."""
+        ...
+
     directory: bool
     """Whether its sources are directories (a store) rather than files."""
 
@@ -313,6 +321,8 @@ def gather_by_spans(
     The fallback for storage that cannot address single elements cheaply
     (chunked or compressed data).
     """
+    import numpy as np
+
     if len(positions) == size:
         return driver.read(var, 0, size)
     parts = []
@@ -342,6 +352,7 @@ def read_flat(
 
     Examples
     --------
+    >>> import numpy as np
     >>> a = np.arange(20).reshape(4, 5)
     >>> read_flat(a.shape, 7, 13, lambda r0, r1: a[r0:r1])
     array([ 7,  8,  9, 10, 11, 12])

@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
 
 MISSING_ATTRS = ("_FillValue", "missing_value", "valid_min", "valid_max", "valid_range")
@@ -30,6 +29,8 @@ def is_decoded(attrs: Mapping[str, Any]) -> bool:
 def logical_dtype(storage: np.dtype[Any], attrs: Mapping[str, Any]) -> np.dtype[Any]:
     """The dtype values are read as: float64 when packed or when integers can be
     missing (NaN needs a float), else the stored dtype."""
+    import numpy as np
+
     if any(a in attrs for a in PACKING_ATTRS):
         return np.dtype("f8")
     if storage.kind in "iu" and any(a in attrs for a in MISSING_ATTRS):
@@ -44,6 +45,8 @@ def describe(attrs: Mapping[str, Any]) -> str | None:
 
 
 def _plain(value: Any) -> Any:
+    import numpy as np
+
     arr = np.asarray(value)
     return arr.item() if arr.size == 1 else arr.tolist()
 
@@ -53,10 +56,13 @@ def decode(stored: npt.NDArray[Any], attrs: Mapping[str, Any]) -> npt.NDArray[An
 
     Examples
     --------
+    >>> import numpy as np
     >>> decode(np.array([1, -32767, 3], dtype="i2"),
     ...        {"_FillValue": -32767, "scale_factor": 0.5, "add_offset": 10.0})
     array([10.5,  nan, 11.5])
     """
+    import numpy as np
+
     out_dtype = logical_dtype(stored.dtype, attrs)
     missing = np.zeros(stored.shape, dtype=bool)
     for name in ("_FillValue", "missing_value"):

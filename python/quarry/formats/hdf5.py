@@ -15,8 +15,6 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from quarry.errors import SourceError
 from quarry.formats import openpmd
 from quarry.formats.base import (
@@ -29,6 +27,7 @@ from quarry.formats.base import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
 
 
@@ -64,6 +63,8 @@ def _native(values: Any) -> npt.NDArray[np.generic]:
     only when it is not already: a memory map at an odd file offset is not
     aligned, and the core reads aligned memory); bool and float16 widened
     as :func:`~quarry.formats.base.queryable_dtype` says."""
+    import numpy as np
+
     dtype = queryable_dtype(values.dtype).newbyteorder("=")
     out: npt.NDArray[np.generic] = np.require(
         np.asarray(values).astype(dtype, copy=False), requirements=["C", "A"]
@@ -175,6 +176,8 @@ class HDF5Driver:
         return ds
 
     def _memmap(self, var: str) -> npt.NDArray[np.generic] | None:
+        import numpy as np
+
         if var in self._maps:
             return self._maps[var]
         ds = self._dataset(var)
@@ -189,6 +192,8 @@ class HDF5Driver:
         return mm
 
     def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
+        import numpy as np
+
         if var in self._constants:
             return np.full(max(stop - start, 0), self._constants[var])
         ds = self._dataset(var)
@@ -198,6 +203,8 @@ class HDF5Driver:
         return _native(read_flat(ds.shape, start, stop, lambda r0, r1: ds[r0:r1]))
 
     def gather(self, var: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
+        import numpy as np
+
         if var in self._constants:
             return np.full(len(positions), self._constants[var])
         mm = self._memmap(var)

@@ -18,16 +18,16 @@ no listing and is opened as before.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, cast
 
 from quarry.formats.base import Driver, VariableInfo
 
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
 
 
@@ -38,6 +38,7 @@ class Listing:
 
     Examples
     --------
+    >>> import numpy as np
     >>> x = VariableInfo("/g/x", (4, 2), np.dtype("<f4"), chunks=(2, 2), attrs={"units": "m"})
     >>> listing = Listing("hdf5", None, (x,))
     >>> again = Listing.from_json(listing.to_json())
@@ -53,6 +54,8 @@ class Listing:
     def of(backend: str, driver: Driver) -> Listing | None:
         """The listing of an open file; None where a dtype would not be
         written down exactly (the file is then opened each time)."""
+        import numpy as np
+
         variables = tuple(driver.variables())
         if any(np.dtype(v.dtype.str) != v.dtype for v in variables):
             return None
@@ -103,7 +106,8 @@ def _variable_from_json(doc: Mapping[str, Any]) -> VariableInfo:
     return VariableInfo(
         doc["path"],
         ints(doc["shape"]),
-        np.dtype(doc["dtype"]),
+        # A stand-in NumPy takes as the dtype itself: see ListedDtype.
+        cast("np.dtype[np.generic]", ListedDtype(doc["dtype"])),
         chunks=None if chunks is None else ints(chunks),
         compression=doc["compression"],
         problem=doc["problem"],
@@ -111,6 +115,74 @@ def _variable_from_json(doc: Mapping[str, Any]) -> VariableInfo:
         attrs=attrs,
         dims=None if dims is None else tuple(str(d) for d in dims),
     )
+
+
+#: NumPy's text of a dtype (``numpy.dtype.str``): byte order, kind, size,
+#: and a unit for dates and times (``<M8[ns]``).
+_DTYPE_TEXT = re.compile(r"[<>|=][a-zA-Z]\d+(\[\w+\])?")
+
+
+class ListedDtype:
+    """A listed variable's dtype, known by NumPy's text of it (``<f8``),
+    standing in for that :class:`numpy.dtype` so that a query the index
+    answers alone needs no NumPy (see :mod:`quarry`): its ``str`` and ``kind``
+    are read from the text, and everything else (``itemsize``, ``type``,
+    comparisons, and NumPy taking it as a dtype, by its ``dtype``) is the
+    NumPy dtype's, made when first asked for.
+
+    Examples
+    --------
+    >>> listed = ListedDtype(">f4")
+    >>> listed.kind, listed.str
+    ('f', '>f4')
+    >>> import numpy as np
+    >>> listed == np.dtype(">f4"), listed.itemsize, np.zeros(2, listed).dtype
+    (True, 4, dtype('>f4'))
+    >>> ListedDtype("float")
+    Traceback (most recent call last):
+    ...
+    ValueError: 'float' is not a dtype as NumPy writes one (e.g. '<f8')
+    """
+
+    __slots__ = ("_numpy", "kind", "str")
+
+    def __init__(self, text: str) -> None:
+        if not isinstance(text, str) or not _DTYPE_TEXT.fullmatch(text):
+            raise ValueError(f"{text!r} is not a dtype as NumPy writes one (e.g. '<f8')")
+        self.str = text
+        self.kind = text[1]
+        self._numpy: np.dtype[np.generic] | None = None
+
+    @property
+    def dtype(self) -> np.dtype[np.generic]:
+        """The NumPy dtype itself (what NumPy reads of any dtype-like object)."""
+        if self._numpy is None:
+            import numpy as np
+
+            self._numpy = np.dtype(self.str)
+        return self._numpy
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in self.__slots__:  # not yet set (copying)
+            raise AttributeError(name)
+        return getattr(self.dtype, name)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ListedDtype):
+            return self.str == other.str
+        return bool(self.dtype == other)
+
+    def __hash__(self) -> int:
+        return hash(self.dtype)
+
+    def __reduce__(self) -> tuple[type[ListedDtype], tuple[str]]:
+        return ListedDtype, (self.str,)
+
+    def __str__(self) -> str:
+        return str(self.dtype)
+
+    def __repr__(self) -> str:
+        return repr(self.dtype)
 
 
 class ListedDriver:

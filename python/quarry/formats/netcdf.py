@@ -11,8 +11,6 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from quarry.errors import SourceError
 from quarry.formats import cf
 from quarry.formats.base import (
@@ -25,6 +23,7 @@ from quarry.formats.base import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
 
 
@@ -69,6 +68,8 @@ class NetCDFDriver:
         return self._infos
 
     def _walk(self, group: Any, prefix: str, out: list[VariableInfo]) -> None:
+        import numpy as np
+
         for name, var in group.variables.items():
             path = f"{prefix}/{name}"
             self._vars[path] = var
@@ -102,6 +103,8 @@ class NetCDFDriver:
         return self._by_path[var]
 
     def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
+        import numpy as np
+
         info = self._info(var)
         v = self._vars[var]
         values = np.ma.asarray(read_flat(info.shape, start, stop, lambda r0, r1: v[r0:r1]))

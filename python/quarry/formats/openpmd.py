@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 #: The SI base unit of each entry of ``unitDimension`` (L, M, T, I, theta, N, J).
 _BASE_UNITS = ("m", "kg", "s", "A", "K", "mol", "cd")
@@ -41,9 +42,12 @@ def text(value: Any) -> str | None:
 
     Examples
     --------
+    >>> import numpy as np
     >>> text(np.bytes_(b"/data/%T/")), text('"1.1.0"'), text(None)
     ('/data/%T/', '1.1.0', None)
     """
+    import numpy as np
+
     if value is None:
         return None
     if isinstance(value, np.ndarray) and value.size == 1:
@@ -77,12 +81,15 @@ def constant(attrs: Mapping[str, Any]) -> tuple[tuple[int, ...], np.ndarray[Any,
 
     Examples
     --------
+    >>> import numpy as np
     >>> shape, value = constant({"value": np.float64(3.0), "shape": np.array([5], "u8")})
     >>> shape, value.dtype, float(value)
     ((5,), dtype('float64'), 3.0)
     >>> constant({"unitSI": 1.0}) is None
     True
     """
+    import numpy as np
+
     if "value" not in attrs or "shape" not in attrs:
         return None
     value = np.asarray(attrs["value"])
@@ -97,9 +104,12 @@ def unit_si(attrs: Mapping[str, Any]) -> float | None:
 
     Examples
     --------
+    >>> import numpy as np
     >>> unit_si({"unitSI": np.float64(1e-6)}), unit_si({})
     (1e-06, None)
     """
+    import numpy as np
+
     if "unitSI" not in attrs:
         return None
     value = np.asarray(attrs["unitSI"])

@@ -13,13 +13,12 @@ import os
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from quarry.errors import SourceError, UnsupportedVariableError
 from quarry.formats import cf
 from quarry.formats.base import VariableInfo, read_flat, variable_problem
 
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
 
 SIDECAR_SUFFIX = ".qraw.json"
@@ -40,6 +39,8 @@ class RawLayout:
 
     def check(self, path: str) -> None:
         """Raise if the file cannot hold this layout."""
+        import numpy as np
+
         dt = np.dtype(self.dtype)
         problem = variable_problem(self.shape, dt)
         if problem is not None:
@@ -103,6 +104,7 @@ class RawDriver:
 
     Examples
     --------
+    >>> import numpy as np
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "bx.bin")
     >>> np.arange(6, dtype=">f4").tofile(path)
@@ -112,6 +114,8 @@ class RawDriver:
     """
 
     def __init__(self, path: str, layout: RawLayout) -> None:
+        import numpy as np
+
         layout.check(path)
         self.path = path
         self.step_context: str | None = None
@@ -143,6 +147,8 @@ class RawDriver:
             raise KeyError(var)
 
     def _finish(self, values: npt.NDArray[Any]) -> npt.NDArray[np.generic]:
+        import numpy as np
+
         values = values.astype(values.dtype.newbyteorder("="), copy=False)
         if self._attrs:
             values = cf.decode(values, self._attrs)
@@ -150,6 +156,8 @@ class RawDriver:
         return out
 
     def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
+        import numpy as np
+
         self._check(var)
         if self.layout.order == "C" or len(self.layout.shape) == 1:
             return self._finish(self._array.reshape(-1)[start:stop])
@@ -161,6 +169,8 @@ class RawDriver:
         )
 
     def gather(self, var: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
+        import numpy as np
+
         self._check(var)
         if self.layout.order == "C" or len(self.layout.shape) == 1:
             return self._finish(self._array.reshape(-1)[positions])

@@ -14,11 +14,10 @@ import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from quarry.errors import SubarrayError
 
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
 
     from quarry.formats.base import Driver, VariableInfo
@@ -34,6 +33,7 @@ class Subarray:
 
     Examples
     --------
+    >>> import numpy as np
     >>> sub = Subarray.of((4, 6), ((1, None, 2), 3))
     >>> sub.shape, sub.text
     ((2,), '[1:4:2, 3]')
@@ -113,12 +113,16 @@ class Subarray:
         return tuple(out)
 
     def _starts_steps(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        import numpy as np
+
         starts = np.array([a if isinstance(a, int) else a.start for a in self.axes], np.int64)
         steps = np.array([0 if isinstance(a, int) else a.step for a in self.axes], np.int64)
         return starts, steps
 
     def base_coords(self, ids: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], ...]:
         """N-d indices in the whole variable of the view's flat ``ids``."""
+        import numpy as np
+
         view = iter(np.unravel_index(ids, self.shape) if self.shape else ())
         starts, steps = self._starts_steps()
         out = []
@@ -132,6 +136,8 @@ class Subarray:
     def base_ids(self, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Flat ids in the whole variable of the view's flat ``ids`` (ascending
         stays ascending)."""
+        import numpy as np
+
         if len(ids) == 0:
             return np.empty(0, dtype=np.int64)
         return np.ravel_multi_index(self.base_coords(ids), self.base_shape).astype(np.int64)
@@ -141,6 +147,8 @@ class Subarray:
     ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
         """Which whole-variable ``base_ids`` lie in the view, and the view ids
         of those that do."""
+        import numpy as np
+
         coords = np.unravel_index(base_ids, self.base_shape)
         inside = np.ones(len(base_ids), dtype=bool)
         view: list[npt.NDArray[np.int64]] = []
@@ -159,6 +167,8 @@ class Subarray:
 
     def base_span(self) -> tuple[int, int]:
         """The whole-variable flat ids ``[first, last + 1)`` the view lies in."""
+        import numpy as np
+
         if self.size == 0:
             return 0, 0
         first = self.base_ids(np.array([0], dtype=np.int64))[0]
@@ -173,6 +183,7 @@ def view_of(var: VariableInfo, subscripts: tuple[Subscript, ...]) -> VariableInf
 
     Examples
     --------
+    >>> import numpy as np
     >>> from quarry.formats.base import VariableInfo
     >>> x = VariableInfo("/x", (10, 4), np.dtype("f4"), dims=("t", "c"))
     >>> v = view_of(x, ((0, 5, None), 2))
@@ -191,6 +202,8 @@ def view_of(var: VariableInfo, subscripts: tuple[Subscript, ...]) -> VariableInf
 def read_view(driver: Driver, var: VariableInfo) -> npt.NDArray[np.generic]:
     """Every value of a view (or of a whole variable), flat and row-major.
     Reads the whole leading-axis rows the view spans, then slices."""
+    import numpy as np
+
     sub = var.subarray
     if sub is None:
         return driver.read(var.path, 0, var.size)

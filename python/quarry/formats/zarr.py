@@ -10,8 +10,6 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from quarry.errors import SourceError
 from quarry.formats import cf
 from quarry.formats.base import (
@@ -24,6 +22,7 @@ from quarry.formats.base import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
 
 
@@ -63,6 +62,8 @@ class ZarrDriver:
         self._infos: list[VariableInfo] | None = None
 
     def variables(self) -> list[VariableInfo]:
+        import numpy as np
+
         if self._infos is None:
             infos = []
             import zarr
@@ -94,6 +95,8 @@ class ZarrDriver:
         return self._infos
 
     def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
+        import numpy as np
+
         self.variables()
         arr = self._arrays[var]
         flat = np.asarray(read_flat(tuple(arr.shape), start, stop, lambda r0, r1: arr[r0:r1]))
@@ -105,6 +108,8 @@ class ZarrDriver:
         return out
 
     def gather(self, var: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
+        import numpy as np
+
         self.variables()
         size = int(np.prod(self._arrays[var].shape, dtype=np.int64))
         return gather_by_spans(self, var, size, positions)

@@ -16,8 +16,6 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from quarry import _core
 from quarry.errors import DerivationError, QuarryError, QuerySyntaxError
 from quarry.expr.ast import Arith, variables
@@ -26,6 +24,7 @@ from quarry.expr.postfix import postfix
 from quarry.formats.base import Driver, VariableInfo
 
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -76,10 +75,13 @@ def expand(
 
     Examples
     --------
+    >>> import numpy as np
     >>> vs = [VariableInfo(f"/Step#{s}/{n}", (5,), np.dtype("f4")) for s in (0, 1) for n in "xy"]
     >>> [d.info.path for d in expand([Derivation("r", "sqrt(x**2 + y**2)")], vs)]
     ['/Step#0/r', '/Step#1/r']
     """
+    import numpy as np
+
     by_group: dict[str, dict[str, VariableInfo]] = {}
     for info in file_variables:
         group, _, name = info.path.rpartition("/")

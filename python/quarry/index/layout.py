@@ -40,7 +40,6 @@ only after a CRC check, see :mod:`quarry.index.fresh`).
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import fcntl
 import json
@@ -51,14 +50,12 @@ import zlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
-import numpy as np
-
 from quarry import _core
 from quarry.errors import CorruptIndexError
-from quarry.expr.keys import EDGE_DTYPES
 from quarry.index.manifest import Manifest, VariableEntry
 
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
 
 MAGIC = b"QUARRYIX"
@@ -151,11 +148,23 @@ def encode_edges(edges: npt.NDArray[np.generic], key: str) -> str:
     >>> decode_edges(VariableEntry("<f8", (0,), "f64", 3, 2, text, [], [])).tolist()
     [0.5, 1.5]
     """
+    import base64
+
+    import numpy as np
+
+    from quarry.expr.keys import EDGE_DTYPES
+
     return base64.b64encode(np.asarray(edges, dtype=EDGE_DTYPES[key]).tobytes()).decode()
 
 
 def decode_edges(entry: VariableEntry) -> npt.NDArray[np.generic]:
     """The bin edges of a manifest's variable entry."""
+    import base64
+
+    import numpy as np
+
+    from quarry.expr.keys import EDGE_DTYPES
+
     return np.frombuffer(base64.b64decode(entry.edges), dtype=EDGE_DTYPES[entry.key])
 
 

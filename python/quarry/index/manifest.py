@@ -238,8 +238,6 @@ class Manifest:
         """The manifest in the decoded JSON ``doc``; raises
         :class:`CorruptIndexError` naming the field that is missing or
         malformed. Fields it does not know are ignored."""
-        from quarry.index.derived import Derivation
-
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise CorruptIndexError("the manifest is not a Quarry manifest")
         block_len = _field(doc, "block_len", int, "")
@@ -249,6 +247,8 @@ class Manifest:
         for d in doc.get("derived", []):
             if not isinstance(d, dict):
                 raise CorruptIndexError(f"the manifest's derived holds {d!r}, not an object")
+            from quarry.index.derived import Derivation  # only an index with some
+
             derived.append(
                 Derivation(_field(d, "name", str, "derived."), _field(d, "expr", str, "derived."))
             )

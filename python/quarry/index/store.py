@@ -10,11 +10,11 @@ from quarry import _core
 from quarry.errors import CorruptIndexError, StaleIndexError
 from quarry.formats.base import fingerprint
 from quarry.index import fresh, layout
-from quarry.index.derived import Derivation
 from quarry.index.locate import rebuild_command
 from quarry.index.manifest import VariableEntry
 
 if TYPE_CHECKING:
+    from quarry.index.derived import Derivation
     from quarry.index.verify import Reader
 
 

@@ -38,9 +38,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
 
     from quarry.formats.base import VariableInfo
@@ -145,6 +144,7 @@ def output_attrs(info: VariableInfo, dtype: np.dtype[Any]) -> dict[str, Any]:
 
     Examples
     --------
+    >>> import numpy as np
     >>> from quarry.formats.base import VariableInfo
     >>> t = VariableInfo("/t", (3,), np.dtype("f8"), decoding="_FillValue=-1",
     ...                  attrs={"units": "K", "_FillValue": -1, "scale_factor": 0.5})
@@ -188,6 +188,8 @@ def _attr_value(value: Any) -> Any:
 
 def _fits(value: Any, dtype: np.dtype[Any]) -> bool:
     """Whether a fill value is a scalar that ``dtype`` holds exactly."""
+    import numpy as np
+
     if not isinstance(value, int | float):
         return False
     if dtype.kind == "f":
@@ -208,6 +210,7 @@ def build_table(
 
     Examples
     --------
+    >>> import numpy as np
     >>> from quarry.formats.base import VariableInfo
     >>> info = VariableInfo("/quarry_row", (3,), np.dtype("i8"))
     >>> t = build_table([(ROW, np.arange(2))], [("/quarry_row", info, np.array([7, 9]))])

@@ -15,12 +15,11 @@ import secrets
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from quarry.errors import QuarryError
 from quarry.outputs.columns import FILE, GROUP, STEP, OutputTable, arrow_table, own_name
 
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
 
 FORMATS = (".npy", ".csv", ".h5", ".nc", ".parquet")
@@ -91,12 +90,15 @@ def write_positions(path: str, positions: npt.NDArray[np.int64]) -> None:
 
     Examples
     --------
+    >>> import numpy as np
     >>> import tempfile, os
     >>> p = os.path.join(tempfile.mkdtemp(), "hits.npy")
     >>> write_positions(p, np.array([3, 9]))
     >>> np.load(p)
     array([3, 9])
     """
+    import numpy as np
+
     if _extension(path) != ".npy":
         raise OutputError(f"ids and coordinates are written as .npy; got {path}")
     with atomic(path) as tmp, open(tmp, "wb") as f:
@@ -153,6 +155,7 @@ def write_values(
 
     Examples
     --------
+    >>> import numpy as np
     >>> import h5py, tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "sel.h5")
     >>> write_values(path, {"e": np.array([1.5, 2.5])}, {"query": "e > 1"})
@@ -177,6 +180,8 @@ def _h5(path: str, table: OutputTable, attrs: dict[str, Any]) -> None:
 
 
 def _h5_columns(group: Any, table: OutputTable) -> None:
+    import numpy as np
+
     for name, values in table.columns.items():
         dataset = group.create_dataset(name, data=values)
         for key, value in table.attrs.get(name, {}).items():
@@ -197,6 +202,8 @@ def _nc_columns(group: Any, table: OutputTable) -> None:
     """The columns as variables of ``group`` along the table's dimension; a
     name with a path nests in groups (NetCDF-4 groups see their parents'
     dimensions)."""
+    import numpy as np
+
     group.createDimension(table.dim, len(table))
     for name, values in table.columns.items():
         *parents, leaf = name.split("/")
@@ -233,6 +240,8 @@ def _parquet(path: str, table: OutputTable, attrs: dict[str, Any]) -> None:
 
 
 def _records(table: OutputTable) -> npt.NDArray[Any]:
+    import numpy as np
+
     records = np.empty(len(table), dtype=[(n, v.dtype) for n, v in table.columns.items()])
     for name, values in table.columns.items():
         records[name] = values
@@ -240,12 +249,16 @@ def _records(table: OutputTable) -> npt.NDArray[Any]:
 
 
 def _npy(path: str, table: OutputTable, attrs: dict[str, Any]) -> None:
+    import numpy as np
+
     with open(path, "wb") as f:
         np.save(f, _records(table))
 
 
 def _csv(path: str, table: OutputTable, attrs: dict[str, Any]) -> None:
     import csv
+
+    import numpy as np
 
     formats = ["%d" if v.dtype.kind in "iub" else "%.17g" for v in table.columns.values()]
     with open(path, "w", newline="") as f:
@@ -268,6 +281,7 @@ def write_groups(
 
     Examples
     --------
+    >>> import numpy as np
     >>> import h5py, tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "steps.h5")
     >>> table = OutputTable({"quarry_row": np.arange(3)})

@@ -41,8 +41,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from quarry import _core
 from quarry.errors import ParallelError, QuarryError
 from quarry.parallel.mpi import share
@@ -126,6 +124,8 @@ class Mpi:
         rank is raised on all of them (the first by member; a rank that did
         not hit it raises :class:`~quarry.errors.ParallelError` with the same
         message), after they all agree, so none waits on another."""
+        import numpy as np
+
         comm = self.comm
         runs = share([1] * n_members, comm.rank, comm.size)
         local = np.zeros((n_members, width), dtype=np.int64)
@@ -152,6 +152,8 @@ class Mpi:
     def answer(
         self, selections: Sequence[Selection], rows: bool = False, names: Sequence[str] = ()
     ) -> bool:
+        import numpy as np
+
         comm = self.comm
         mine = self.shares(selections)
         if not rows:

@@ -16,19 +16,17 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from quarry import _core
 from quarry.errors import ShapeMismatchError
 from quarry.expr.ast import Arith, Var, to_text, variables
 from quarry.expr.postfix import postfix
-from quarry.formats.subarray import read_view
-from quarry.index.stats import VariableStats, column_stats, combine
 
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
 
     from quarry.formats.base import Driver, VariableInfo
+    from quarry.index.stats import VariableStats
     from quarry.index.store import IndexStore
 
 Number = int | float
@@ -58,6 +56,7 @@ class Aggregator:
 
     Examples
     --------
+    >>> import numpy as np
     >>> import h5py, tempfile, os
     >>> from quarry.formats.hdf5 import HDF5Driver
     >>> from quarry.expr.ast import Var
@@ -113,6 +112,8 @@ class Aggregator:
                 and self.store is not None
                 and over.name in self.store.variables
             ):
+                from quarry.index.stats import column_stats
+
                 cached = column_stats(self.store.column(over.name)), "index"
             else:
                 cached = self._one_pass(over), "data"
@@ -120,6 +121,9 @@ class Aggregator:
         return cached
 
     def _one_pass(self, over: Arith) -> VariableStats:
+        from quarry.formats.subarray import read_view
+        from quarry.index.stats import combine
+
         infos = list({v.name: self.by_key[v.name] for v in variables(over)}.values())
         shapes = {info.shape for info in infos}
         if len(shapes) > 1:
@@ -155,11 +159,14 @@ def span_stats(values: npt.NDArray[np.generic]) -> tuple[int, float, float, Any,
 
     Examples
     --------
+    >>> import numpy as np
     >>> span_stats(np.array([1.0, np.nan, 3.0]))
     (2, 4.0, 2.0, 1.0, 3.0)
     >>> span_stats(np.array([], dtype="i4"))
     (0, 0.0, 0.0, None, None)
     """
+    import numpy as np
+
     if values.dtype.kind == "f":
         values = values[~np.isnan(values)]
     n = len(values)

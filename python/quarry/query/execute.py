@@ -18,12 +18,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import numpy as np
-
 from quarry import _core
 from quarry.errors import ShapeMismatchError
 from quarry.expr.ast import to_text
-from quarry.expr.keys import KEY_DTYPES, key_kind
+from quarry.expr.keys import key_kind
 from quarry.expr.plan import (
     AndNode,
     Const,
@@ -37,11 +35,11 @@ from quarry.expr.plan import (
 )
 from quarry.expr.postfix import postfix
 from quarry.formats.base import Driver, VariableInfo
-from quarry.formats.subarray import read_view
 from quarry.index.store import IndexStore
 from quarry.query.stats import Access, CountingDriver, Estimate, QueryStats, Work
 
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
 
     from quarry.reorg.read import ReorgCopy
@@ -260,8 +258,12 @@ class Executor:
     def _whole(self, var: VariableInfo) -> npt.NDArray[np.generic]:
         """The whole column. For memory-mapped storage this is a view: the
         core then touches only the pages of the rows it evaluates."""
+        import numpy as np
+
         values = self._columns.get((var.key, None))
         if values is None:
+            from quarry.formats.subarray import read_view
+
             values = read_view(self._source, var)
             axis = self.table.axis_of(var)
             if axis is not None:  # a coordinate, repeated over the table's other axes
@@ -280,6 +282,8 @@ class Executor:
         """Stored values of ``var`` as the user asked for them: multiplied by
         its factor in float64 (as CF's ``scale_factor`` is applied), or as
         they are."""
+        import numpy as np
+
         by = self.scales(var)
         if by is None:
             return values
@@ -289,12 +293,16 @@ class Executor:
     def values_at(self, var: VariableInfo, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
         """Values of ``var`` at table rows ``ids`` (a coordinate: at their index
         along its axis), as :meth:`physical` gives them."""
+        import numpy as np
+
         axis = self.table.axis_of(var)
         if axis is None:
             if var.subarray is not None:
                 ids = var.subarray.base_ids(ids)
             return self.physical(var, self._source.gather(var.path, ids))
         along = np.unravel_index(ids, self.table.shape)[axis].astype(np.int64)
+        from quarry.formats.subarray import read_view
+
         return self.physical(var, read_view(self._source, var)[along])
 
     def _missing_rows(self, var: VariableInfo, col: _core.Column) -> _core.RowSet:
@@ -345,10 +353,14 @@ class Executor:
             sure, cand = col.count(
                 iv.lo, iv.lo_incl, iv.hi, iv.hi_incl, self.blocks, self._work.tally
             )
+        if cand.is_empty():  # the index alone answers: no value read
+            return int(sure)
         return int(sure) + len(self._passing(leaf, cand))
 
     def _scan_counts(self, var: VariableInfo, intervals: Intervals) -> npt.NDArray[np.int64]:
         """Counts of the (non-empty) ``intervals`` in one pass over the column."""
+        import numpy as np
+
         values = self._values(var)
         self._work.scanned(None, len(values), self.table.block_len)
         counts = _core.count_ranges(
@@ -359,7 +371,8 @@ class Executor:
     def _cheaper(self, leaf: RangeLeaf, domain: _core.RowSet | None) -> str:
         """``"index"`` or ``"scan"`` for ``leaf`` within ``domain``, as
         :meth:`estimate` finds it; noted in the work done (:meth:`access`)."""
-        estimate = self.estimate(leaf.var, _single(leaf.interval), domain)
+        iv = leaf.interval
+        estimate = self._estimate(leaf.var, [[iv.lo, iv.lo_incl, iv.hi, iv.hi_incl]], domain)
         path = estimate.choice if estimate is not None else "scan"
         condition = leaf.interval.text(leaf.var.key)
         self._work.access[condition] = Access(condition, path, estimate)
@@ -398,7 +411,8 @@ class Executor:
         n_rows = self.table.n_rows
         index = 0
         for leaf in leaves:
-            one = self.estimate(leaf.var, _single(leaf.interval))
+            iv = leaf.interval
+            one = self._estimate(leaf.var, [[iv.lo, iv.lo_incl, iv.hi, iv.hi_incl]], None)
             index += min(one.index, one.scan) if one is not None else SCAN_COST + n_rows
         scan = len(leaves) * (SCAN_COST + n_rows)
         mdbin = LOOKUP_COST + runs.boundary_rows * len(box) + (runs.whole_rows if rows else 0)
@@ -423,17 +437,24 @@ class Executor:
         through its index (each lookup, and every candidate checked) against
         one scan of the column (or of the domain's rows); None where ``var``
         has no index over the table's rows."""
+        live = [j for j, empty in enumerate(intervals.empty.tolist()) if not empty]
+        parts = (intervals.lo, intervals.lo_incl, intervals.hi, intervals.hi_incl)
+        bounds = [[part[j].item() for part in parts] for j in live]
+        return self._estimate(var, bounds, domain)
+
+    def _estimate(
+        self, var: VariableInfo, bounds: list[list[Any]], domain: _core.RowSet | None
+    ) -> Estimate | None:
+        """:meth:`estimate` of intervals given as ``[lo, lo_incl, hi, hi_incl]``."""
         col = self._column(var)
         if col is None:
             return None
         rows = len(domain) if domain is not None else self.part_rows()
         scan = SCAN_COST + rows
-        live = ~intervals.empty
-        lookups = LOOKUP_COST * int(np.count_nonzero(live))
+        lookups = LOOKUP_COST * len(bounds)
         if lookups > scan:  # the lookups alone cost more than the scan
             return Estimate(None, lookups, scan)
-        lo, lo_incl, hi, hi_incl, _ = (part[live] for part in intervals)
-        candidates = int(col.boundary_rows(lo, lo_incl, hi, hi_incl).sum())
+        candidates = sum(col.boundary_rows(*b) for b in bounds)
         # Candidates lie anywhere in the column: a share or a domain holds its part.
         candidates = candidates * rows // max(self.table.n_rows, 1)
         return Estimate(candidates, CHECK_COST * candidates + lookups, scan)
@@ -449,6 +470,8 @@ class Executor:
         """How many rows of ``var`` lie in each of ``intervals`` (of its key
         domain): through the index one interval at a time, or in one pass
         over the column, whichever :meth:`estimate` finds cheaper."""
+        import numpy as np
+
         counts = np.zeros(len(intervals.lo), dtype=np.int64)
         live = ~intervals.empty
         estimate = self.estimate(var, intervals, self.part)
@@ -548,6 +571,8 @@ class Executor:
 
     def _passing(self, leaf: RangeLeaf, cand: _core.RowSet) -> npt.NDArray[np.int64]:
         """Ids of the candidates whose stored value really is inside the interval."""
+        import numpy as np
+
         if cand.is_empty():
             return np.empty(0, dtype=np.int64)
         ids = cand.to_ids()
@@ -589,6 +614,8 @@ class Executor:
             return self._empty(), u
         with self._reading(leaf.var):
             sure, cand = col.leaf(iv.lo, iv.lo_incl, iv.hi, iv.hi_incl, domain, self._work.tally)
+        if cand.is_empty():  # the index alone answers: no value read
+            return sure, u
         passing = self._passing(leaf, cand)
         return (sure | self._from_ids(passing) if len(passing) else sure), u
 
@@ -598,6 +625,8 @@ class Executor:
         """A range on a subarray, answered by the whole variable's index: the
         domain's rows map to the variable's rows (or, with no domain, the blocks
         the subarray spans are the domain), hits map back."""
+        import numpy as np
+
         var, iv = leaf.var, leaf.interval
         sub, col = var.subarray, self._base_column(var)
         assert sub is not None and col is not None and self.store is not None
@@ -651,7 +680,11 @@ class Executor:
 
 
 def _single(iv: Interval) -> Intervals:
-    """One interval as the arrays :meth:`Executor.estimate` takes."""
+    """One interval as the arrays :meth:`Executor.count_ranges` takes."""
+    import numpy as np
+
+    from quarry.expr.keys import KEY_DTYPES
+
     bounds = np.array([iv.lo, iv.hi], dtype=KEY_DTYPES[iv.kind])
     flags = np.array([iv.lo_incl, iv.hi_incl, iv.empty])
     return Intervals(bounds[:1], flags[:1], bounds[1:], flags[1:2], flags[2:])

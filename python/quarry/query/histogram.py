@@ -23,8 +23,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-import numpy as np
-
 from quarry import _core
 from quarry.errors import HistogramError, QuarryError
 from quarry.index.stats import column_stats
@@ -96,6 +94,8 @@ def combine(parts: Sequence[Part], bins: Bins = 10, range: Range = None) -> Hist
     >>> h.counts.tolist(), h.edges.tolist(), h.path
     ([2, 2, 2, 2], [0.0, 1.75, 3.5, 5.25, 7.0], 'index')
     """
+    import numpy as np
+
     if len(parts) == 1:
         (one,) = parts
         return compute(one.executor, one.rows, one.variables, bins, range, one.weights)
@@ -119,6 +119,8 @@ def _shared_edges(parts: Sequence[Part], bins: Bins, range: Range) -> npt.NDArra
     """Edges for every part of a 1-D histogram, or None where only the
     values themselves give them (automatic bins over selected rows, or a
     table without an index)."""
+    import numpy as np
+
     dtype = np.result_type(*(p.variables[0].dtype for p in parts))
     if not (isinstance(bins, int) and range is None):
         return np.histogram_bin_edges(np.empty(0, dtype=dtype), bins=bins, range=range)  # type: ignore[arg-type]
@@ -175,6 +177,8 @@ def _from_index(
     bins: Bins,
     range: Range,
 ) -> Histogram | None:
+    import numpy as np
+
     if isinstance(bins, int) and range is None:
         if rows is not None:
             return None  # the selection's min and max need its values
@@ -194,6 +198,8 @@ def _from_index(
 
 
 def _present(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    import numpy as np
+
     return values[~np.isnan(values)] if values.dtype.kind == "f" else values
 
 
@@ -211,6 +217,8 @@ def _from_data(
 
 def _read(part: Part) -> tuple[list[npt.NDArray[Any]], npt.NDArray[Any] | None]:
     """The part's variables and weight at its rows (every row when None)."""
+    import numpy as np
+
     executor = part.executor
     ids = part.rows.to_ids() if part.rows is not None else None
     n = executor.table.n_rows
@@ -228,6 +236,8 @@ def _numpy(
     columns: list[npt.NDArray[Any]], w: npt.NDArray[Any] | None, bins: Bins, range: Range
 ) -> Histogram:
     """NumPy's histogram of the rows where no column (nor the weight) is missing."""
+    import numpy as np
+
     keep = np.ones(len(columns[0]), dtype=bool)
     for c in [*columns, *([w] if w is not None else [])]:
         if c.dtype.kind == "f":

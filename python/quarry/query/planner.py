@@ -35,7 +35,6 @@ from quarry.expr.plan import (
     RangeLeaf,
     compile_plan,
 )
-from quarry.formats.subarray import view_of
 from quarry.index.options import DEFAULT_BLOCK_LEN
 from quarry.query.aggregate import AggregateValue, Aggregator
 from quarry.query.execute import Table, table_of
@@ -116,6 +115,8 @@ class Planner:
             if info.problem is not None:
                 raise UnsupportedVariableError(f"cannot query {info.path}: {info.problem}")
             if var.index is not None:
+                from quarry.formats.subarray import view_of
+
                 info = view_of(info, var.index)
             self._names[written] = info
         return info

@@ -6,22 +6,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
-
 from quarry import _core
 from quarry.errors import ShapeMismatchError
 from quarry.pool import jobs, on_own_threads
 from quarry.query.execute import Executor, Table
-from quarry.query.histogram import Histogram, Part, combine
 from quarry.query.stats import Access, QueryStats
 
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
 
     from quarry.dataset import Dataset
     from quarry.formats.base import VariableInfo
     from quarry.outputs.columns import OutputTable
     from quarry.query.aggregate import AggregateValue
+    from quarry.query.histogram import Histogram, Part
     from quarry.query.planner import PlannedQuery
 
 
@@ -210,12 +209,16 @@ class Selection:
 
     def coords(self) -> npt.NDArray[np.int64]:
         """N-d indices of the hits, one row per hit (shape ``(count, ndim)``)."""
+        import numpy as np
+
         ids = self.ids()
         return np.stack(np.unravel_index(ids, self.shape), axis=1).astype(np.int64)
 
     @on_own_threads
     def values(self, name: str) -> npt.NDArray[np.generic]:
         """Values of variable ``name`` at the hits (any variable of the table's shape)."""
+        import numpy as np
+
         var = self._table_variable(name)
         cached = self._values.get(var.key)
         if cached is None:
@@ -304,10 +307,14 @@ class Selection:
         name) or ``numpy.histogramdd`` (two or three), unpacking as
         ``counts, edges``; see :mod:`quarry.query.histogram` for when the
         index answers without reading data."""
+        from quarry.query.histogram import combine
+
         return combine([self.histogram_part(names, weights)], bins, range)
 
     def histogram_part(self, names: str | list[str], weights: str | None = None) -> Part:
         """What :meth:`histogram` bins: the hits of ``names`` (and ``weights``)."""
+        from quarry.query.histogram import Part
+
         variables = [
             self._table_variable(n) for n in ([names] if isinstance(names, str) else names)
         ]
@@ -318,6 +325,8 @@ class Selection:
         """N-d indices of the hits in variable ``name``'s own array: where a
         query compared a subarray (``x[10:20, 5]``), its rows' positions in
         the whole of ``x``."""
+        import numpy as np
+
         var = self._table_variable(name)
         ids = self.ids()
         if var.subarray is None:
@@ -360,6 +369,8 @@ class Selection:
         >>> table.attrs["e"]["units"]
         'GeV'
         """
+        import numpy as np
+
         from quarry.outputs.columns import INDEX, ROW, build_table
 
         ids = self.ids()

@@ -59,7 +59,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from quarry.errors import CorruptCopyError
-from quarry.index.locate import find_index
 from quarry.index.manifest import SourceRecord
 from quarry.reorg.binning import Axis, mdbin_strides
 
@@ -68,7 +67,6 @@ if TYPE_CHECKING:
 
 FORMAT = "quarry-mdbin"
 VERSION = 1
-SUFFIX = ".qmd"
 ATTRIBUTE = "quarry_reorg"
 ROWS = "rows"
 
@@ -190,22 +188,6 @@ class CopyManifest:
             raise
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
             raise CorruptCopyError(f"the manifest of {where} is damaged ({exc!r})") from None
-
-
-def find_copy(source: str, index: str | None = None) -> str:
-    """Where the reorganised copy of ``source`` is, or would be made: by the
-    index's rules (:mod:`quarry.index.locate`), ``<file name>.qmd`` beside
-    the file, in the directory ``index`` or in ``QUARRY_INDEX_PATH``; where
-    ``index`` names an index file, beside it (``.qidx`` becoming ``.qmd``).
-
-    Examples
-    --------
-    >>> find_copy("/nowhere/run.h5"), find_copy("/nowhere/run.h5", "/scratch/run.qidx")
-    ('/nowhere/run.h5.qmd', '/scratch/run.qmd')
-    """
-    if index is not None and not os.path.isdir(index):
-        return index.removesuffix(".qidx") + SUFFIX
-    return find_index(source, index, SUFFIX)
 
 
 def rows_dtype(rows: int) -> np.dtype[Any]:

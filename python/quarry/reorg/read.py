@@ -40,10 +40,10 @@ from quarry.reorg.layout import (
     MemberLayout,
     column_dtype,
     crc32,
-    find_copy,
     read_layout,
     rows_dtype,
 )
+from quarry.reorg.locate import find_copy
 
 if TYPE_CHECKING:
     import numpy.typing as npt

@@ -165,7 +165,6 @@ def _swapped_query(inputs: list[str]) -> str | None:
     True
     """
     import os
-    import shlex
 
     if len(inputs) < 2 or not os.path.exists(inputs[-1]) or os.path.exists(inputs[0]):
         return None
@@ -176,6 +175,8 @@ def _swapped_query(inputs: list[str]) -> str | None:
         parse(inputs[0])
     except QuerySyntaxError:
         return None
+    import shlex
+
     order = [*inputs[1:], inputs[0]]
     return f"the query comes after the file(s): quarry query {shlex.join(order)}"
 
