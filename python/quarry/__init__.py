@@ -95,10 +95,17 @@ _LAZY = {
 if not TYPE_CHECKING:  # type checkers see the imports above, and catch misspelt names
 
     def __getattr__(name: str) -> Any:
-        """A public name of :data:`_LAZY`, imported now and kept."""
+        """A public name of :data:`_LAZY`, or a stage of the package
+        (``quarry.parallel.threads(4)`` after ``import quarry``), imported now
+        and kept."""
         module = _LAZY.get(name)
         if module is None:
-            raise AttributeError(f"module 'quarry' has no attribute {name!r}")
+            try:
+                return importlib.import_module(f"quarry.{name}")
+            except ModuleNotFoundError as exc:
+                if exc.name != f"quarry.{name}":
+                    raise
+                raise AttributeError(f"module 'quarry' has no attribute {name!r}") from None
         value = getattr(importlib.import_module(module), name)
         globals()[name] = value
         return value

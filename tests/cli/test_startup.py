@@ -198,6 +198,17 @@ def test_importing_quarry_imports_neither_numpy_nor_the_api():
     assert done.stdout.splitlines() == ["[]", "quarry.dataset quarry.dataset []"], done.stderr
 
 
+def test_the_stages_are_reached_from_import_quarry_alone():
+    """The README's ``with quarry.parallel.threads(4): ...`` after ``import quarry``."""
+    script = (
+        "import quarry\n"
+        "with quarry.parallel.threads(1):\n"
+        "    print(quarry.pool.jobs(), quarry.errors.QuarryError.__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.stdout.splitlines() == ["1 QuarryError"], done.stderr
+
+
 def test_every_public_name_of_quarry_resolves():
     for name in quarry.__all__:
         assert getattr(quarry, name) is not None
