@@ -339,20 +339,28 @@ class Executor:
         if isinstance(through, int):
             return through
         if isinstance(plan, RangeLeaf) and not plan.interval.empty:
-            if self._cheaper(plan, self.part) == "index":
-                return self._count_by_index(plan)
-            if self._column(plan.var) is not None:
-                return int(self._scan_counts(plan.var, _single(plan.interval))[0])
+            col = self._column(plan.var)
+            if col is not None:
+                return self._count_by_index(plan, col, choose=True)
         return len(self.rows(plan))
 
-    def _count_by_index(self, leaf: RangeLeaf) -> int:
-        col = self._column(leaf.var)
-        assert col is not None
+    def _count_by_index(self, leaf: RangeLeaf, col: _core.Column, choose: bool = False) -> int:
+        """A range's count from its bins' counts and its checked candidates;
+        with ``choose``, the candidates found (their bitmaps are all the
+        lookup decodes) are weighed against a scan, which counts instead
+        where it costs less (noted for :meth:`access`)."""
         iv = leaf.interval
         with self._reading(leaf.var):
             sure, cand = col.count(
                 iv.lo, iv.lo_incl, iv.hi, iv.hi_incl, self.blocks, self._work.tally
             )
+        if choose:
+            n = len(cand)
+            estimate = Estimate(n, LOOKUP_COST + CHECK_COST * n, SCAN_COST + self.part_rows())
+            path = estimate.choice
+            self._note(Access((leaf.var.key, iv), path, estimate))
+            if path == "scan":
+                return int(self._scan_counts(leaf.var, _single(iv))[0])
         if cand.is_empty():  # the index alone answers: no value read
             return int(sure)
         return int(sure) + len(self._passing(leaf, cand))
@@ -372,11 +380,14 @@ class Executor:
         """``"index"`` or ``"scan"`` for ``leaf`` within ``domain``, as
         :meth:`estimate` finds it; noted in the work done (:meth:`access`)."""
         iv = leaf.interval
-        estimate = self._estimate(leaf.var, [[iv.lo, iv.lo_incl, iv.hi, iv.hi_incl]], domain)
+        estimate = self._estimate(leaf.var, 1, _bounds_of(iv), domain)
         path = estimate.choice if estimate is not None else "scan"
-        condition = leaf.interval.text(leaf.var.key)
-        self._work.access[condition] = Access(condition, path, estimate)
+        self._note(Access((leaf.var.key, iv), path, estimate))
         return path
+
+    def _note(self, access: Access) -> None:
+        """Keep how a condition was answered (the last word, per condition)."""
+        self._work.access[access.what] = access
 
     def _through_copy(self, plan: PlanNode, rows: bool) -> int | _core.RowSet | None:
         """The count (or with ``rows`` the rows) of a box, ranges of several
@@ -384,7 +395,7 @@ class Executor:
         where its cost (its boundary bins' rows checked, and with ``rows``
         its whole bins' row numbers read) is below the index's and a scan's;
         None where no copy serves or it would cost more."""
-        if self._copies is None or self.blocks is not None:
+        if self._copies is None or self.blocks is not None or self._copies() is None:
             return None
         leaves = [plan] if isinstance(plan, RangeLeaf) else []
         if isinstance(plan, AndNode) and all(isinstance(x, RangeLeaf) for x in plan.items):
@@ -412,15 +423,16 @@ class Executor:
         index = 0
         for leaf in leaves:
             iv = leaf.interval
-            one = self._estimate(leaf.var, [[iv.lo, iv.lo_incl, iv.hi, iv.hi_incl]], None)
+            one = self._estimate(leaf.var, 1, _bounds_of(iv), None)
             index += min(one.index, one.scan) if one is not None else SCAN_COST + n_rows
         scan = len(leaves) * (SCAN_COST + n_rows)
         mdbin = LOOKUP_COST + runs.boundary_rows * len(box) + (runs.whole_rows if rows else 0)
         estimate = Estimate(runs.boundary_rows, index, scan, mdbin)
         if estimate.choice != "mdbin":
             return None
-        condition = " && ".join(iv.text(path) for path, iv in box.items())
-        self._work.access[condition] = Access(condition, "mdbin", estimate)
+        self._note(
+            Access(" && ".join(iv.text(path) for path, iv in box.items()), "mdbin", estimate)
+        )
         self._work.rows_checked += runs.boundary_rows
         if not rows:
             return member.count(box, runs)
@@ -439,22 +451,28 @@ class Executor:
         has no index over the table's rows."""
         live = [j for j, empty in enumerate(intervals.empty.tolist()) if not empty]
         parts = (intervals.lo, intervals.lo_incl, intervals.hi, intervals.hi_incl)
-        bounds = [[part[j].item() for part in parts] for j in live]
-        return self._estimate(var, bounds, domain)
+        return self._estimate(
+            var, len(live), lambda: [[part[j].item() for part in parts] for j in live], domain
+        )
 
     def _estimate(
-        self, var: VariableInfo, bounds: list[list[Any]], domain: _core.RowSet | None
+        self,
+        var: VariableInfo,
+        n_ranges: int,
+        bounds: Callable[[], list[list[Any]]],
+        domain: _core.RowSet | None,
     ) -> Estimate | None:
-        """:meth:`estimate` of intervals given as ``[lo, lo_incl, hi, hi_incl]``."""
+        """:meth:`estimate` of ``n_ranges`` intervals, ``bounds()`` giving them
+        as ``[lo, lo_incl, hi, hi_incl]`` where their candidates are counted."""
         col = self._column(var)
         if col is None:
             return None
         rows = len(domain) if domain is not None else self.part_rows()
         scan = SCAN_COST + rows
-        lookups = LOOKUP_COST * len(bounds)
+        lookups = LOOKUP_COST * n_ranges
         if lookups > scan:  # the lookups alone cost more than the scan
             return Estimate(None, lookups, scan)
-        candidates = sum(col.boundary_rows(*b) for b in bounds)
+        candidates = sum(col.boundary_rows(*b) for b in bounds())
         # Candidates lie anywhere in the column: a share or a domain holds its part.
         candidates = candidates * rows // max(self.table.n_rows, 1)
         return Estimate(candidates, CHECK_COST * candidates + lookups, scan)
@@ -476,14 +494,14 @@ class Executor:
         live = ~intervals.empty
         estimate = self.estimate(var, intervals, self.part)
         path = estimate.choice if estimate is not None else "scan"
-        condition = f"{int(np.count_nonzero(live)):,} ranges of {var.key}"
-        self._work.access[condition] = Access(condition, path, estimate)
-        if path == "index":
+        self._note(Access(f"{int(np.count_nonzero(live)):,} ranges of {var.key}", path, estimate))
+        col = self._column(var)
+        if path == "index" and col is not None:
             kind = key_kind(var.dtype)
             for j in np.flatnonzero(live).tolist():
                 lo, hi = intervals.lo[j].item(), intervals.hi[j].item()
                 iv = Interval(kind, lo, bool(intervals.lo_incl[j]), hi, bool(intervals.hi_incl[j]))
-                counts[j] = self._count_by_index(RangeLeaf(var, iv))
+                counts[j] = self._count_by_index(RangeLeaf(var, iv), col)
             return counts
         counts[live] = self._scan_counts(var, Intervals(*(part[live] for part in intervals)))
         return counts
@@ -588,8 +606,7 @@ class Executor:
         if col is not None and not iv.empty and self._cheaper(leaf, domain) == "scan":
             col = None
         elif col is None:
-            condition = iv.text(leaf.var.key)
-            self._work.access[condition] = Access(condition, "scan")
+            self._note(Access((leaf.var.key, iv), "scan"))
         if col is None:
             probe = iv if not iv.empty else everything(iv.kind)
             values = self._values(leaf.var)
@@ -661,8 +678,7 @@ class Executor:
         return back(hits), u
 
     def _scan(self, leaf: ScanLeaf, domain: _core.RowSet | None) -> Pair:
-        condition = f"{to_text(leaf.left)} {leaf.op} {to_text(leaf.right)}"
-        self._work.access[condition] = Access(condition, "scan")
+        self._note(Access(f"{to_text(leaf.left)} {leaf.op} {to_text(leaf.right)}", "scan"))
         columns = [self._values(v) for v in leaf.variables]
         slot = {v.key: i for i, v in enumerate(leaf.variables)}
         return self._scanned(
@@ -677,6 +693,11 @@ class Executor:
             ),
             domain,
         )
+
+
+def _bounds_of(iv: Interval) -> Callable[[], list[list[Any]]]:
+    """One interval's bounds as :meth:`Executor._estimate` asks for them."""
+    return lambda: [[iv.lo, iv.lo_incl, iv.hi, iv.hi_incl]]
 
 
 def _single(iv: Interval) -> Intervals:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from quarry.expr.plan import Interval
     from quarry.formats.base import Driver, VariableInfo
 
 
@@ -77,21 +78,33 @@ class Estimate:
 
     @property
     def choice(self) -> str:
-        costs = {"index": self.index, "scan": self.scan}
-        if self.mdbin is not None:
-            costs["mdbin"] = self.mdbin
-        return min(costs, key=lambda path: costs[path])
+        """The cheapest path; on a tie the index, then a scan."""
+        if self.mdbin is not None and self.mdbin < min(self.index, self.scan):
+            return "mdbin"
+        return "index" if self.index <= self.scan else "scan"
 
 
 @dataclass(frozen=True)
 class Access:
-    """How one condition of a query was answered: ``"index"`` or ``"scan"``,
-    and the estimate the choice was made on (None: there was no index of
-    the variable to weigh, or the condition is arithmetic)."""
+    """How one condition of a query was answered: ``"index"``, ``"scan"`` or
+    ``"mdbin"``, and the estimate the choice was made on (None: there was no
+    index of the variable to weigh, or the condition is arithmetic).
 
-    condition: str
+    ``what`` is the condition: its text, or a variable and an interval of
+    it, written out only when read (a count over 720 steps notes 720).
+    """
+
+    what: str | tuple[str, Interval]
     path: str
     estimate: Estimate | None = None
+
+    @property
+    def condition(self) -> str:
+        """The condition as ``--explain`` writes it."""
+        if isinstance(self.what, str):
+            return self.what
+        name, interval = self.what
+        return interval.text(name)
 
     def to_dict(self) -> dict[str, object]:
         """For ``--explain --json``'s ``"plan"``."""
@@ -130,7 +143,7 @@ class Work:
         self.rows_scanned = 0
         self.blocks_scanned = 0
         self.blocks_skipped = 0
-        self.access: dict[str, Access] = {}
+        self.access: dict[str | tuple[str, Interval], Access] = {}
         """How each condition was answered, by condition (the last word: a
         condition evaluated by several shares chose once per share)."""
 
