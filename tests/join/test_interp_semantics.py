@@ -7,7 +7,7 @@ from __future__ import annotations
 import h5py
 import numpy as np
 import pytest
-from interp_cases import write_field, write_particles
+from interp_cases import assert_close, reference, write_field, write_particles
 
 import quarry
 from quarry.errors import JoinArgumentError, JoinError, SourceError
@@ -221,3 +221,16 @@ def test_grid_given_wins_over_the_files_coordinate_variables(tmp_path):
         assert sel.interpolate({"bx": field}, ["x"])["bx"].tolist() == [0.3]
         given = sel.interpolate({"bx": field}, ["x"], grid="origin=0 spacing=1")
         assert given["bx"].tolist() == [3.0]
+
+
+def test_a_subarray_takes_its_part_of_the_coordinate_variables(tmp_path):
+    """``tas[0]`` of a (time, lat, lon) field: a 2-D field on lat and lon."""
+    rng = np.random.default_rng(2)
+    tas = rng.normal(280, 10, (3, 5, 4))
+    coords = [np.arange(3.0), np.linspace(-60, 60, 5), np.array([0.0, 90, 180, 270])]
+    field = write_field(str(tmp_path), "netcdf", "tas", tas, coords)
+    lat, lon = rng.uniform(-70, 70, 50), rng.uniform(0, 270, 50)
+    particles = write_particles(str(tmp_path / "p.h5"), {"lat": lat, "lon": lon})
+    with quarry.open(particles) as ds:
+        table = ds.select_all(["lat"]).interpolate({"t": f"{field}:tas[1]"}, ["lat", "lon"])
+    assert_close(table["t"], reference(tas[1], coords[1:], [lat, lon], "nan"), tas)
