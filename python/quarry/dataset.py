@@ -513,6 +513,29 @@ class Dataset:
             self._copy = open_copy(self.path, given, self._file_driver.read)
         return self._copy
 
+    def select_all(self, names: Sequence[str], path: str | None = None) -> Selection:
+        """Every row of the table the variables ``names`` form (bare names
+        resolving under ``path``): a selection with no condition, for what
+        takes a selection (values, extracts, :meth:`~quarry.Selection.interpolate`).
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "all.h5")
+        >>> with h5py.File(path, "w") as f:
+        ...     f["x"] = np.array([1.0, np.nan, 3.0])
+        >>> with quarry.open(path) as ds:
+        ...     sel = ds.select_all(["x"])
+        ...     sel.count(), sel.values("x").tolist()
+        (3, [1.0, nan, 3.0])
+        """
+        store = self._open_store()
+        planner = self._planning(store)
+        table = planner.table([self.variable(n, path) for n in names])
+        executor = Executor(self.driver, store, table, self._factor)
+        rows = _core.RowSet.full(table.n_rows, table.block_len)
+        return Selection(self, "", executor, path=path, rows=rows)
+
     def _over_steps(self, path: str | None, exc: AmbiguousNameError) -> Series:
         """This file's step groups (those ``path`` names, if given) as a series
         of one file, when the candidates of the ambiguous name ``exc`` lie in

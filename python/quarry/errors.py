@@ -188,6 +188,19 @@ class ReorgError(QuarryError, ValueError):
     fit the variables, variables of different shapes, too many bins)."""
 
 
+class JoinError(QuarryError, ValueError):
+    """An interpolation join (``quarry interp``) that cannot be made with the
+    data as it is: a field whose coordinate variables are not monotonic, a
+    variable of a dtype that cannot be interpolated."""
+
+
+class JoinArgumentError(JoinError):
+    """An interpolation join asked for in a way that does not fit its fields:
+    grid text that does not parse, a coordinate count (``--at``) other than
+    the field's dimensions, an unknown method. The ``quarry`` command treats
+    it as a usage error (exit 2)."""
+
+
 class IndexMissingError(QuarryError, FileNotFoundError):
     """An operation that needs an index found none."""
 

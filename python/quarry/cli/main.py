@@ -9,6 +9,7 @@
     quarry info FILE [--json] [--resolve NAME [--path P]]
     quarry verify FILE... [--json]
     quarry reorg FILE... --vars a,b [--bin-size S,.. | --bins N] [--path P] [--json]
+    quarry interp FILE --field NAME=FILE[:VAR][SUB]... --at x,y,z [--grid G] [--where Q] [--out F]
     quarry hist FILE VAR[,VAR2[,VAR3]] [--where Q] [--bins N | --edges E] [--json] [--png F]
     quarry plot FILE X Y --where Q --png F
     quarry register FILE --dtype <f4 --shape NX,NY,NZ [--order C|F] [--offset B]
@@ -42,6 +43,7 @@ COMMANDS = {
     "info": "variables, shapes, dtypes, and what is indexed",
     "register": "describe a raw binary file (dtype, shape, ...) so it can be queried",
     "reorg": "write a copy of variables clustered by multi-dimensional bins (MDBin)",
+    "interp": "interpolate mesh fields at the selected particles' positions",
     "verify": "check every indexed value against the CRCs its index recorded "
     "(exit 1 if any changed)",
     "demo": "generate a sample, index it, query it, draw a histogram",

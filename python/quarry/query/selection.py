@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from quarry.dataset import Dataset
     from quarry.formats.base import VariableInfo
+    from quarry.join import GridSpec, Interpolated
     from quarry.outputs.columns import OutputTable
     from quarry.query.aggregate import AggregateValue
     from quarry.query.histogram import Histogram, Part
@@ -405,6 +406,46 @@ class Selection:
         flat = path.lower().endswith((".npy", ".csv"))
         table = self.output_table(names, indices=not flat)
         write_values(path, table, provenance(self.dataset.path, self.query))
+
+    def interpolate(
+        self,
+        fields: Mapping[str, str],
+        at: Sequence[str] = ("x", "y", "z"),
+        *,
+        grid: str | GridSpec | None = None,
+        method: str | None = None,
+        outside: str = "nan",
+        values: Sequence[str] = (),
+    ) -> Interpolated:
+        """Mesh fields interpolated at the hits' positions (the variables
+        ``at``, one per field axis, axis 0 first): ``fields`` maps a column
+        name to ``FILE``, ``FILE:VAR`` or either with subscripts
+        (``"bx.bin[:, 64, 64]"``); ``grid`` is ``"origin=.. spacing=.."``
+        where the file has no coordinate variables; ``method`` (``linear``,
+        ``bilinear``, ``trilinear``) is the one ``at`` calls for when None;
+        ``outside="clamp"`` moves points outside the grid to its edge
+        instead of giving NaN. The table holds ``quarry_row``, ``values``
+        and one column per field; see :mod:`quarry.join`.
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> d = tempfile.mkdtemp()
+        >>> with h5py.File(os.path.join(d, "p.h5"), "w") as f:
+        ...     f["x"], f["e"] = np.array([0.5, 2.0, 9.0]), np.array([1.0, 2.0, 3.0])
+        >>> with h5py.File(os.path.join(d, "f.h5"), "w") as f:
+        ...     f["bx"] = np.array([0.0, 10.0, 20.0])
+        >>> with quarry.open(os.path.join(d, "p.h5")) as ds:
+        ...     t = ds.query("e > 1").interpolate({"bx": os.path.join(d, "f.h5")}, at=["x"],
+        ...                                       grid="origin=0 spacing=1", values=["e"])
+        >>> {k: v.tolist() for k, v in t.columns.items()}
+        {'quarry_row': [1, 2], 'e': [2.0, 3.0], 'bx': [20.0, nan]}
+        """
+        from quarry.join import interpolate
+
+        return interpolate(
+            self, fields, at, grid=grid, method=method, outside=outside, values=values
+        )
 
     def to_pandas(self, names: list[str]) -> Any:
         """The hits as a ``pandas.DataFrame`` indexed by ``quarry_row``."""

@@ -1,0 +1,27 @@
+"""The interpolation join (SCJoin, after SDS-MD): mesh fields in any format
+Quarry reads, interpolated at the positions of selected particles.
+
+:mod:`.grid` says where a field's values lie (``--grid`` text, coordinate
+variables) and locates particles in its cells; :mod:`.field` names and opens
+a field and reads the box of it that particles touch; :mod:`.interpolate`
+weighs the nodes and makes the table. The join takes a selection as the
+:class:`~quarry.join.interpolate.Selected` protocol, so this stage sits
+below :mod:`quarry.query`, whose ``Selection.interpolate`` calls it.
+"""
+
+from quarry.join.field import Field, FieldSource
+from quarry.join.grid import Axis, GridSpec, parse_grid
+from quarry.join.interpolate import METHODS, OUTSIDE, Interpolated, Selected, interpolate
+
+__all__ = [
+    "METHODS",
+    "OUTSIDE",
+    "Axis",
+    "Field",
+    "FieldSource",
+    "GridSpec",
+    "Interpolated",
+    "Selected",
+    "interpolate",
+    "parse_grid",
+]

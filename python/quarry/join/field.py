@@ -1,0 +1,278 @@
+"""A mesh field to interpolate: a variable (or a subarray of one) in any
+file Quarry reads, its grid, and reads of only the region particles touch.
+
+A field is written ``FILE``, ``FILE:VAR``, and either with subscripts:
+``field/bx.bin``, ``fields.nc:bx``, ``field/bx.bin[:, 64, 64]``. Without
+``:VAR`` the file's only variable is meant, or, in a file of several, the
+one the field's name resolves to (``bx=fields.h5`` reads ``bx``), by the
+rules of every other name (:func:`quarry.expr.names.resolve`).
+
+Reading (:meth:`Field.read_box`): the box of the field that the particles'
+cells cover, through the driver's flat reads: one read per index along
+axis 0 of the box, of the rows of axis 1 the box spans (or one read of the
+whole slab when the box spans every other axis), so the field outside the
+box is never read, but for the rest of those rows.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from quarry.errors import JoinArgumentError, JoinError, SourceError
+from quarry.expr.names import resolve
+from quarry.expr.parser import parse_variable
+from quarry.formats import open_source
+from quarry.formats.subarray import Subarray, Subscript
+from quarry.join.grid import Axis, GridSpec
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from quarry.formats.base import Driver, VariableInfo
+
+
+@dataclass(frozen=True)
+class FieldSource:
+    """Where a field is: the file, the variable (None: see the module), and
+    the subscripts of a subarray (None: the whole variable).
+
+    Examples
+    --------
+    >>> FieldSource.parse("/dev/null[:, 64, 64]")
+    FieldSource(file='/dev/null', variable=None, subscripts=((None, None, None), 64, 64))
+    >>> FieldSource.parse("/dev/null:g/bx").variable
+    'g/bx'
+    """
+
+    file: str
+    variable: str | None = None
+    subscripts: tuple[Subscript, ...] | None = None
+
+    @staticmethod
+    def parse(text: str) -> FieldSource:
+        """``FILE[:VAR][SUBSCRIPTS]``; a file that exists as written is a
+        file, whatever characters its name holds."""
+        head, subscripts = text, None
+        if text.endswith("]") and not os.path.exists(text):
+            opening = text.rfind("[")
+            if opening > 0:
+                head = text[:opening]
+                subscripts = parse_variable("v" + text[opening:]).index
+        if os.path.exists(head):
+            return FieldSource(head, None, subscripts)
+        file, colon, variable = head.rpartition(":")
+        if colon and file and variable and os.path.exists(file):
+            return FieldSource(file, variable, subscripts)
+        raise SourceError(
+            f"no such field file: {head} (a field is FILE, FILE:VARIABLE or either with "
+            "subscripts, e.g. field/bx.bin or fields.nc:bx[:, 64, 64])"
+        )
+
+    @property
+    def text(self) -> str:
+        sub = ""
+        if self.subscripts is not None:
+
+            def one(s: Subscript) -> str:
+                if isinstance(s, int):
+                    return str(s)
+                start, stop, step = ("" if v is None else str(v) for v in s)
+                return f"{start}:{stop}" + (f":{step}" if step else "")
+
+            sub = "[" + ", ".join(one(s) for s in self.subscripts) + "]"
+        return self.file + (f":{self.variable}" if self.variable else "") + sub
+
+
+class Field:
+    """A field opened for interpolation: the variable, the part of it
+    (``subarray``), one :class:`~quarry.join.grid.Axis` per kept axis, and
+    the bytes read so far (``bytes_read``).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> from quarry.formats.raw import RawLayout, register
+    >>> path = os.path.join(tempfile.mkdtemp(), "bx.bin")
+    >>> np.arange(24, dtype="<f4").tofile(path)
+    >>> _ = register(path, RawLayout("bx", "<f4", (2, 3, 4)))
+    >>> field = Field.open("bx", path + "[1]", GridSpec((0, 0, 0), (1, 1, 1)))
+    >>> field.shape, [a.coords.tolist() for a in field.axes]
+    ((3, 4), [[0.0, 1.0, 2.0], [0.0, 1.0, 2.0, 3.0]])
+    >>> field.read_box((1, 2), (3, 4)).tolist(), field.bytes_read
+    ([[18.0, 19.0], [22.0, 23.0]], 32)
+    >>> field.close()
+    """
+
+    def __init__(
+        self,
+        name: str,
+        source: FieldSource,
+        driver: Driver,
+        info: VariableInfo,
+        subarray: Subarray,
+        axes: list[Axis],
+    ) -> None:
+        self.name = name
+        self.source = source
+        self.driver = driver
+        self.info = info
+        self.subarray = subarray
+        self.axes = axes
+        self.bytes_read = 0
+
+    @staticmethod
+    def open(name: str, text: str, grid: GridSpec | None) -> Field:
+        """The field ``name`` at ``text`` (``FILE[:VAR][SUBSCRIPTS]``), its
+        coordinates from ``grid`` when given, else from its file."""
+        source = FieldSource.parse(text)
+        driver = open_source(source.file)
+        try:
+            info = _variable(name, source, driver)
+            subarray = Subarray.of(info.shape, source.subscripts or ())
+            axes = _axes(name, source, driver, info, subarray, grid)
+        except BaseException:
+            driver.close()
+            raise
+        return Field(name, source, driver, info, subarray, axes)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.subarray.shape
+
+    @property
+    def where(self) -> str:
+        """The field as the user wrote it, for messages: ``bx (field/bx.bin)``."""
+        return f"{self.name} ({self.source.text})"
+
+    def read_box(self, lo: tuple[int, ...], hi: tuple[int, ...]) -> npt.NDArray[np.generic]:
+        """Values of the field's box ``[lo, hi)`` (per kept axis), shaped like it."""
+        base_lo: list[int] = []
+        base_hi: list[int] = []
+        picks: list[int | slice] = []
+        kept = iter(zip(lo, hi, strict=True))
+        for axis in self.subarray.axes:
+            if isinstance(axis, int):
+                base_lo.append(axis)
+                base_hi.append(axis + 1)
+                picks.append(0)
+                continue
+            first, stop = next(kept)
+            base_lo.append(axis.start + first * axis.step)
+            base_hi.append(axis.start + (stop - 1) * axis.step + 1)
+            picks.append(slice(None, None, axis.step))
+        dense = self._read_dense(tuple(base_lo), tuple(base_hi))
+        return np.ascontiguousarray(dense[tuple(picks)])
+
+    def _read_dense(self, lo: tuple[int, ...], hi: tuple[int, ...]) -> npt.NDArray[np.generic]:
+        """Every value of the stored variable's box ``[lo, hi)``."""
+        shape = self.info.shape
+        if len(shape) == 1:
+            return self._read(lo[0], hi[0])
+        plane = math.prod(shape[1:])
+        row = math.prod(shape[2:])
+        if all(a == 0 and b == n for a, b, n in zip(lo[1:], hi[1:], shape[1:], strict=True)):
+            slab = self._read(lo[0] * plane, hi[0] * plane)
+            return slab.reshape((hi[0] - lo[0], *shape[1:]))
+        rows = [
+            self._read(i * plane + lo[1] * row, i * plane + hi[1] * row).reshape(
+                (hi[1] - lo[1], *shape[2:])
+            )
+            for i in range(lo[0], hi[0])
+        ]
+        stacked = np.stack(rows)
+        trailing = tuple(slice(a, b) for a, b in zip(lo[2:], hi[2:], strict=True))
+        return stacked[(slice(None), slice(None), *trailing)]
+
+    def _read(self, start: int, stop: int) -> npt.NDArray[np.generic]:
+        values = self.driver.read(self.info.path, start, stop)
+        self.bytes_read += values.nbytes
+        return values
+
+    def close(self) -> None:
+        self.driver.close()
+
+
+def _variable(name: str, source: FieldSource, driver: Driver) -> VariableInfo:
+    """The variable a field names; refused if it cannot be read as numbers."""
+    listed = driver.variables()
+    if source.variable is not None:
+        info = resolve(source.variable, listed, source.file)
+    elif len(listed) == 1:
+        info = listed[0]
+    else:
+        info = resolve(name, listed, source.file)
+    if info.problem is not None:
+        raise JoinError(f"cannot interpolate {info.path} in {source.file}: {info.problem}")
+    return info
+
+
+def _axes(
+    name: str,
+    source: FieldSource,
+    driver: Driver,
+    info: VariableInfo,
+    subarray: Subarray,
+    grid: GridSpec | None,
+) -> list[Axis]:
+    """The coordinates of each kept axis: from ``grid``, else from the
+    file's coordinate variables; an error naming ``--grid`` where neither."""
+    where = f"field {name} ({source.text})"
+    rank = len(info.shape)
+    if grid is not None and grid.rank != rank:
+        raise JoinArgumentError(
+            f"--grid {grid.text!r} gives {grid.rank} axes but {info.path} in {source.file} "
+            f"has {rank} (shape {info.shape}); the grid describes the stored variable, "
+            "axis 0 first, also when a subarray of it is interpolated"
+        )
+    coordinates = None if grid is not None else _coordinate_variables(driver, info)
+    if grid is None and coordinates is None:
+        raise JoinArgumentError(
+            f"{where} has no coordinate variables; give its grid, axis 0 first: "
+            '--grid "origin=0,0,0 spacing=1,1,1" (grid= in Python)'
+        )
+    axes = []
+    for k, (n, kept) in enumerate(zip(info.shape, subarray.axes, strict=True)):
+        if isinstance(kept, int):
+            continue
+        if grid is not None:
+            whole = grid.coordinates(k, n)
+        else:
+            assert coordinates is not None
+            whole = _read_all(driver, coordinates[k])
+        axes.append(Axis.of(whole[kept.start : kept.stop : kept.step], f"axis {k} of {where}"))
+    return axes
+
+
+def _coordinate_variables(driver: Driver, info: VariableInfo) -> list[VariableInfo] | None:
+    """CF coordinate variables of ``info``, one per axis: the 1-D variable
+    named like the axis's dimension and as long, in the field's group or the
+    nearest group above it; None when an axis has none."""
+    if not info.dims:
+        return None
+    group = info.path.rsplit("/", 1)[0]
+    found = []
+    for dim, n in zip(info.dims, info.shape, strict=True):
+        candidates = {
+            v.path: v
+            for v in driver.variables()
+            if v.name == dim and v.shape == (n,) and v.problem is None
+        }
+        scope, match = group, None
+        while match is None:
+            match = candidates.get(f"{scope}/{dim}")
+            if not scope:
+                break
+            scope = scope.rsplit("/", 1)[0]
+        if match is None:
+            return None
+        found.append(match)
+    return found
+
+
+def _read_all(driver: Driver, info: VariableInfo) -> npt.NDArray[np.float64]:
+    return np.asarray(driver.read(info.path, 0, info.size), dtype=np.float64)

@@ -1,0 +1,236 @@
+"""The interpolation join (SCJoin, after SDS-MD): mesh fields interpolated
+at the positions of selected particles.
+
+For each field: locate every particle on each axis (its cell and fraction
+``t``, :meth:`~quarry.join.grid.Axis.locate`), read the box of the field the
+cells of the inside particles cover (never the rest of the field:
+:meth:`~quarry.join.field.Field.read_box`), and weigh the ``2**rank`` nodes
+of each cell by the products of ``t`` and ``1 - t``: linear on one axis,
+bilinear on two, trilinear on three, in float64 whatever the field's dtype.
+A field's NaN (a missing value) reaches every particle whose cell has it as
+a node, as in ``scipy.interpolate.RegularGridInterpolator``.
+
+The answer (:class:`Interpolated`) is a table in ascending particle order:
+``quarry_row`` (the particle's row, named as every output names it; see
+:mod:`quarry.outputs.columns`), then the ``values`` asked for, then each
+field under the name it was given.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from quarry.errors import JoinArgumentError
+from quarry.join.field import Field
+from quarry.join.grid import GridSpec, parse_grid
+from quarry.outputs.columns import HIT, ROW, OutputTable, output_attrs, own_name
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+#: The methods, by the number of coordinates (and field dimensions) each takes.
+METHODS = {"linear": 1, "bilinear": 2, "trilinear": 3}
+#: What happens to particles outside a field's grid.
+OUTSIDE = ("nan", "clamp")
+
+
+class Selected(Protocol):
+    """What the join reads of a selection (a :class:`quarry.Selection`): its
+    rows, and the values of its variables there."""
+
+    def values(self, name: str) -> npt.NDArray[np.generic]: ...
+
+    def output_table(self, names: list[str], indices: bool = True) -> OutputTable: ...
+
+
+@dataclass(frozen=True)
+class Interpolated:
+    """The join's table: columns by name (``table["bx"]``, ``table.columns``),
+    each column's attributes, and the bytes each field's reads returned.
+
+    Examples
+    --------
+    >>> t = Interpolated(OutputTable({"quarry_row": np.array([3, 7]),
+    ...                               "bx": np.array([0.5, np.nan])}), ("bx",), {"bx": 16})
+    >>> len(t), t["bx"].tolist(), t.summary()
+    (2, [0.5, nan], {'bx': {'min': 0.5, 'max': 0.5, 'mean': 0.5, 'nan': 1, 'bytes_read': 16}})
+    """
+
+    output: OutputTable
+    fields: tuple[str, ...]
+    bytes_read: dict[str, int]
+
+    @property
+    def columns(self) -> dict[str, npt.NDArray[np.generic]]:
+        return self.output.columns
+
+    @property
+    def row(self) -> str:
+        """The name of the particle-row column (``quarry_row``)."""
+        return self.output.row
+
+    def __getitem__(self, name: str) -> npt.NDArray[np.generic]:
+        return self.output.columns[name]
+
+    def __len__(self) -> int:
+        return len(self.output)
+
+    def summary(self) -> dict[str, dict[str, Any]]:
+        """Per field: min, max and mean of its values that are not NaN
+        (None where all are), the number of NaN, and the bytes read."""
+        out: dict[str, dict[str, Any]] = {}
+        for name in self.fields:
+            column = np.asarray(self.columns[name], dtype=np.float64)
+            known = column[~np.isnan(column)]
+            stats = (known.min(), known.max(), known.mean()) if len(known) else (None,) * 3
+            out[name] = {
+                **{
+                    k: None if v is None else float(v)
+                    for k, v in zip(("min", "max", "mean"), stats, strict=True)
+                },
+                "nan": int(len(column) - len(known)),
+                "bytes_read": self.bytes_read[name],
+            }
+        return out
+
+    def to_pandas(self) -> Any:
+        """The table as a ``pandas.DataFrame`` indexed by ``quarry_row``."""
+        import importlib
+
+        try:
+            pandas = importlib.import_module("pandas")
+        except ImportError:
+            raise ImportError(
+                "this needs pandas, which is not installed: pip install pandas"
+            ) from None
+        return pandas.DataFrame(self.columns).set_index(self.row)
+
+
+def interpolate(
+    selection: Selected,
+    fields: Mapping[str, str],
+    at: Sequence[str] = ("x", "y", "z"),
+    *,
+    grid: str | GridSpec | None = None,
+    method: str | None = None,
+    outside: str = "nan",
+    values: Sequence[str] = (),
+) -> Interpolated:
+    """Each field interpolated at the selected particles' positions; see
+    :meth:`quarry.Selection.interpolate`."""
+    at = list(at)
+    if not 1 <= len(at) <= 3:
+        raise JoinArgumentError(
+            f"give 1 to 3 position variables (--at x,y,z), got {len(at)}: {', '.join(at)}"
+        )
+    rank = len(at)
+    if method is not None and METHODS.get(method) != rank:
+        if method not in METHODS:
+            raise JoinArgumentError(f"method {method!r}: use one of {', '.join(METHODS)}")
+        raise JoinArgumentError(
+            f"{method} interpolation takes {METHODS[method]} coordinate(s), but --at gives "
+            f"{rank} ({', '.join(at)})"
+        )
+    if outside not in OUTSIDE:
+        raise JoinArgumentError(f"outside={outside!r}: use nan or clamp")
+    if not fields:
+        raise JoinArgumentError("give at least one field, e.g. --field bx=field/bx.bin")
+    chosen = list(dict.fromkeys(values))
+    base = selection.output_table(chosen, indices=False)
+    names = [n for n in base.columns if n not in base.own]
+    for name in fields:
+        if not name or "/" in name or name in names:
+            raise JoinArgumentError(
+                f"field name {name!r}: a field's name must be a plain name, other than the "
+                "--values columns"
+            )
+    spec = parse_grid(grid) if isinstance(grid, str) else grid
+    opened: list[Field] = []
+    try:
+        for name, text in fields.items():
+            field = Field.open(name, text, spec)
+            opened.append(field)
+            if len(field.shape) != rank:
+                raise JoinArgumentError(
+                    f"field {field.where} has {len(field.shape)} dimension(s), shape "
+                    f"{field.shape}, but --at gives {rank} coordinate(s) ({', '.join(at)}); "
+                    "give one position variable per axis, axis 0 first"
+                )
+        positions = [np.asarray(selection.values(a), dtype=np.float64) for a in at]
+        columns = {
+            name: interpolate_field(f, positions, outside == "clamp")
+            for name, f in zip(fields, opened, strict=True)
+        }
+    finally:
+        for field in opened:
+            field.close()
+    taken = [*names, *fields]
+    row = own_name(ROW, taken)
+    out: dict[str, npt.NDArray[np.generic]] = {row: base.columns[base.row]}
+    out.update({n: base.columns[n] for n in names})
+    out.update(columns)
+    attrs = {n: base.attrs.get(n, {}) for n in names}
+    for field in opened:
+        attrs[field.name] = {
+            **output_attrs(field.info, np.dtype(np.float64)),
+            "interpolated_from": field.source.text,
+        }
+    table = OutputTable(out, attrs, own_name(HIT, [*taken, row]), row, (row,))
+    return Interpolated(table, tuple(fields), {f.name: f.bytes_read for f in opened})
+
+
+def interpolate_field(
+    field: Field, positions: Sequence[npt.NDArray[np.float64]], clamp: bool
+) -> npt.NDArray[np.float64]:
+    """``field`` interpolated at ``positions`` (one array per axis, axis 0
+    first): NaN outside its grid, unless ``clamp``."""
+    n = len(positions[0])
+    out = np.full(n, np.nan)
+    located = [axis.locate(p, clamp) for axis, p in zip(field.axes, positions, strict=True)]
+    inside = np.logical_and.reduce([found[2] for found in located])
+    if not inside.any():
+        return out
+    lower = [found[0][inside] for found in located]
+    t = [found[1][inside] for found in located]
+    lo = tuple(int(cell.min()) for cell in lower)
+    hi = tuple(int(cell.max()) + 2 for cell in lower)
+    box = field.read_box(lo, hi)
+    out[inside] = multilinear(box, [cell - first for cell, first in zip(lower, lo, strict=True)], t)
+    return out
+
+
+def multilinear(
+    box: npt.NDArray[np.generic],
+    lower: Sequence[npt.NDArray[np.int64]],
+    t: Sequence[npt.NDArray[np.float64]],
+) -> npt.NDArray[np.float64]:
+    """The weighted sum over the ``2**rank`` corners of each cell: the value
+    at lower corner ``lower`` (indices into ``box``, per axis) plus
+    fraction ``t`` of the way along each axis.
+
+    Examples
+    --------
+    >>> box = np.array([[0.0, 1.0], [10.0, 11.0]])
+    >>> multilinear(box, [np.array([0, 0]), np.array([0, 0])],
+    ...             [np.array([0.5, 1.0]), np.array([0.5, 0.0])]).tolist()
+    [5.5, 10.0]
+    """
+    flat = np.ascontiguousarray(box).reshape(-1)
+    strides = [int(np.prod(box.shape[k + 1 :], dtype=np.int64)) for k in range(box.ndim)]
+    first = sum((cell * stride for cell, stride in zip(lower, strides, strict=True)), np.int64(0))
+    # The weight of each corner: a product of t or 1 - t per axis, built
+    # axis by axis (corners in the order of itertools.product).
+    weights = [1.0 - t[0], t[0]]
+    for fraction in t[1:]:
+        weights = [w * f for w in weights for f in (1.0 - fraction, fraction)]
+    out = np.zeros(len(t[0]))
+    corners = itertools.product((0, 1), repeat=box.ndim)
+    for weight, corner in zip(weights, corners, strict=True):
+        offset = sum(bit * stride for bit, stride in zip(corner, strides, strict=True))
+        out += weight * flat[first + offset]  # float32 widens to float64 exactly
+    return out

@@ -1,0 +1,208 @@
+"""``quarry interp`` from the shell: its outputs equal the API's table and
+the NumPy reference; its errors are one line, exit 2 for usage, 1 for data."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+from interp_cases import assert_close, reference, write_field, write_particles
+
+QUARRY = [sys.executable, "-m", "quarry.cli.main"]
+GRID = "origin=0,0,0 spacing=2.6,2.6,1.04"
+SHAPE = (12, 10, 8)
+
+
+def run(*args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([*QUARRY, *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == code, (proc.stdout, proc.stderr)
+    if code:  # one line (a query's error adds the query and a caret under it)
+        assert "Traceback" not in proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 or "error in query" in lines[0], proc.stderr
+        assert proc.stderr.startswith("quarry: error"), proc.stderr
+    return proc
+
+
+@pytest.fixture
+def data(tmp_path):
+    rng = np.random.default_rng(7)
+    n = 4000
+    columns = {
+        "x": rng.uniform(-1, 30, n),
+        "y": rng.uniform(0, 24, n),
+        "z": rng.uniform(0, 8, n),
+        "energy": rng.uniform(0, 2, n).astype("f4"),
+    }
+    particles = write_particles(str(tmp_path / "particles.h5"), columns)
+    bx = rng.normal(size=SHAPE).astype("<f4")
+    by = rng.normal(size=SHAPE)
+    fields = {
+        "bx": (write_field(str(tmp_path), "raw", "bx", bx), bx),
+        "by": (write_field(str(tmp_path), "hdf5", "by", by), by),
+    }
+    return tmp_path, particles, columns, fields
+
+
+def _expected(columns, values, mask, outside="nan"):
+    coords = [s * np.arange(n) for s, n in zip((2.6, 2.6, 1.04), SHAPE, strict=True)]
+    return reference(values, coords, [columns[v][mask] for v in "xyz"], outside)
+
+
+def _args(particles, fields, *more):
+    spec = [a for name, (path, _) in fields.items() for a in ("--field", f"{name}={path}")]
+    return [
+        "interp",
+        particles,
+        *spec,
+        "--at",
+        "x,y,z",
+        "--grid",
+        GRID,
+        "--where",
+        "1.2 < energy < 1.3",
+        *more,
+    ]
+
+
+@pytest.mark.parametrize("ext", [".h5", ".parquet", ".npy", ".nc", ".csv"])
+def test_the_output_file_holds_rows_values_and_fields(data, ext):
+    folder, particles, columns, fields = data
+    out = str(folder / f"hits{ext}")
+    proc = run(*_args(particles, fields, "--values", "energy", "--out", out))
+    mask = (columns["energy"] > 1.2) & (columns["energy"] < 1.3)
+    assert proc.stdout == f"{mask.sum()} particle(s) written to {out}\n"
+    if ext == ".h5":
+        with h5py.File(out) as f:
+            got = {k: f[k][()] for k in f}
+            assert f.attrs["query"] == "1.2 < energy < 1.3"
+            assert f.attrs["fields"] == f"bx={fields['bx'][0]} by={fields['by'][0]}"
+            assert f.attrs["grid"] == GRID and f.attrs["at"] == "x,y,z"
+            assert f["bx"].attrs["interpolated_from"] == fields["bx"][0]
+    elif ext == ".parquet":
+        import pyarrow.parquet
+
+        got = {k: np.asarray(v) for k, v in pyarrow.parquet.read_table(out).to_pydict().items()}
+    elif ext == ".nc":
+        import netCDF4
+
+        with netCDF4.Dataset(out) as ds:
+            ds.set_auto_mask(False)
+            got = {k: ds[k][:] for k in ds.variables}
+    elif ext == ".csv":
+        got = {k: np.asarray(v) for k, v in _csv(out).items()}
+    else:
+        records = np.load(out)
+        got = {k: records[k] for k in records.dtype.names}
+    order = list(got) if ext in (".npy", ".parquet", ".csv") else sorted(got)
+    names = ["quarry_row", "energy", "bx", "by"]
+    assert order == (names if ext in (".npy", ".parquet", ".csv") else sorted(names))
+    assert got["quarry_row"].tolist() == np.flatnonzero(mask).tolist()
+    np.testing.assert_array_equal(got["energy"], columns["energy"][mask])
+    for name, (_, values) in fields.items():
+        assert_close(got[name], _expected(columns, values, mask), values)
+
+
+def _csv(path):
+    import csv
+
+    with open(path) as f:
+        rows = list(csv.reader(f))
+    return {name: [float(r[k]) for r in rows[1:]] for k, name in enumerate(rows[0])}
+
+
+def test_json_gives_the_count_and_each_fields_min_max_mean(data):
+    _, particles, columns, fields = data
+    result = json.loads(run(*_args(particles, fields, "--json", "--outside", "clamp")).stdout)
+    mask = (columns["energy"] > 1.2) & (columns["energy"] < 1.3)
+    assert result["count"] == int(mask.sum())
+    for name, (_, values) in fields.items():
+        expected = _expected(columns, values, mask, "clamp")
+        stats = result["fields"][name]
+        assert stats["nan"] == 0
+        assert stats["min"] == pytest.approx(expected.min(), rel=1e-12)
+        assert stats["max"] == pytest.approx(expected.max(), rel=1e-12)
+        assert stats["mean"] == pytest.approx(expected.mean(), rel=1e-12)
+        assert 0 < stats["bytes_read"] <= values.nbytes
+
+
+def test_without_out_it_prints_csv_and_without_where_it_takes_every_particle(data):
+    _, particles, columns, fields = data
+    path = fields["bx"][0]
+    proc = run("interp", particles, "--field", f"bx={path}[:, 2, 3]", "--at", "x", "--grid", GRID)
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "quarry_row,bx"
+    assert len(lines) == 1 + len(columns["x"])
+    got = np.array([float(line.split(",")[1]) for line in lines[1:]])
+    coords = [2.6 * np.arange(SHAPE[0])]
+    expected = reference(fields["bx"][1][:, 2, 3], coords, [columns["x"]], "nan")
+    assert_close(got, expected, fields["bx"][1])
+
+
+def test_a_netcdf_field_brings_its_grid(tmp_path):
+    particles = write_particles(str(tmp_path / "p.h5"), {"lat": np.array([-45.0, 10.0, 60.0])})
+    field = write_field(
+        str(tmp_path), "netcdf", "t", np.array([250.0, 280.0, 300.0]), [np.array([-90, 0, 90])]
+    )
+    proc = run("interp", particles, "--field", f"t={field}", "--at", "lat", "--json")
+    stats = json.loads(proc.stdout)["fields"]["t"]
+    assert stats["min"] == 265.0 and stats["max"] == pytest.approx(280 + 20 * 60 / 90, rel=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("change", "code", "message"),
+    [
+        (["--field", "bz=missing.bin"], 1, "no such field file: missing.bin"),
+        (["--at", "x,y"], 2, "has 3 dimension.*--at gives 2"),
+        (["--grid", "origin=0,0,0 spacing=1,1"], 2, "origin has 3 numbers but spacing has 2"),
+        (["--grid", "origin=0,0,0 step=1,1,1"], 2, "cannot read 'step=1,1,1'"),
+        (["--field", "nothing"], 2, "write NAME=FILE"),
+        (["--where", "energy >"], 2, "error in query"),
+        (["--method", "linear"], 2, "linear interpolation takes 1"),
+        (["--at", "x,y,w"], 1, "no variable 'w'"),
+    ],
+)
+def test_bad_input_is_one_line_and_the_right_exit_status(data, change, code, message):
+    _, particles, _, fields = data
+    args = _args(particles, {"bx": fields["bx"]})
+    option = change[0]
+    if option in args and option != "--field":
+        args[args.index(option) + 1] = change[1]
+    else:
+        args = [*args, *change] if option != "--field" else [*args[:2], *change, *args[4:]]
+    proc = run(*args, code=code)
+    assert re.search(message, proc.stderr), proc.stderr
+
+
+def test_a_field_without_coordinates_needs_grid(data):
+    _, particles, _, fields = data
+    proc = run("interp", particles, "--field", f"bx={fields['bx'][0]}", "--at", "x,y,z", code=2)
+    assert "has no coordinate variables; give its grid" in proc.stderr
+
+
+def test_particles_in_step_groups_are_interpolated_one_step_at_a_time(tmp_path, data):
+    _, _, _, fields = data
+    path = str(tmp_path / "steps.h5")
+    with h5py.File(path, "w") as f:
+        for step in range(2):
+            for v in "xyz":
+                f[f"Step#{step}/{v}"] = np.array([1.0, 2.0])
+    spec = ["--field", f"bx={fields['bx'][0]}", "--at", "x,y,z", "--grid", GRID]
+    proc = run("interp", path, *spec, "--where", "x > 0", code=2)
+    assert "--path STEP" in proc.stderr
+    result = json.loads(run("interp", path, *spec, "--path", "Step#1", "--json").stdout)
+    assert result["count"] == 2
+
+
+def test_coordinates_that_are_not_monotonic_exit_1(tmp_path):
+    particles = write_particles(str(tmp_path / "p.h5"), {"x": np.array([0.5])})
+    field = write_field(
+        str(tmp_path), "netcdf", "bx", np.array([0.0, 2.0, 4.0]), [np.array([0.0, 2.0, 1.0])]
+    )
+    proc = run("interp", particles, "--field", f"bx={field}", "--at", "x", code=1)
+    assert "not strictly increasing or decreasing" in proc.stderr

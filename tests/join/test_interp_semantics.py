@@ -1,0 +1,236 @@
+"""What the README promises of ``interpolate``, case by case: axis order,
+grid lines and the far edge, outside points, missing values, the region
+read, how a field is named, and the errors."""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+from interp_cases import assert_close, reference, write_field, write_particles
+
+import quarry
+from quarry.errors import JoinArgumentError, JoinError, SourceError
+from quarry.formats.hdf5 import HDF5Driver
+from quarry.formats.raw import RawDriver
+
+GRID = "origin=0,0,0 spacing=1,1,1"
+
+
+def _linear_field(shape, dtype="<f8"):
+    """f[i, j, k] = 100 i + 10 j + k: multilinear interpolation is exact on it."""
+    i, j, k = np.indices(shape)
+    return (100.0 * i + 10.0 * j + k).astype(dtype)
+
+
+def _interp(tmp_path, points, field_values, *, grid=GRID, fmt="raw", **kw):
+    names = "xyz"[: len(points)]
+    columns = {n: np.asarray(p, dtype=np.float64) for n, p in zip(names, points, strict=True)}
+    particles = write_particles(str(tmp_path / "p.h5"), columns)
+    field = write_field(str(tmp_path), fmt, "bx", field_values)
+    with quarry.open(particles) as ds:
+        return ds.select_all(list(columns)).interpolate(
+            {"bx": field}, list(columns), grid=grid, **kw
+        )
+
+
+def test_axis_order_is_the_arrays_c_order_axis_0_first(tmp_path):
+    """--at x,y,z pairs x with axis 0, y with axis 1, z with axis 2, and so do
+    the --grid numbers."""
+    values = _linear_field((5, 6, 7))
+    grid = "origin=1,2,3 spacing=0.5,2,4"
+    x, y, z = [1.25, 2.0], [2.0, 5.0], [3.0, 13.0]
+    table = _interp(tmp_path, (x, y, z), values, grid=grid)
+    i = (np.array(x) - 1) / 0.5
+    j = (np.array(y) - 2) / 2
+    k = (np.array(z) - 3) / 4
+    np.testing.assert_allclose(table["bx"], 100 * i + 10 * j + k, rtol=1e-14)
+
+
+def test_points_on_grid_lines_and_on_the_far_edge_give_the_nodes_values(tmp_path):
+    values = _linear_field((4, 5, 3))
+    nodes = np.array([(i, j, k) for i in range(4) for j in range(5) for k in range(3)], float)
+    table = _interp(tmp_path, nodes.T, values)
+    assert table["bx"].tolist() == values.reshape(-1).astype(float).tolist()
+    # the far faces, and a line along the far edge
+    edge = np.array([[3.0, 4.0, 2.0], [3.0, 1.5, 0.25], [0.5, 4.0, 2.0], [3.0, 4.0, 1.0]])
+    table = _interp(tmp_path, edge.T, values)
+    assert table["bx"].tolist() == (100 * edge[:, 0] + 10 * edge[:, 1] + edge[:, 2]).tolist()
+
+
+def test_outside_points_are_nan_or_clamped_to_the_nearest_edge(tmp_path):
+    values = _linear_field((4, 5, 3))
+    points = np.array([[-0.1, 1, 1], [3.5, 1, 1], [1, -2, 1], [1, 1, 9], [np.nan, 1, 1]]).T
+    nan = _interp(tmp_path, points, values)
+    assert np.isnan(nan["bx"]).all()
+    clamp = _interp(tmp_path, points, values, outside="clamp")
+    assert clamp["bx"][:4].tolist() == [11.0, 311.0, 101.0, 112.0]
+    assert np.isnan(clamp["bx"][4])  # a NaN position has no nearest edge
+
+
+def test_missing_field_values_reach_the_cells_that_hold_them(tmp_path):
+    values = _linear_field((4, 4, 4))
+    values[2, 2, 2] = np.nan
+    table = _interp(tmp_path, ([1.5, 2.5, 0.5], [1.5, 2.5, 0.5], [1.5, 2.5, 0.5]), values)
+    assert np.isnan(table["bx"][:2]).all()
+    assert table["bx"][2] == 55.5
+
+
+def test_integer_and_float32_fields_are_interpolated_in_float64(tmp_path):
+    for dtype in ("<i2", "<f4"):
+        values = _linear_field((3, 3, 3), dtype)
+        table = _interp(tmp_path, ([0.5], [0.25], [1.75]), values)
+        assert table["bx"].dtype == np.float64
+        assert table["bx"].tolist() == [50.0 + 2.5 + 1.75]
+
+
+@pytest.mark.parametrize("fmt", ["raw", "hdf5", "hdf5-chunked"])
+def test_only_the_region_the_hits_touch_is_read(tmp_path, monkeypatch, fmt):
+    """The box of the hits' cells, one read per index along axis 0 of the
+    box (its rows of axis 1), counted at the driver."""
+    shape = (32, 40, 48)
+    values = np.random.default_rng(0).normal(size=shape).astype("<f4")
+    reads: list[tuple[int, int]] = []
+    driver = RawDriver if fmt == "raw" else HDF5Driver
+    original = driver.read
+
+    def counted(self, var, start, stop):
+        if var.endswith("bx"):
+            reads.append((start, stop))
+        return original(self, var, start, stop)
+
+    monkeypatch.setattr(driver, "read", counted)
+    rng = np.random.default_rng(1)
+    n = 5000
+    points = (rng.uniform(10.2, 13.7, n), rng.uniform(20.1, 22.9, n), rng.uniform(5.5, 9.1, n))
+    points[0][:2] = [10.2, 13.7]  # cells 10 and 13 along axis 0 are certainly hit
+    points[1][:2] = [20.1, 22.9]
+    table = _interp(tmp_path, points, values, fmt=fmt)
+    plane, row = 40 * 48, 48
+    expected = [(i * plane + 20 * row, i * plane + 24 * row) for i in range(10, 15)]
+    assert reads == expected
+    read_bytes = sum(b - a for a, b in reads) * 4
+    assert table.bytes_read == {"bx": read_bytes}
+    assert read_bytes < values.nbytes / 40
+    assert not np.isnan(table["bx"]).any()
+
+    reads.clear()  # hits over every axis: one read of the whole field
+    corners = np.array([[0.0, 0.0, 0.0], [31.0, 39.0, 47.0]]).T
+    _interp(tmp_path, corners, values, fmt=fmt)
+    assert reads == [(0, values.size)]
+
+    reads.clear()  # every hit outside: nothing read
+    table = _interp(tmp_path, ([-1.0], [0.0], [0.0]), values, fmt=fmt)
+    assert reads == [] and table.bytes_read == {"bx": 0} and np.isnan(table["bx"][0])
+
+
+def test_a_field_is_the_files_only_variable_or_the_one_its_name_resolves_to(tmp_path):
+    particles = write_particles(str(tmp_path / "p.h5"), {"x": np.array([0.5, 1.5])})
+    path = str(tmp_path / "fields.h5")
+    with h5py.File(path, "w") as f:
+        f["mesh/bx"] = np.array([0.0, 1.0, 2.0])
+        f["mesh/by"] = np.array([0.0, 10.0, 20.0])
+        f["mesh/sub/by"] = np.array([5.0, 5.0, 5.0])
+    with quarry.open(particles) as ds:
+        sel = ds.select_all(["x"])
+        grid = "origin=0 spacing=1"
+        table = sel.interpolate(
+            {"bx": path, "b2": f"{path}:mesh/by", "b3": f"{path}:sub/by"}, ["x"], grid=grid
+        )
+        assert table["bx"].tolist() == [0.5, 1.5]
+        assert table["b2"].tolist() == [5.0, 15.0]
+        assert table["b3"].tolist() == [5.0, 5.0]
+        with pytest.raises(quarry.UnknownVariableError, match="bz"):
+            sel.interpolate({"bz": path}, ["x"], grid=grid)
+        with pytest.raises(SourceError, match=r"no such field file: .*nothere\.h5"):
+            sel.interpolate({"bx": str(tmp_path / "nothere.h5")}, ["x"], grid=grid)
+
+
+def test_the_table_names_its_columns_as_every_output_does(tmp_path):
+    columns = {"x": np.array([0.5, 1.5, 2.5]), "quarry_row": np.array([7, 8, 9])}
+    particles = write_particles(str(tmp_path / "p.h5"), columns)
+    field = write_field(str(tmp_path), "raw", "bx", np.array([0.0, 2.0, 4.0]))
+    with quarry.open(particles) as ds:
+        table = ds.query("x > 1").interpolate(
+            {"bx": field}, ["x"], grid="origin=0 spacing=1", values=["quarry_row", "x"]
+        )
+        frame = table.to_pandas()
+    assert list(table.columns) == ["quarry_row_", "quarry_row", "x", "bx"]
+    assert table["quarry_row_"].tolist() == [1, 2]
+    assert table["bx"][0] == 3.0 and np.isnan(table["bx"][1])
+    assert frame.index.name == "quarry_row_" and frame["bx"].iloc[0] == 3.0
+    assert np.isnan(frame["bx"].iloc[1])  # 2.5 lies past the last node, 2
+
+
+def test_no_hits_give_an_empty_table(tmp_path):
+    particles = write_particles(str(tmp_path / "p.h5"), {"x": np.array([0.5, 1.5])})
+    field = write_field(str(tmp_path), "raw", "bx", np.array([0.0, 2.0, 4.0]))
+    with quarry.open(particles) as ds:
+        table = ds.query("x > 5").interpolate({"bx": field}, ["x"], grid="origin=0 spacing=1")
+    assert len(table) == 0 and table["bx"].dtype == np.float64
+    assert table.summary()["bx"] == {
+        "min": None,
+        "max": None,
+        "mean": None,
+        "nan": 0,
+        "bytes_read": 0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"at": ["x", "y"]}, JoinArgumentError, "has 1 dimension.*gives 2 coordinate"),
+        ({"method": "bilinear"}, JoinArgumentError, "bilinear interpolation takes 2"),
+        ({"method": "cubic"}, JoinArgumentError, "use one of linear, bilinear, trilinear"),
+        ({"outside": "wrap"}, JoinArgumentError, "use nan or clamp"),
+        ({"grid": "origin=0 spacing=1,2"}, JoinArgumentError, "origin has 1 numbers"),
+        ({"grid": "origin=0,0 spacing=1,2"}, JoinArgumentError, "gives 2 axes but /bx"),
+        ({"grid": "origin=a spacing=1"}, JoinArgumentError, "takes numbers"),
+        ({"grid": None}, JoinArgumentError, "no coordinate variables; give its grid"),
+        ({"fields": {"x": "FIELD"}}, JoinArgumentError, "other than the --values columns"),
+    ],
+)
+def test_bad_arguments_are_refused_with_a_clear_message(tmp_path, kwargs, error, message):
+    particles = write_particles(
+        str(tmp_path / "p.h5"), {"x": np.array([0.5]), "y": np.array([0.5])}
+    )
+    field = write_field(str(tmp_path), "raw", "bx", np.array([0.0, 2.0, 4.0]))
+    args = {"fields": {"bx": field}, "at": ["x"], "grid": "origin=0 spacing=1"} | kwargs
+    args["fields"] = {k: field if v == "FIELD" else v for k, v in args["fields"].items()}
+    with quarry.open(particles) as ds, pytest.raises(error, match=message):
+        ds.select_all(["x"]).interpolate(values=["x"], **args)
+
+
+def test_coordinates_that_are_not_monotonic_are_a_data_error(tmp_path):
+    particles = write_particles(str(tmp_path / "p.h5"), {"x": np.array([0.5])})
+    field = write_field(
+        str(tmp_path), "netcdf", "bx", np.array([0.0, 2.0, 4.0]), [np.array([0.0, 2.0, 1.0])]
+    )
+    with quarry.open(particles) as ds, pytest.raises(JoinError, match="not strictly increasing"):
+        ds.select_all(["x"]).interpolate({"bx": field}, ["x"])
+
+
+def test_grid_given_wins_over_the_files_coordinate_variables(tmp_path):
+    particles = write_particles(str(tmp_path / "p.h5"), {"x": np.array([1.5])})
+    field = write_field(
+        str(tmp_path), "netcdf", "bx", np.array([0.0, 2.0, 4.0]), [np.array([0.0, 10.0, 20.0])]
+    )
+    with quarry.open(particles) as ds:
+        sel = ds.select_all(["x"])
+        assert sel.interpolate({"bx": field}, ["x"])["bx"].tolist() == [0.3]
+        given = sel.interpolate({"bx": field}, ["x"], grid="origin=0 spacing=1")
+        assert given["bx"].tolist() == [3.0]
+
+
+def test_a_subarray_takes_its_part_of_the_coordinate_variables(tmp_path):
+    """``tas[0]`` of a (time, lat, lon) field: a 2-D field on lat and lon."""
+    rng = np.random.default_rng(2)
+    tas = rng.normal(280, 10, (3, 5, 4))
+    coords = [np.arange(3.0), np.linspace(-60, 60, 5), np.array([0.0, 90, 180, 270])]
+    field = write_field(str(tmp_path), "netcdf", "tas", tas, coords)
+    lat, lon = rng.uniform(-70, 70, 50), rng.uniform(0, 270, 50)
+    particles = write_particles(str(tmp_path / "p.h5"), {"lat": lat, "lon": lon})
+    with quarry.open(particles) as ds:
+        table = ds.select_all(["lat"]).interpolate({"t": f"{field}:tas[1]"}, ["lat", "lon"])
+    assert_close(table["t"], reference(tas[1], coords[1:], [lat, lon], "nan"), tas)
