@@ -53,6 +53,7 @@ bench: install  ## run the benchmarks; rewrite benches/REPORT*.{json,md} and REA
 	$(PY) benches/run.py
 	$(PY) benches/series.py
 	$(PY) benches/startup.py
+	$(PY) benches/opening.py
 	$(PY) benches/parallel.py
 	$(PY) benches/workload720.py
 	$(PY) benches/readme_figures.py

@@ -66,11 +66,9 @@ def write_files(directory: str, values: np.ndarray) -> dict[str, tuple[str, str]
     files["adios2"] = path, "energy"
     path = os.path.join(directory, "energy.bin")
     values.astype("<f8").tofile(path)
+    register = ["register", path, "--dtype", "<f8", "--shape", str(len(values))]
     subprocess.run(
-        [sys.executable, "-m", "quarry.cli.main", "register", path]
-        + ["--dtype", "<f8", "--shape", str(len(values))],
-        check=True,
-        capture_output=True,
+        [sys.executable, "-m", "quarry.cli.main", *register], check=True, capture_output=True
     )
     files["raw"] = path, "energy"
     return files
