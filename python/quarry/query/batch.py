@@ -16,6 +16,7 @@ failures raise :class:`~quarry.errors.BatchQueryError` naming the query.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 from quarry.errors import BatchQueryError, QuarryError, QuerySyntaxError, SourceError
@@ -149,9 +150,9 @@ def count_table(
         positions, intervals = group.arrays()
         ex = executor(planner.table([group.var]))
         first = int(positions.min())
-        counts[positions] = named(first, lambda: ex.count_ranges(group.var, intervals))  # noqa: B023
+        counts[positions] = named(first, partial(ex.count_ranges, group.var, intervals))
     for k in others:
         planned = plan(k)
-        counts[k] = named(k, lambda: executor(planned.table).count(planned.plan))  # noqa: B023
+        counts[k] = named(k, partial(executor(planned.table).count, planned.plan))
     listed: list[int] = counts.tolist()
     return listed
