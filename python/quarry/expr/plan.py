@@ -147,7 +147,8 @@ class NotNode:
 
 PlanNode = RangeLeaf | ScanLeaf | Const | AndNode | OrNode | NotNode
 
-_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+#: Each comparison with its sides swapped (``1 < x`` is ``x > 1``).
+FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 
 
 def as_float(value: Number) -> float:
@@ -252,7 +253,7 @@ def fold(node: Arith) -> Arith:
 
                 vals = [as_float(a.value) for a in folded if isinstance(a, Num)]
                 with np.errstate(all="ignore"):
-                    return Num(float(_ufunc(FUNCS[func])(*vals)), node.pos)
+                    return Num(float(ufunc(FUNCS[func])(*vals)), node.pos)
             return Call(func, folded, node.pos)
     return node
 
@@ -279,7 +280,7 @@ def _apply(op: str, a: Number, b: Number) -> Number:
     import numpy as np
 
     with np.errstate(all="ignore"):
-        return float(_ufunc(ARITH[op])(np.float64(as_float(a)), np.float64(as_float(b))))
+        return float(ufunc(ARITH[op])(np.float64(as_float(a)), np.float64(as_float(b))))
 
 
 def _exact_int(op: str, a: int, b: int) -> int | None:
@@ -309,7 +310,7 @@ FUNCS = {
 }
 
 
-def _ufunc(name: str) -> Callable[..., npt.NDArray[np.float64]]:
+def ufunc(name: str) -> Callable[..., npt.NDArray[np.float64]]:
     """NumPy's ufunc ``name`` (a value of :data:`ARITH` or :data:`FUNCS`)."""
     import numpy as np
 
@@ -360,7 +361,7 @@ def compile_plan(
             case Compare(op=op, left=left, right=right):
                 left, right = arith(left), arith(right)
                 if isinstance(left, Num) and isinstance(right, Var):
-                    left, right, op = right, left, _FLIP[op]
+                    left, right, op = right, left, FLIP[op]
                 if isinstance(left, Var) and isinstance(right, Num):
                     var = resolve(left)
                     by = factor(var) if factor is not None else None

@@ -395,7 +395,8 @@ class Executor:
         where its cost (its boundary bins' rows checked, and with ``rows``
         its whole bins' row numbers read) is below the index's and a scan's;
         None where no copy serves or it would cost more."""
-        if self._copies is None or self.blocks is not None or self._copies() is None:
+        copy = self._copies() if self._copies is not None and self.blocks is None else None
+        if copy is None:
             return None
         leaves = [plan] if isinstance(plan, RangeLeaf) else []
         if isinstance(plan, AndNode) and all(isinstance(x, RangeLeaf) for x in plan.items):
@@ -405,18 +406,15 @@ class Executor:
         ):
             return None
         box = {leaf.var.path: leaf.interval for leaf in leaves}
-        copy = self._copies() if len(box) == len(leaves) else None
-        member = None
-        if copy is not None:
-            member = next(
-                (
-                    m
-                    for m in copy.members
-                    if set(box) <= set(m.variables) and m.entry.rows == self.table.n_rows
-                ),
-                None,
-            )
-        if member is None:
+        member = next(
+            (
+                m
+                for m in copy.members
+                if set(box) <= set(m.variables) and m.entry.rows == self.table.n_rows
+            ),
+            None,
+        )
+        if member is None or len(box) != len(leaves):
             return None
         runs = member.runs(box)
         n_rows = self.table.n_rows

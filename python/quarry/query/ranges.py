@@ -31,7 +31,16 @@ import numpy as np
 from quarry.expr.ast import And, Arith, BinOp, Compare, Cond, Literal, Neg, Num, Var
 from quarry.expr.ast import variables as named_in
 from quarry.expr.keys import KEY_DTYPES, key_kind
-from quarry.expr.plan import RangeLeaf, everything, float_interval, resolved_arith
+from quarry.expr.plan import (
+    ARITH,
+    FLIP,
+    RangeLeaf,
+    as_float,
+    everything,
+    float_interval,
+    resolved_arith,
+    ufunc,
+)
 from quarry.query.execute import Intervals
 
 if TYPE_CHECKING:
@@ -40,13 +49,9 @@ if TYPE_CHECKING:
     from quarry.formats.base import VariableInfo
     from quarry.query.planner import PlannedQuery, Planner
 
-_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "=="}
-_ARITH: dict[str, Callable[..., npt.NDArray[np.float64]]] = {
-    "+": np.add,
-    "-": np.subtract,
-    "*": np.multiply,
-    "/": np.true_divide,
-}
+#: The operations float64 arrays compute bit for bit as the planner folds
+#: scalars (``**`` and functions may differ between scalar and array loops).
+_EXACT_OPS = frozenset("+-*/")
 
 
 @dataclass
@@ -183,11 +188,11 @@ def _interval_shape(planner: Planner, group: _Group, path: str | None) -> _Form 
     compares: list[tuple[str, Arith]] = []
     name = None
     for item in items:
-        if not isinstance(item, Compare) or item.op not in _FLIP:
+        if not isinstance(item, Compare) or item.op not in FLIP or item.op == "!=":
             return None
         op, left, right = item.op, item.left, item.right
         if isinstance(right, Var) and not isinstance(left, Var):
-            op, left, right = _FLIP[op], right, left
+            op, left, right = FLIP[op], right, left
         if not isinstance(left, Var) or left.index is not None or (name or left.name) != left.name:
             return None
         if named_in(right, in_aggregates=False) or not _float_arithmetic(right):
@@ -211,7 +216,7 @@ def _float_arithmetic(node: Arith) -> bool:
         case Neg(operand=x):
             return _float_arithmetic(x)
         case BinOp(op=op, left=left, right=right):
-            return op in _ARITH and _float_arithmetic(left) and _float_arithmetic(right)
+            return op in _EXACT_OPS and _float_arithmetic(left) and _float_arithmetic(right)
     return not named_in(node, in_aggregates=False)  # an aggregate: one number
 
 
@@ -255,7 +260,7 @@ def _bound(
                 return -values(x)
             case BinOp(op=op, left=a, right=b) if _has_slot(node, slots):
                 with np.errstate(all="ignore"):
-                    return _ARITH[op](_f64(values(a)), _f64(values(b)))
+                    return ufunc(ARITH[op])(_f64(values(a)), _f64(values(b)))
         return constant(node)
 
     for op, side in form.compares:
@@ -297,12 +302,7 @@ def _float_bounds(
 
 def _f64(x: npt.NDArray[np.float64] | int | float) -> npt.NDArray[np.float64] | np.float64:
     """A scalar operand as the planner's ``_apply`` takes it (``as_float``)."""
-    if isinstance(x, np.ndarray):
-        return x
-    try:
-        return np.float64(float(x))
-    except OverflowError:
-        return np.float64(math.inf if x > 0 else -math.inf)
+    return x if isinstance(x, np.ndarray) else np.float64(as_float(x))
 
 
 def _has_slot(node: Arith, slots: dict[int, int]) -> bool:
