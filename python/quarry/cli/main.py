@@ -67,6 +67,30 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help layout, at the width :func:`shutil.get_terminal_size`
+    gives, found without importing shutil: argparse imports it (and with it
+    bz2, lzma and zlib, a few ms) for every option added, on every command."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=_terminal_columns() - 2)
+
+
+def _terminal_columns() -> int:
+    """The columns :func:`shutil.get_terminal_size` reports: ``$COLUMNS``
+    where it is a positive integer, else the terminal's, else 80."""
+    import os
+
+    with contextlib.suppress(KeyError, ValueError):
+        columns = int(os.environ["COLUMNS"])
+        if columns > 0:
+            return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):  # no stdout, or not a terminal
+        return 80
+
+
 class Command(Protocol):
     """What a module of :mod:`quarry.cli.commands` defines."""
 
@@ -94,13 +118,15 @@ def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="quarry",
         description="Exact, fast range queries over scientific array files.",
+        formatter_class=_Formatter,
     )
     p.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, line in COMMANDS.items():
         if named == name or named not in COMMANDS:
-            _command(name).add_arguments(sub.add_parser(name, help=line))
+            command = sub.add_parser(name, help=line, formatter_class=_Formatter)
+            _command(name).add_arguments(command)
     return p
 
 
@@ -176,10 +202,6 @@ def _handle_sigterm() -> Any:
     (inside a weakref callback, under a call from the Rust core back into
     Python) can be swallowed or abort the process, leaving the files behind."""
     import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return None
 
     def terminate(signum: int, frame: object) -> None:
         import os
@@ -192,7 +214,10 @@ def _handle_sigterm() -> Any:
         print("quarry: terminated", file=sys.stderr, flush=True)
         os._exit(128 + signum)
 
-    return signal.signal(signal.SIGTERM, terminate)
+    try:
+        return signal.signal(signal.SIGTERM, terminate)
+    except ValueError:  # not the main thread (the CLI run from a test's thread)
+        return None
 
 
 def _restore_sigterm(previous: Any) -> None:

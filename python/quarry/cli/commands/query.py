@@ -15,7 +15,6 @@ and query take :func:`_query_file`, everything else :func:`_query_series`
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -215,7 +214,7 @@ def _query_file(args: argparse.Namespace, file: str, query: str | None) -> int:
                 saved=args.save,
                 explain=args.explain,
             )
-            print(json.dumps(result) if args.json else result["count"])
+            print(_json(result) if args.json else result["count"])
             status = 0
         if args.explain and not args.json:
             print(render.explain_lines(sel), file=sys.stderr)
@@ -286,7 +285,7 @@ def _report_hits(
         explain=args.explain,
     )
     if args.json:
-        print(json.dumps(result))
+        print(_json(result))
     else:
         print(f"{result['count']} hit(s) written to {args.out}")
     return 0
@@ -344,12 +343,20 @@ def _batch(args: argparse.Namespace, files: list[str]) -> int:
             ds = series.dataset(series.files[0])
             counts = ds.query_many(queries, args.path, labels=labels)
             for query, count in zip(queries, counts, strict=True):
-                print(json.dumps(render.batch_line(query, count, None)), flush=True)
+                print(_json(render.batch_line(query, count, None)), flush=True)
             return 0
         for query, sel in zip(queries, series.query_many(queries, labels=labels), strict=True):
             per_step = sel.per_step() if args.per_step else None
-            print(json.dumps(render.batch_line(query, sel.count(), per_step)), flush=True)
+            print(_json(render.batch_line(query, sel.count(), per_step)), flush=True)
     return 0
+
+
+def _json(value: object) -> str:
+    """``value`` as one JSON line; json is imported only when asked for, to
+    keep it off a plain count's start-up."""
+    import json
+
+    return json.dumps(value)
 
 
 def _batch_shared(args: argparse.Namespace, series: Series, labelled: list[tuple[str, str]]) -> int:
@@ -365,5 +372,5 @@ def _batch_shared(args: argparse.Namespace, series: Series, labelled: list[tuple
     if args.comm.rank == 0:
         for query, sel in zip(queries, answers, strict=True):
             per_step = sel.per_step() if args.per_step else None
-            print(json.dumps(render.batch_line(query, sel.count(), per_step)), flush=True)
+            print(_json(render.batch_line(query, sel.count(), per_step)), flush=True)
     return 0
