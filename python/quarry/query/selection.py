@@ -78,6 +78,8 @@ class Selection:
         self._rows = rows
         """The hits: known from the start for a saved selection (no plan)."""
         self._count: int | None = None
+        self._ids: tuple[_core.RowSet, npt.NDArray[np.int64]] | None = None
+        """The hits' ids and the rows they were converted from (see :meth:`ids`)."""
         self._values: dict[str, npt.NDArray[np.generic]] = {}
         self.aggregates: list[AggregateValue] = planned.aggregates if planned else []
         """The aggregates the query used (``mean(x)``...), their values, and
@@ -205,8 +207,28 @@ class Selection:
         return self._count
 
     def ids(self) -> npt.NDArray[np.int64]:
-        """Flat row-major positions of the hits, ascending."""
-        return self.rows.to_ids()
+        """Flat row-major positions of the hits, ascending: converted from the
+        rows once, then the same read-only array on every call (the values,
+        outputs and joins of a selection all ask for it). An answer taken
+        later (:meth:`set_answer`) is converted afresh.
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "i.h5")
+        >>> with h5py.File(path, "w") as f:
+        ...     f["x"] = np.arange(6.0)
+        >>> with quarry.open(path) as ds:
+        ...     sel = ds.query("x > 3")
+        ...     sel.ids().tolist(), sel.ids() is sel.ids(), sel.ids().flags.writeable
+        ([4, 5], True, False)
+        """
+        rows = self.rows
+        if self._ids is None or self._ids[0] is not rows:
+            ids = rows.to_ids()
+            ids.flags.writeable = False  # one array shared by every caller
+            self._ids = (rows, ids)
+        return self._ids[1]
 
     def coords(self) -> npt.NDArray[np.int64]:
         """N-d indices of the hits, one row per hit (shape ``(count, ndim)``)."""
