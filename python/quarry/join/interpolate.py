@@ -153,7 +153,7 @@ def interpolate(
     opened: list[Field] = []
     try:
         for name, text in fields.items():
-            field = Field.open(name, text, spec)
+            field = Field.open(name, text, spec, at)
             opened.append(field)
             if len(field.shape) != rank:
                 raise JoinArgumentError(
