@@ -206,3 +206,15 @@ def test_coordinates_that_are_not_monotonic_exit_1(tmp_path):
     )
     proc = run("interp", particles, "--field", f"bx={field}", "--at", "x", code=1)
     assert "not strictly increasing or decreasing" in proc.stderr
+
+
+def test_json_says_a_reorganised_copy_groups_the_reads(data):
+    _, particles, _, fields = data
+    before = json.loads(run(*_args(particles, fields, "--json")).stdout)["fields"]
+    run("reorg", particles, "--vars", "x,y,z", "--bins", "8")
+    after = json.loads(run(*_args(particles, fields, "--json")).stdout)["fields"]
+    for name in fields:
+        assert before[name]["read_by"] == "box" and after[name]["read_by"] == "mdbin"
+        assert after[name]["bytes_read"] <= before[name]["bytes_read"]
+        for stat in ("min", "max", "mean", "nan"):
+            assert after[name][stat] == before[name][stat]

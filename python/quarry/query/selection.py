@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from quarry import _core
-from quarry.errors import ShapeMismatchError
+from quarry.errors import QuarryError, ShapeMismatchError
 from quarry.pool import jobs, on_own_threads
 from quarry.query.execute import Executor, Table
 from quarry.query.stats import Access, QueryStats
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from quarry.query.aggregate import AggregateValue
     from quarry.query.histogram import Histogram, Part
     from quarry.query.planner import PlannedQuery
+    from quarry.reorg.binning import Axis as BinAxis
 
 
 class Runner(Protocol):
@@ -466,8 +467,35 @@ class Selection:
         from quarry.join import interpolate
 
         return interpolate(
-            self, fields, at, grid=grid, method=method, outside=outside, values=values
+            self,
+            fields,
+            at,
+            grid=grid,
+            method=method,
+            outside=outside,
+            values=values,
+            clusters=self._clusters(at),
         )
+
+    def _clusters(self, at: Sequence[str]) -> list[BinAxis] | None:
+        """The bins of each variable of ``at`` in a fresh reorganised copy of
+        this table that holds them all (see :mod:`quarry.join.groups`); None
+        where there is none. A stale or damaged copy is refused, as a query
+        refuses it."""
+        copy = self.dataset._reorganised()
+        if copy is None:
+            return None
+        try:
+            paths = [self._table_variable(a) for a in at]
+        except QuarryError:
+            return None  # the join says what is wrong with them
+        if any(v.subarray is not None for v in paths):
+            return None
+        for member in copy.members:
+            axes = {axis.path: axis for axis in member.entry.axes}
+            if member.entry.rows == self.table.n_rows and all(v.path in axes for v in paths):
+                return [axes[v.path] for v in paths]
+        return None
 
     def to_pandas(self, names: list[str]) -> Any:
         """The hits as a ``pandas.DataFrame`` indexed by ``quarry_row``."""
