@@ -185,16 +185,17 @@ def test_a_field_without_coordinates_needs_grid(data):
     assert "has no coordinate variables; give its grid" in proc.stderr
 
 
-def test_particles_in_step_groups_are_interpolated_one_step_at_a_time(tmp_path, data):
+def test_particles_in_step_groups_are_interpolated_step_by_step_or_in_one_step(tmp_path, data):
     _, _, _, fields = data
     path = str(tmp_path / "steps.h5")
     with h5py.File(path, "w") as f:
         for step in range(2):
             for v in "xyz":
-                f[f"Step#{step}/{v}"] = np.array([1.0, 2.0])
+                f[f"Step#{step}/{v}"] = np.array([1.0, 2.0]) + step
     spec = ["--field", f"bx={fields['bx'][0]}", "--at", "x,y,z", "--grid", GRID]
-    proc = run("interp", path, *spec, "--where", "x > 0", code=2)
-    assert "--path STEP" in proc.stderr
+    lines = run("interp", path, *spec, "--where", "x > 1").stdout.splitlines()
+    assert lines[0] == "quarry_step,quarry_row,bx"
+    assert [line.split(",")[:2] for line in lines[1:]] == [["0", "1"], ["1", "0"], ["1", "1"]]
     result = json.loads(run("interp", path, *spec, "--path", "Step#1", "--json").stdout)
     assert result["count"] == 2
 
@@ -206,3 +207,15 @@ def test_coordinates_that_are_not_monotonic_exit_1(tmp_path):
     )
     proc = run("interp", particles, "--field", f"bx={field}", "--at", "x", code=1)
     assert "not strictly increasing or decreasing" in proc.stderr
+
+
+def test_json_says_a_reorganised_copy_groups_the_reads(data):
+    _, particles, _, fields = data
+    before = json.loads(run(*_args(particles, fields, "--json")).stdout)["fields"]
+    run("reorg", particles, "--vars", "x,y,z", "--bins", "8")
+    after = json.loads(run(*_args(particles, fields, "--json")).stdout)["fields"]
+    for name in fields:
+        assert before[name]["read_by"] == "box" and after[name]["read_by"] == "mdbin"
+        assert after[name]["bytes_read"] <= before[name]["bytes_read"]
+        for stat in ("min", "max", "mean", "nan"):
+            assert after[name][stat] == before[name][stat]

@@ -174,6 +174,7 @@ def test_no_hits_give_an_empty_table(tmp_path):
         "mean": None,
         "nan": 0,
         "bytes_read": 0,
+        "read_by": "box",
     }
 
 

@@ -1,10 +1,12 @@
 """The interpolation join (SCJoin, after SDS-MD): mesh fields in any format
 Quarry reads, interpolated at the positions of selected particles.
 
-:mod:`.grid` says where a field's values lie (``--grid`` text, coordinate
-variables) and locates particles in its cells; :mod:`.field` names and opens
-a field and reads the box of it that particles touch; :mod:`.interpolate`
-weighs the nodes and makes the table. The join takes a selection as the
+:mod:`.grid` says where a field's values lie (``--grid`` text) and locates
+particles in its cells; :mod:`.coords` finds a field's coordinate variables
+in each format; :mod:`.field` names and opens a field and reads the box of
+it that particles touch; :mod:`.groups` reads it by the MDBin groups of the
+particles' reorganised copy instead; :mod:`.interpolate` weighs the nodes
+and makes the table. The join takes a selection as the
 :class:`~quarry.join.interpolate.Selected` protocol, so this stage sits
 below :mod:`quarry.query`, whose ``Selection.interpolate`` calls it.
 """

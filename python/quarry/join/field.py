@@ -28,9 +28,12 @@ from quarry.expr.names import resolve
 from quarry.expr.parser import parse_variable
 from quarry.formats import open_source
 from quarry.formats.subarray import Subarray, Subscript
+from quarry.join.coords import coordinate_variables
 from quarry.join.grid import Axis, GridSpec
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import numpy.typing as npt
 
     from quarry.formats.base import Driver, VariableInfo
@@ -126,15 +129,16 @@ class Field:
         self.bytes_read = 0
 
     @staticmethod
-    def open(name: str, text: str, grid: GridSpec | None) -> Field:
+    def open(name: str, text: str, grid: GridSpec | None, at: Sequence[str] = ()) -> Field:
         """The field ``name`` at ``text`` (``FILE[:VAR][SUBSCRIPTS]``), its
-        coordinates from ``grid`` when given, else from its file."""
+        coordinates from ``grid`` when given, else from its file (``at``:
+        the particles' position variables, which may name them)."""
         source = FieldSource.parse(text)
         driver = open_source(source.file)
         try:
             info = _variable(name, source, driver)
             subarray = Subarray.of(info.shape, source.subscripts or ())
-            axes = _axes(name, source, driver, info, subarray, grid)
+            axes = _axes(name, source, driver, info, subarray, grid, at)
         except BaseException:
             driver.close()
             raise
@@ -167,6 +171,31 @@ class Field:
             picks.append(slice(None, None, axis.step))
         dense = self._read_dense(tuple(base_lo), tuple(base_hi))
         return np.ascontiguousarray(dense[tuple(picks)])
+
+    def read_units(self, units: npt.NDArray[np.int64], width: int) -> npt.NDArray[np.generic]:
+        """The stored variable's rows ``units`` (ascending; row ``u`` is its
+        flat values ``[u * width, (u + 1) * width)``), end to end: each run
+        of consecutive rows in one read.
+
+        Examples
+        --------
+        >>> from quarry.formats.hdf5 import HDF5Driver
+        >>> import h5py, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "u.h5")
+        >>> with h5py.File(path, "w") as f:
+        ...     f["bx"] = np.arange(12.0)
+        >>> field = Field.open("bx", path, GridSpec((0,), (1,)))
+        >>> field.read_units(np.array([0, 1, 4]), 2).tolist(), field.bytes_read
+        ([0.0, 1.0, 2.0, 3.0, 8.0, 9.0], 48)
+        >>> field.close()
+        """
+        if not len(units):
+            return np.zeros(0, self.info.dtype)
+        breaks = np.flatnonzero(np.diff(units) != 1) + 1
+        firsts = units[np.r_[0, breaks]]
+        stops = units[np.r_[breaks - 1, len(units) - 1]] + 1
+        runs = zip(firsts.tolist(), stops.tolist(), strict=True)
+        return np.concatenate([self._read(a * width, b * width) for a, b in runs])
 
     def _read_dense(self, lo: tuple[int, ...], hi: tuple[int, ...]) -> npt.NDArray[np.generic]:
         """Every value of the stored variable's box ``[lo, hi)``."""
@@ -218,9 +247,11 @@ def _axes(
     info: VariableInfo,
     subarray: Subarray,
     grid: GridSpec | None,
+    at: Sequence[str],
 ) -> list[Axis]:
     """The coordinates of each kept axis: from ``grid``, else from the
-    file's coordinate variables; an error naming ``--grid`` where neither."""
+    file's coordinate variables (:func:`coordinate_variables`); an error
+    naming ``--grid`` where neither."""
     where = f"field {name} ({source.text})"
     rank = len(info.shape)
     if grid is not None and grid.rank != rank:
@@ -229,49 +260,24 @@ def _axes(
             f"has {rank} (shape {info.shape}); the grid describes the stored variable, "
             "axis 0 first, also when a subarray of it is interpolated"
         )
-    coordinates = None if grid is not None else _coordinate_variables(driver, info)
+    kept = [k for k, axis in enumerate(subarray.axes) if not isinstance(axis, int)]
+    coordinates = None if grid is not None else coordinate_variables(driver, info, kept, at)
     if grid is None and coordinates is None:
         raise JoinArgumentError(
             f"{where} has no coordinate variables; give its grid, axis 0 first: "
             '--grid "origin=0,0,0 spacing=1,1,1" (grid= in Python)'
         )
     axes = []
-    for k, (n, kept) in enumerate(zip(info.shape, subarray.axes, strict=True)):
-        if isinstance(kept, int):
+    for k, (n, axis) in enumerate(zip(info.shape, subarray.axes, strict=True)):
+        if isinstance(axis, int):
             continue
         if grid is not None:
             whole = grid.coordinates(k, n)
         else:
             assert coordinates is not None
             whole = _read_all(driver, coordinates[k])
-        axes.append(Axis.of(whole[kept.start : kept.stop : kept.step], f"axis {k} of {where}"))
+        axes.append(Axis.of(whole[axis.start : axis.stop : axis.step], f"axis {k} of {where}"))
     return axes
-
-
-def _coordinate_variables(driver: Driver, info: VariableInfo) -> list[VariableInfo] | None:
-    """CF coordinate variables of ``info``, one per axis: the 1-D variable
-    named like the axis's dimension and as long, in the field's group or the
-    nearest group above it; None when an axis has none."""
-    if not info.dims:
-        return None
-    group = info.path.rsplit("/", 1)[0]
-    found = []
-    for dim, n in zip(info.dims, info.shape, strict=True):
-        candidates = {
-            v.path: v
-            for v in driver.variables()
-            if v.name == dim and v.shape == (n,) and v.problem is None
-        }
-        scope, match = group, None
-        while match is None:
-            match = candidates.get(f"{scope}/{dim}")
-            if not scope:
-                break
-            scope = scope.rsplit("/", 1)[0]
-        if match is None:
-            return None
-        found.append(match)
-    return found
 
 
 def _read_all(driver: Driver, info: VariableInfo) -> npt.NDArray[np.float64]:

@@ -7,9 +7,9 @@ the same order. A value sits *on* its grid point (node-centred): element
 ``[i, j, k]`` is at ``(origin[0] + i*spacing[0], origin[1] + j*spacing[1],
 origin[2] + k*spacing[2])``.
 
-Coordinates come from the field's file where it has them (CF coordinate
-variables: a 1-D variable named like the dimension it runs along, as NetCDF
-and xarray's Zarr write them), else from ``--grid``; ``--grid`` given wins.
+Coordinates come from the field's file where it has them (its coordinate
+variables, by each format's conventions: see :mod:`quarry.join.coords`),
+else from ``--grid``; ``--grid`` given wins.
 A grid describes the variable as stored: a subarray (``bx[:, 64, 64]``)
 takes the coordinates of the indices it keeps. Coordinates may be unevenly
 spaced and may decrease; they must be strictly monotonic.

@@ -18,7 +18,7 @@ field under the name it was given.
 
 from __future__ import annotations
 
-import itertools
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -28,10 +28,13 @@ import numpy as np
 from quarry.errors import JoinArgumentError
 from quarry.join.field import Field
 from quarry.join.grid import GridSpec, parse_grid
+from quarry.join.groups import corner_sum, group_keys, interpolate_grouped, readable_by_rows
 from quarry.outputs.columns import HIT, ROW, OutputTable, output_attrs, own_name
 
 if TYPE_CHECKING:
     import numpy.typing as npt
+
+    from quarry.reorg.binning import Axis as BinAxis
 
 #: The methods, by the number of coordinates (and field dimensions) each takes.
 METHODS = {"linear": 1, "bilinear": 2, "trilinear": 3}
@@ -58,12 +61,16 @@ class Interpolated:
     >>> t = Interpolated(OutputTable({"quarry_row": np.array([3, 7]),
     ...                               "bx": np.array([0.5, np.nan])}), ("bx",), {"bx": 16})
     >>> len(t), t["bx"].tolist(), t.summary()
-    (2, [0.5, nan], {'bx': {'min': 0.5, 'max': 0.5, 'mean': 0.5, 'nan': 1, 'bytes_read': 16}})
+    (2, [0.5, nan], {'bx': {'min': 0.5, 'max': 0.5, 'mean': 0.5, 'nan': 1, 'bytes_read': 16, \
+'read_by': 'box'}})
     """
 
     output: OutputTable
     fields: tuple[str, ...]
     bytes_read: dict[str, int]
+    read_by: dict[str, str] = dataclasses.field(default_factory=dict)
+    """How each field was read: ``"mdbin"`` (by the MDBin groups of the
+    particles' reorganised copy) or ``"box"`` (the box of all the hits)."""
 
     @property
     def columns(self) -> dict[str, npt.NDArray[np.generic]]:
@@ -82,7 +89,8 @@ class Interpolated:
 
     def summary(self) -> dict[str, dict[str, Any]]:
         """Per field: min, max and mean of its values that are not NaN
-        (None where all are), the number of NaN, and the bytes read."""
+        (None where all are), the number of NaN, the bytes read and how
+        (``read_by``: ``"mdbin"`` or ``"box"``)."""
         out: dict[str, dict[str, Any]] = {}
         for name in self.fields:
             column = np.asarray(self.columns[name], dtype=np.float64)
@@ -95,6 +103,7 @@ class Interpolated:
                 },
                 "nan": int(len(column) - len(known)),
                 "bytes_read": self.bytes_read[name],
+                "read_by": self.read_by.get(name, "box"),
             }
         return out
 
@@ -120,9 +129,12 @@ def interpolate(
     method: str | None = None,
     outside: str = "nan",
     values: Sequence[str] = (),
+    clusters: Sequence[BinAxis] | None = None,
 ) -> Interpolated:
     """Each field interpolated at the selected particles' positions; see
-    :meth:`quarry.Selection.interpolate`."""
+    :meth:`quarry.Selection.interpolate`. ``clusters``: the bins of each
+    position variable in the particles' reorganised copy, by which the
+    fields are read (:mod:`quarry.join.groups`); None: a box per field."""
     at = list(at)
     if not 1 <= len(at) <= 3:
         raise JoinArgumentError(
@@ -153,7 +165,7 @@ def interpolate(
     opened: list[Field] = []
     try:
         for name, text in fields.items():
-            field = Field.open(name, text, spec)
+            field = Field.open(name, text, spec, at)
             opened.append(field)
             if len(field.shape) != rank:
                 raise JoinArgumentError(
@@ -161,9 +173,11 @@ def interpolate(
                     f"{field.shape}, but --at gives {rank} coordinate(s) ({', '.join(at)}); "
                     "give one position variable per axis, axis 0 first"
                 )
-        positions = [np.asarray(selection.values(a), dtype=np.float64) for a in at]
+        stored = [selection.values(a) for a in at]
+        positions = [np.asarray(p, dtype=np.float64) for p in stored]
+        groups = None if clusters is None else group_keys(clusters, stored)
         columns = {
-            name: interpolate_field(f, positions, outside == "clamp")
+            name: interpolate_field(f, positions, outside == "clamp", groups)
             for name, f in zip(fields, opened, strict=True)
         }
     finally:
@@ -181,14 +195,21 @@ def interpolate(
             "interpolated_from": field.source.text,
         }
     table = OutputTable(out, attrs, own_name(HIT, [*taken, row]), row, (row,))
-    return Interpolated(table, tuple(fields), {f.name: f.bytes_read for f in opened})
+    read = {f.name: f.bytes_read for f in opened}
+    by = {f.name: "mdbin" if groups is not None and readable_by_rows(f) else "box" for f in opened}
+    return Interpolated(table, tuple(fields), read, by)
 
 
 def interpolate_field(
-    field: Field, positions: Sequence[npt.NDArray[np.float64]], clamp: bool
+    field: Field,
+    positions: Sequence[npt.NDArray[np.float64]],
+    clamp: bool,
+    groups: npt.NDArray[np.int64] | None = None,
 ) -> npt.NDArray[np.float64]:
     """``field`` interpolated at ``positions`` (one array per axis, axis 0
-    first): NaN outside its grid, unless ``clamp``."""
+    first): NaN outside its grid, unless ``clamp``. With ``groups`` (each
+    particle's MDBin, :func:`~quarry.join.groups.group_keys`) only the rows
+    each group's cells cover are read; else the box of all of them."""
     n = len(positions[0])
     out = np.full(n, np.nan)
     located = [axis.locate(p, clamp) for axis, p in zip(field.axes, positions, strict=True)]
@@ -197,6 +218,9 @@ def interpolate_field(
         return out
     lower = [found[0][inside] for found in located]
     t = [found[1][inside] for found in located]
+    if groups is not None and readable_by_rows(field):
+        out[inside] = interpolate_grouped(field, lower, t, groups[inside])
+        return out
     lo = tuple(int(cell.min()) for cell in lower)
     hi = tuple(int(cell.max()) + 2 for cell in lower)
     box = field.read_box(lo, hi)
@@ -223,14 +247,9 @@ def multilinear(
     flat = np.ascontiguousarray(box).reshape(-1)
     strides = [int(np.prod(box.shape[k + 1 :], dtype=np.int64)) for k in range(box.ndim)]
     first = sum((cell * stride for cell, stride in zip(lower, strides, strict=True)), np.int64(0))
-    # The weight of each corner: a product of t or 1 - t per axis, built
-    # axis by axis (corners in the order of itertools.product).
-    weights = [1.0 - t[0], t[0]]
-    for fraction in t[1:]:
-        weights = [w * f for w in weights for f in (1.0 - fraction, fraction)]
-    out = np.zeros(len(t[0]))
-    corners = itertools.product((0, 1), repeat=box.ndim)
-    for weight, corner in zip(weights, corners, strict=True):
+
+    def index(corner: tuple[int, ...]) -> npt.NDArray[np.int64]:
         offset = sum(bit * stride for bit, stride in zip(corner, strides, strict=True))
-        out += weight * flat[first + offset]  # float32 widens to float64 exactly
-    return out
+        return np.asarray(first + offset, dtype=np.int64)
+
+    return corner_sum(flat, box.ndim, t, index)

@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from quarry import _core
-from quarry.errors import ShapeMismatchError
+from quarry.errors import QuarryError, ShapeMismatchError
 from quarry.pool import jobs, on_own_threads
 from quarry.query.execute import Executor, Table
 from quarry.query.stats import Access, QueryStats
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from quarry.query.aggregate import AggregateValue
     from quarry.query.histogram import Histogram, Part
     from quarry.query.planner import PlannedQuery
+    from quarry.reorg.binning import Axis as BinAxis
 
 
 class Runner(Protocol):
@@ -78,6 +79,8 @@ class Selection:
         self._rows = rows
         """The hits: known from the start for a saved selection (no plan)."""
         self._count: int | None = None
+        self._ids: tuple[_core.RowSet, npt.NDArray[np.int64]] | None = None
+        """The hits' ids and the rows they were converted from (see :meth:`ids`)."""
         self._values: dict[str, npt.NDArray[np.generic]] = {}
         self.aggregates: list[AggregateValue] = planned.aggregates if planned else []
         """The aggregates the query used (``mean(x)``...), their values, and
@@ -205,8 +208,28 @@ class Selection:
         return self._count
 
     def ids(self) -> npt.NDArray[np.int64]:
-        """Flat row-major positions of the hits, ascending."""
-        return self.rows.to_ids()
+        """Flat row-major positions of the hits, ascending: converted from the
+        rows once, then the same read-only array on every call (the values,
+        outputs and joins of a selection all ask for it). An answer taken
+        later (:meth:`set_answer`) is converted afresh.
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "i.h5")
+        >>> with h5py.File(path, "w") as f:
+        ...     f["x"] = np.arange(6.0)
+        >>> with quarry.open(path) as ds:
+        ...     sel = ds.query("x > 3")
+        ...     sel.ids().tolist(), sel.ids() is sel.ids(), sel.ids().flags.writeable
+        ([4, 5], True, False)
+        """
+        rows = self.rows
+        if self._ids is None or self._ids[0] is not rows:
+            ids = rows.to_ids()
+            ids.flags.writeable = False  # one array shared by every caller
+            self._ids = (rows, ids)
+        return self._ids[1]
 
     def coords(self) -> npt.NDArray[np.int64]:
         """N-d indices of the hits, one row per hit (shape ``(count, ndim)``)."""
@@ -444,8 +467,35 @@ class Selection:
         from quarry.join import interpolate
 
         return interpolate(
-            self, fields, at, grid=grid, method=method, outside=outside, values=values
+            self,
+            fields,
+            at,
+            grid=grid,
+            method=method,
+            outside=outside,
+            values=values,
+            clusters=self._clusters(at),
         )
+
+    def _clusters(self, at: Sequence[str]) -> list[BinAxis] | None:
+        """The bins of each variable of ``at`` in a fresh reorganised copy of
+        this table that holds them all (see :mod:`quarry.join.groups`); None
+        where there is none. A stale or damaged copy is refused, as a query
+        refuses it."""
+        copy = self.dataset._reorganised()
+        if copy is None:
+            return None
+        try:
+            paths = [self._table_variable(a) for a in at]
+        except QuarryError:
+            return None  # the join says what is wrong with them
+        if any(v.subarray is not None for v in paths):
+            return None
+        for member in copy.members:
+            axes = {axis.path: axis for axis in member.entry.axes}
+            if member.entry.rows == self.table.n_rows and all(v.path in axes for v in paths):
+                return [axes[v.path] for v in paths]
+        return None
 
     def to_pandas(self, names: list[str]) -> Any:
         """The hits as a ``pandas.DataFrame`` indexed by ``quarry_row``."""

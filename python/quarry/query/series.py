@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, overload
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from quarry.formats.base import VariableInfo
+    from quarry.join import GridSpec, Interpolated
     from quarry.query.histogram import Bins, Histogram, Range
     from quarry.query.selection import Runner, Selection
 
@@ -251,6 +252,60 @@ class SeriesSelection:
             step = -1 if m.step is None else m.step
             groups[m.label(len(files) > 1)] = (table, {"file": m.file, "step": step})
         write_groups(path, groups, sources_provenance(files, self.query))
+
+    def interpolate(
+        self,
+        fields: Mapping[str, str],
+        at: Sequence[str] = ("x", "y", "z"),
+        *,
+        grid: str | GridSpec | None = None,
+        method: str | None = None,
+        outside: str = "nan",
+        values: Sequence[str] = (),
+    ) -> Interpolated:
+        """Mesh fields interpolated at every member's hits, as
+        :meth:`quarry.Selection.interpolate` does for one, in one table led
+        by ``quarry_step``: each member's step (its position in the series
+        for a file without steps), then its rows in ascending order. A field
+        is one for all members or one per member: ``{step}`` in its text is
+        the member's step (``"bx_{step}.bin"``), a ``*`` in its file name
+        takes the matching files in natural order, one per member (see
+        :mod:`quarry.join.series`).
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> d = tempfile.mkdtemp()
+        >>> with h5py.File(os.path.join(d, "p.h5"), "w") as f:
+        ...     f["Step#0/x"], f["Step#1/x"] = np.array([0.5, 1.5]), np.array([1.0, 9.0])
+        >>> for step in (0, 1):
+        ...     with h5py.File(os.path.join(d, f"f{step}.h5"), "w") as f:
+        ...         f["bx"] = np.array([0.0, 10.0, 20.0]) * (step + 1)
+        >>> with quarry.open_series(os.path.join(d, "p.h5")) as series:
+        ...     t = series.query("x > 0.6").interpolate(
+        ...         {"bx": os.path.join(d, "f{step}.h5")}, at=["x"], grid="origin=0 spacing=1")
+        >>> {k: v.tolist() for k, v in t.columns.items()}
+        {'quarry_step': [0, 1, 1], 'quarry_row': [1, 0, 1], 'bx': [15.0, 20.0, nan]}
+        """
+        from quarry.errors import JoinArgumentError
+        from quarry.join.series import concatenate, member_fields, member_steps
+
+        if not self.members:
+            raise JoinArgumentError("the series has no members to interpolate at")
+        steps = member_steps([m.step for m in self.members])
+        per_member = member_fields(fields, steps)
+        tables = []
+        for (m, sel), own in zip(self, per_member, strict=True):
+            join = partial(
+                sel.interpolate, own, at, grid=grid, method=method, outside=outside, values=values
+            )
+            try:
+                tables.append(join())
+            except JoinArgumentError:
+                raise  # the arguments are wrong for every member alike
+            except QuarryError as exc:
+                raise SeriesMemberError(m.file, m.step, exc) from exc
+        return concatenate(tables, steps)
 
     def histogram(
         self,

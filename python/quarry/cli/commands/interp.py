@@ -1,6 +1,7 @@
-"""``quarry interp FILE --field NAME=SPEC... --at x,y,z``: mesh fields
+"""``quarry interp FILE... --field NAME=SPEC... --at x,y,z``: mesh fields
 interpolated at the positions of the selected particles (the SCJoin of
-SDS-MD; see :mod:`quarry.join`).
+SDS-MD; see :mod:`quarry.join`), in one file or over a series (several
+files, or a file's step groups: the table then leads with ``quarry_step``).
 
     quarry interp particles.h5 --field bx=field/bx.bin --field by=field/by.bin --at x,y,z
         [--grid "origin=0,0,0 spacing=2.6,2.6,1.04"] [--method trilinear]
@@ -11,6 +12,7 @@ SDS-MD; see :mod:`quarry.join`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import time
 from typing import TYPE_CHECKING, Any
@@ -19,12 +21,22 @@ from quarry.cli import options, render
 from quarry.errors import UsageError
 
 if TYPE_CHECKING:
+    from quarry.dataset import Dataset
     from quarry.join import Interpolated
+    from quarry.query.selection import Selection
+    from quarry.query.series import Member, SeriesSelection
+    from quarry.series import Series
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``quarry interp``."""
-    parser.add_argument("file", help="the particles' data file")
+    parser.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="the particles' data file, or a series: several files, a glob (run_*.h5), a "
+        "directory; a file with step groups is interpolated step by step",
+    )
     parser.add_argument(
         "--field",
         action="append",
@@ -33,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a field to interpolate, as the column NAME: a file (raw binary described with "
         "quarry register, HDF5, NetCDF, Zarr, ADIOS2), :VAR to pick its variable (default: "
         "its only one, else NAME), subscripts for a part, e.g. bx=field/bx.bin[:, 64, 64]; "
-        "repeat for more fields",
+        "over a series, {step} in it is the step number and a * in its file name takes one "
+        "file per step; repeat for more fields",
     )
     parser.add_argument(
         "--at",
@@ -105,26 +118,25 @@ def run(args: argparse.Namespace) -> int:
     fields = _fields(args.field)
     at = options.names(args.at)
     values = options.names(args.values)
-    with quarry.open(args.file, index=args.index, si=args.si) as ds:
-        sel = ds.query(args.where, args.path) if args.where else ds.select_all(at, args.path)
-        if not isinstance(sel, quarry.Selection):
-            raise UsageError(
-                f"the particles of {args.file} are in several step groups; interpolate one "
-                "step at a time with --path STEP (e.g. --path Step#0)"
-            )
-        try:
-            table = sel.interpolate(
-                fields,
-                at,
-                grid=args.grid,
-                method=args.method,
-                outside=args.outside,
-                values=values,
-            )
-        except JoinArgumentError as exc:
-            raise UsageError(str(exc)) from None
-        if args.out:
-            _write(args, table, fields)
+    files = args.files
+    joins = dict(grid=args.grid, method=args.method, outside=args.outside, values=values)
+    try:
+        with contextlib.ExitStack() as opened:
+            if options.many(files):
+                series = opened.enter_context(
+                    quarry.open_series(files, index=args.index, path=args.path, si=args.si)
+                )
+                sel: Selection | SeriesSelection = _selected(series, args, at)
+                sources = list(series.files)
+            else:
+                ds = opened.enter_context(quarry.open(files[0], index=args.index, si=args.si))
+                sel = _selected_in(ds, args, at, opened)
+                sources = [ds.path]
+            table = sel.interpolate(fields, at, **joins)
+    except JoinArgumentError as exc:
+        raise UsageError(str(exc)) from None
+    if args.out:
+        _write(args, table, fields, sources)
     if args.json:
         print(json.dumps(_result(args, table, time.perf_counter() - start)))
     elif args.out:
@@ -136,11 +148,54 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write(args: argparse.Namespace, table: Interpolated, fields: dict[str, str]) -> None:
-    """The table to ``--out``, with the particles' provenance and the join's arguments."""
-    from quarry.outputs.writers import provenance, write_values
+def _selected_in(
+    ds: Dataset, args: argparse.Namespace, at: list[str], opened: contextlib.ExitStack
+) -> Selection | SeriesSelection:
+    """The particles of one file ``--where`` selects (every one without it):
+    one table, or each step of a file with step groups (whose series is
+    closed with ``opened``)."""
+    import quarry
+    from quarry.errors import AmbiguousNameError
 
-    attrs = provenance(args.file, args.where or "")
+    if args.where:
+        return ds.query(args.where, args.path)
+    try:
+        return ds.select_all(at, args.path)
+    except AmbiguousNameError:
+        # Bare names held by every step group: each step's particles.
+        series = opened.enter_context(
+            quarry.open_series([ds.path], index=args.index, path=args.path, si=args.si)
+        )
+        if all(m.group is None for m in series.members):
+            raise
+        return _selected(series, args, at)
+
+
+def _selected(series: Series, args: argparse.Namespace, at: list[str]) -> SeriesSelection:
+    """The particles of every member of ``series`` that ``--where`` selects."""
+    from functools import partial
+
+    from quarry.query.series import MemberSelections, SeriesSelection, at_member
+
+    if args.where:
+        return series.query(args.where)
+    members = series.members
+
+    def every(m: Member) -> Selection:
+        chosen: Selection = at_member(m, partial(series.dataset(m.file).select_all, at, m.group))
+        return chosen
+
+    return SeriesSelection("", members, MemberSelections(members, every))
+
+
+def _write(
+    args: argparse.Namespace, table: Interpolated, fields: dict[str, str], sources: list[str]
+) -> None:
+    """The table to ``--out``, with the provenance of the particles' files
+    (``sources``) and the join's arguments."""
+    from quarry.outputs.writers import sources_provenance, write_values
+
+    attrs = sources_provenance(sources, args.where or "")
     attrs.update(
         fields=" ".join(f"{name}={spec}" for name, spec in fields.items()),
         at=args.at,
@@ -153,7 +208,7 @@ def _write(args: argparse.Namespace, table: Interpolated, fields: dict[str, str]
 def _result(args: argparse.Namespace, table: Interpolated, seconds: float) -> dict[str, Any]:
     """What ``--json`` prints."""
     return {
-        "file": args.file,
+        "file": args.files[0] if len(args.files) == 1 else args.files,
         "where": args.where,
         "count": len(table),
         "fields": table.summary(),

@@ -1,0 +1,102 @@
+"""The join over a series (:meth:`quarry.query.series.SeriesSelection.interpolate`):
+each member's particles joined with its own field, or with one field for
+all, and the members' tables laid end to end with a step column.
+
+A field is one for every member, or one per member written as a template:
+``{step}`` in it is each member's step number (its position in the series
+where it has none: a file per step), e.g. ``field/bx_{step}.bin`` or
+``fields.h5:Step#{step}/bx``; or a ``*`` pattern in its file name, like the
+series' own (``field/bx_*.bin``), whose files, in natural order (``bx_2``
+before ``bx_10``), go to the members in order, one each.
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from quarry.errors import JoinArgumentError
+from quarry.formats.sources import natural_key
+from quarry.join.interpolate import Interpolated
+from quarry.outputs.columns import STEP, OutputTable, own_name
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+#: A ``*`` pattern's file part: up to the ``:VAR`` or subscripts after it.
+_PATTERN = re.compile(r"^([^:\[]*\*[^:\[]*)(.*)$")
+
+
+def member_steps(steps: Sequence[int | None]) -> list[int]:
+    """Each member's step: its own, or where it has none its position.
+
+    Examples
+    --------
+    >>> member_steps([None, None]), member_steps([0, 5])
+    ([0, 1], [0, 5])
+    """
+    return [k if step is None else step for k, step in enumerate(steps)]
+
+
+def member_fields(fields: Mapping[str, str], steps: Sequence[int]) -> list[dict[str, str]]:
+    """Per member (of steps ``steps``), each field's text, templates filled
+    in (see the module notes).
+
+    Examples
+    --------
+    >>> member_fields({"bx": "b_{step}.bin", "e": "e.nc"}, [3, 4])
+    [{'bx': 'b_3.bin', 'e': 'e.nc'}, {'bx': 'b_4.bin', 'e': 'e.nc'}]
+    """
+    per_member: list[dict[str, str]] = [{} for _ in steps]
+    for name, text in fields.items():
+        match = _PATTERN.match(text)
+        if "{step}" in text:
+            texts = [text.replace("{step}", str(step)) for step in steps]
+        elif match:
+            pattern, rest = match.groups()
+            files = sorted(glob.glob(pattern), key=natural_key)
+            if len(files) != len(steps):
+                raise JoinArgumentError(
+                    f"field {name}: {pattern} matches {len(files)} file(s) but the series has "
+                    f"{len(steps)} member(s); give one field file per step, or {{step}} in "
+                    "the name for the step number"
+                )
+            texts = [file + rest for file in files]
+        else:
+            texts = [text] * len(steps)
+        for member, one in zip(per_member, texts, strict=True):
+            member[name] = one
+    return per_member
+
+
+def concatenate(tables: Sequence[Interpolated], steps: Sequence[int]) -> Interpolated:
+    """The members' tables end to end, each row led by its member's step in
+    ``quarry_step`` (named as every series output names it: with ``_``
+    added beside a variable of that name); bytes read summed per field, and
+    a field's ``read_by`` the members' (``box,mdbin`` where they differ).
+
+    Examples
+    --------
+    >>> one = Interpolated(OutputTable({"quarry_row": np.array([3]), "bx": np.array([0.5])},
+    ...                                own=("quarry_row",)), ("bx",), {"bx": 8}, {"bx": "box"})
+    >>> both = concatenate([one, one], [0, 7])
+    >>> {k: v.tolist() for k, v in both.columns.items()}, both.bytes_read
+    ({'quarry_step': [0, 7], 'quarry_row': [3, 3], 'bx': [0.5, 0.5]}, {'bx': 16})
+    """
+    first = tables[0].output
+    step = own_name(STEP, list(first.columns))
+    counts = [len(t) for t in tables]
+    columns: dict[str, npt.NDArray[np.generic]] = {
+        step: np.repeat(np.asarray(steps, np.int64), counts)
+    }
+    for name in first.columns:
+        columns[name] = np.concatenate([t.columns[name] for t in tables])
+    fields = tables[0].fields
+    read = {f: sum(t.bytes_read[f] for t in tables) for f in fields}
+    by = {f: ",".join(sorted({t.read_by.get(f, "box") for t in tables})) for f in fields}
+    output = OutputTable(columns, first.attrs, first.dim, first.row, (step, *first.own))
+    return Interpolated(output, fields, read, by)

@@ -1,0 +1,39 @@
+"""``Selection.ids`` converts the hits once: every later call (the values,
+outputs and joins of the selection ask again) gets the same read-only array,
+equal to NumPy's answer, and a new answer is converted afresh."""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+
+import quarry
+
+
+@pytest.mark.parametrize("indexed", [False, True])
+def test_ids_are_converted_once_and_shared_read_only(tmp_path, indexed):
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=10_007)
+    x[rng.integers(0, len(x), 50)] = np.nan
+    path = str(tmp_path / "p.h5")
+    with h5py.File(path, "w") as f:
+        f["x"] = x
+    with quarry.open(path) as ds:
+        if indexed:
+            ds.build_index(block_len=1000)
+        sel = ds.query("x > 0.7")
+        first = sel.ids()
+        assert first.tolist() == np.flatnonzero(x > 0.7).tolist()
+        assert sel.ids() is first
+        sel.values("x")
+        sel.output_table(["x"])
+        assert sel.ids() is first
+        with pytest.raises(ValueError, match="read-only"):
+            first[0] = 1
+        # an answer taken later (as MPI ranks give it) is converted afresh
+        other = ds.query("x < -2")
+        sel.set_answer(rows=other.rows)
+        assert sel.ids() is not first
+        assert sel.ids().tolist() == np.flatnonzero(x < -2).tolist()
+        assert sel.ids() is sel.ids()
