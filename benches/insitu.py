@@ -208,6 +208,10 @@ def render(res: dict[str, Any]) -> str:
         f"core on {meta['cores']} cores); {ingest:,.0f} MB/s over the time not spent "
         f"computing. Goal: {GOAL_MB_S_PER_CORE:.0f} MB/s per core "
         f"({'met' if per_core >= GOAL_MB_S_PER_CORE else 'not met'} over the whole run).",
+        f"- `quarry index` alone builds at {mb / after['median']:,.0f} MB/s on these cores "
+        f"(other processes used up to {meta['others_max']:.1f} of the {meta['cores']} "
+        "cores): in-situ indexing cannot ingest faster than the build runs, and hides it "
+        "only where the producer leaves the cores idle.",
         f"- The index is published {res['close_s']:.2f} s after the file is closed (closing "
         f"the indexer: the last batch, the blocks put in the file's order, the fingerprint "
         f"and its racy window); one step takes {step_s:.2f} s: "

@@ -113,14 +113,11 @@ class BatchWriter:
         self._pending.extend(blobs)
         return [(-1, first + k, len(b)) for k, b in enumerate(blobs)]
 
-    @property
-    def pending_bytes(self) -> int:
-        return sum(len(b) for b in self._pending)
-
     def flush(self) -> None:
-        """Append every pending block to the target writer (one write, one sync)."""
+        """Append every pending block to the target writer."""
         if self._pending:
-            self._placed.extend(self._target.add_all(self._pending))
+            # Not synced: the staging file is never published, only copied from.
+            self._placed.extend(self._target.add_all(self._pending, sync=False))
             self._pending = []
 
     def placed(self, spans: list[list[int]]) -> list[list[int]]:

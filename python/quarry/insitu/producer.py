@@ -58,6 +58,8 @@ if TYPE_CHECKING:
 
 #: H5Part's layout, Quarry's default: step 3 of ``energy`` is ``/Step#3/energy``.
 H5PART_TEMPLATE = "/Step#{step}/{name}"
+#: Bytes of blocks moved into the published index per write (each write syncs).
+COPY_CHUNK = 64 << 20
 _DONE = None
 
 
@@ -207,7 +209,6 @@ class InSituIndexer:
             if self._error is not None and not failed:
                 self._raise_worker_error()
             self._batch.flush()
-            self._staging.finish()
             self.manifest = self._publish(failed)
         finally:
             self._staging.abort()
@@ -234,8 +235,7 @@ class InSituIndexer:
         parts = {p: v for s in steps for p, v in s.parts.items()}
         order = [v for v in in_file.values() if v.path in parts]
         with layout.writing(self.index_path) as final, open(self._staging.path, "rb") as staged:
-            for var in order:
-                parts[var.path] = self._copy_blocks(staged, parts[var.path], final)
+            parts = self._copy_in_order(staged, [v.path for v in order], parts, final)
             manifest = assemble(
                 self.path, stamp, read_ns, order, self.options, parts, [], [], listing
             )
@@ -268,14 +268,36 @@ class InSituIndexer:
             )
         return True
 
-    def _copy_blocks(
-        self, staged: Any, part: VariablePart, final: layout.IndexWriter
-    ) -> VariablePart:
-        """Move a variable's blocks from the staging file into the index."""
-        spans = self._batch.placed(part.spans)
-        blobs = [_pread(staged, offset, length) for _, offset, length in spans]
-        placed = final.add_all(blobs) if blobs else []
-        return VariablePart(0, part.edges, [list(s) for s in placed], part.source_crc32)
+    def _copy_in_order(
+        self,
+        staged: Any,
+        order: list[str],
+        parts: dict[str, VariablePart],
+        final: layout.IndexWriter,
+    ) -> dict[str, VariablePart]:
+        """Move the variables' blocks from the staging file into the index in
+        ``order``, :data:`COPY_CHUNK` bytes per write (and sync) at most."""
+        out: dict[str, VariablePart] = {}
+        waiting: list[tuple[str, list[bytes]]] = []
+
+        def write() -> None:
+            placed = iter(final.add_all([b for _, blobs in waiting for b in blobs]))
+            for path, blobs in waiting:
+                spans = [list(next(placed)) for _ in blobs]
+                out[path] = VariablePart(0, parts[path].edges, spans, parts[path].source_crc32)
+            waiting.clear()
+
+        size = 0
+        for path in order:
+            spans = self._batch.placed(parts[path].spans)
+            blobs = [_pread(staged, offset, length) for _, offset, length in spans]
+            waiting.append((path, blobs))
+            size += sum(len(b) for b in blobs)
+            if size >= COPY_CHUNK:
+                write()
+                size = 0
+        write()
+        return out
 
 
 def _pread(staged: Any, offset: int, length: int) -> bytes:
