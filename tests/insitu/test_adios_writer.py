@@ -61,3 +61,22 @@ def test_a_failure_keeps_the_steps_written(tmp_path):
     with quarry.open_series(path) as series:
         counts = [r["count"] for r in series.query("x > 1").per_step()]
     assert counts == [len(oracle_ids("x > 1", arrays)) for arrays in steps]
+
+
+def test_a_variable_the_file_decodes_is_refused(tmp_path):
+    """A fill value declared in the file makes it read other values than the
+    producer handed: no in-situ index, and the message says what to run."""
+    import adios2
+
+    path = str(tmp_path / "run.bp")
+    energy = np.array([1.0, -999.0, 3.0])
+    with (
+        pytest.raises(quarry.SourceError, match=r"_FillValue=-999.0.*quarry index"),
+        quarry.InSituIndexer(path) as ix,
+        adios2.Stream(path, "w") as s,
+    ):
+        s.begin_step()
+        s.write("energy", energy, [3], [0], [3])
+        s.write_attribute("_FillValue", np.array([-999.0]), variable_name="energy")
+        s.end_step()
+        ix.add(0, {"energy": energy})

@@ -256,6 +256,18 @@ class InSituIndexer:
         shape and dtype); a finished run that does not is an error."""
         for info in step.infos:
             found = in_file.get(info.path)
+            if (
+                found is not None
+                and found.decoding is not None
+                and " read as " not in found.decoding
+            ):
+                if failed:
+                    return False
+                raise SourceError(
+                    f"{self.path} declares how to decode {info.path} ({found.decoding}), so it "
+                    f"reads other values than were handed to InSituIndexer.add; no index was "
+                    f"written: index the file with 'quarry index {self.path}'"
+                )
             if found is not None and found.shape == info.shape and found.dtype == info.dtype:
                 continue
             if failed:
