@@ -195,3 +195,25 @@ def test_arrays_without_a_global_shape_are_refused(tmp_path):
     assert done.returncode == 1
     assert "--follow indexes global arrays" in done.stderr
     assert not os.path.exists(path + ".qidx")
+
+
+def test_steps_already_waiting_are_published_together(tmp_path, monkeypatch):
+    """A run of five ended steps followed afterwards: one manifest for the
+    five (and the writer's close in it), not one per step."""
+    from quarry.index.options import BuildOptions
+    from quarry.insitu import follow_bp
+
+    path = str(tmp_path / "run.bp")
+    writer = Writer(path)
+    for step in range(5):
+        assert writer.do("step") == f"ended {step}"
+    writer.close()
+    commits = []
+    real = follow_bp._commit
+    monkeypatch.setattr(follow_bp, "_commit", lambda *a: commits.append(1) or real(*a))
+    published = []
+    report = follow_bp.follow_bp(
+        path, options=BuildOptions(block_len=1000), published=published.append
+    )
+    assert len(commits) == 1 and published == [0, 1, 2, 3, 4] and report.closed
+    assert [r["count"] for r in query(path)["per_step"]] == expected(5)

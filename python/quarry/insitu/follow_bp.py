@@ -7,7 +7,10 @@ read. Each step's variables (``/Step#<s>/<name>``, as the ADIOS2 driver
 names them) are indexed by the file builder into a shard of their own
 (``run.bp.qidx.<build>-<step>.qshard``), and a new manifest naming every
 shard so far is published atomically: the index is ready, and queryable,
-one step at a time. Its manifest's ``follow`` says how many steps it covers
+one step at a time. Steps that are already waiting when one is indexed (the
+follower fell behind, or started late) are indexed first and published
+together, :data:`MAX_BATCH_STEPS` at most, so the manifest is not rewritten
+for each. Its manifest's ``follow`` says how many steps it covers
 and records the run's metadata files, which prove those steps unchanged
 while the run grows (see :mod:`quarry.index.fresh`); queries see the steps
 indexed, never more (the manifest's listing holds only those).
@@ -34,9 +37,9 @@ from quarry.errors import CorruptIndexError, QuarryError, SourceError, Unsupport
 from quarry.formats.base import fingerprint
 from quarry.formats.listing import Listing
 from quarry.index import layout
-from quarry.index.build import VariablePart, assemble
+from quarry.index.build import assemble
 from quarry.index.locate import find_index, place_new_index
-from quarry.index.manifest import Follow, FollowedFile, Manifest, Shard
+from quarry.index.manifest import Follow, FollowedFile, Manifest, Shard, SourceRecord
 from quarry.index.options import BuildOptions
 from quarry.insitu.blocks import index_arrays
 
@@ -46,6 +49,8 @@ if TYPE_CHECKING:
 
     from quarry.formats.base import VariableInfo
 
+#: Steps indexed before the index is published, when more are waiting.
+MAX_BATCH_STEPS = 16
 #: The BP5 files whose bytes are recorded: the metadata, small, appended at
 #: every step's end, and the bytes each begins with that the writer changes
 #: in place (``md.idx``'s 64-byte header holds the "writer active" flag,
@@ -123,10 +128,17 @@ def follow_bp(
         stream = adios2.Stream(io, path, "r")
     except Exception as exc:  # the bindings raise RuntimeError/ValueError/...
         raise SourceError(f"cannot follow {path} as an ADIOS2 BP5 run: {exc}") from None
+    pending: list[_IndexedStep] = []
+    ok, not_ready = adios2.bindings.StepStatus.OK, adios2.bindings.StepStatus.NotReady
     try:
         while True:
-            status = stream.begin_step(timeout=idle_timeout)
-            if status != adios2.bindings.StepStatus.OK:
+            # Steps waiting already are indexed before the index is published.
+            status = stream.begin_step(timeout=0.0 if pending else idle_timeout)
+            if status == not_ready and pending:
+                manifest = _publish(path, index_path, manifest, pending, report, published)
+                pending = []
+                continue
+            if status != ok:
                 report.closed = status == adios2.bindings.StepStatus.EndOfStream
                 break
             seen = time.perf_counter()
@@ -141,17 +153,22 @@ def follow_bp(
                 )
             arrays = _read_step(stream, path, step)
             stream.end_step()
-            manifest = _publish_step(path, index_path, manifest, step, arrays, opts, build)
+            number = len(manifest.shards if manifest else ()) + len(pending) + 1
+            pending.append(_index_step(path, index_path, step, arrays, opts, build, number, seen))
             done = step + 1
-            report.indexed_now.append(step)
-            report.latencies.append(time.perf_counter() - seen)
-            if published is not None:
-                published(step)
+            if len(pending) >= MAX_BATCH_STEPS:
+                manifest = _publish(path, index_path, manifest, pending, report, published)
+                pending = []
+        if pending or (report.closed and manifest is not None):
+            manifest = _publish(
+                path, index_path, manifest, pending, report, published, report.closed
+            )
+            pending = []
     finally:
+        for left in pending:  # indexed, never published: removed
+            left.writer.abort()
         stream.close()
         _remove_profile(path)
-    if report.closed and manifest is not None:
-        manifest = _republish(index_path, path, manifest, closed=True)
     report.steps_indexed = done
     return report
 
@@ -190,40 +207,80 @@ def _read_step(stream: Any, path: str, step: int) -> dict[str, npt.NDArray[np.ge
     return arrays
 
 
-def _publish_step(
+@dataclass
+class _IndexedStep:
+    """A step indexed into its own shard (kept open and locked until a
+    published manifest names it), with what its manifest entries need."""
+
+    step: int
+    writer: layout.ShardWriter
+    infos: list[VariableInfo]
+    manifest: Manifest
+    seen: float
+
+
+def _index_step(
     path: str,
     index_path: str,
-    previous: Manifest | None,
     step: int,
     arrays: dict[str, npt.NDArray[np.generic]],
     opts: BuildOptions,
     build: str,
-) -> Manifest:
-    """Index one step into a shard of its own and publish a manifest naming
-    every shard so far."""
-    shards = previous.shards if previous is not None else ()
-    writer = layout.ShardWriter(index_path, build, step, len(shards) + 1)
+    file_number: int,
+    seen: float,
+) -> _IndexedStep:
+    """Index one step into a shard of its own (the ``file_number``-th file
+    of the index)."""
+    writer = layout.ShardWriter(index_path, build, step, file_number)
     try:
         indexed = index_arrays(path, step, arrays, opts, writer)
         writer.finish()
         infos = _listed(path, step, indexed.infos)
-        shard = Shard(os.path.basename(writer.path), writer.size)
-        stamp, read_ns = fingerprint(path), time.time_ns()
-        parts: dict[str, VariablePart] = indexed.parts
-        this = assemble(path, stamp, read_ns, infos, opts, parts, [], [], None)
-        old_listing = previous.listing.variables if previous and previous.listing else ()
-        manifest = replace(
-            this,
-            shards=(*shards, shard),
-            variables={**(previous.variables if previous else {}), **this.variables},
-            listing=Listing("adios2", None, (*old_listing, *infos)),
-            follow=Follow(step + 1, False, _followed_files(path)),
-        )
-        _commit(index_path, manifest)
+        this = assemble(path, {}, 0, infos, opts, indexed.parts, [], [], None)
     except BaseException:
         writer.abort()
         raise
-    writer.release()
+    return _IndexedStep(step, writer, infos, this, seen)
+
+
+def _publish(
+    path: str,
+    index_path: str,
+    previous: Manifest | None,
+    steps: list[_IndexedStep],
+    report: FollowReport,
+    published: Callable[[int], object] | None,
+    closed: bool = False,
+) -> Manifest:
+    """Publish a manifest naming every shard so far (the ``steps`` indexed
+    since the last one included), the run's state now recorded."""
+    assert previous is not None or steps
+    base = previous if previous is not None else steps[0].manifest
+    variables = dict(previous.variables) if previous is not None else {}
+    listed = list(previous.listing.variables) if previous and previous.listing else []
+    shards = list(previous.shards) if previous is not None else []
+    for indexed in steps:
+        variables.update(indexed.manifest.variables)
+        listed += indexed.infos
+        shards.append(Shard(os.path.basename(indexed.writer.path), indexed.writer.size))
+    covered = steps[-1].step + 1 if steps else base.follow.steps if base.follow else 0
+    source = SourceRecord(os.path.basename(path), fingerprint(path), time.time_ns())
+    manifest = replace(
+        base,
+        source=source,
+        shards=tuple(shards),
+        variables=variables,
+        listing=Listing("adios2", None, tuple(listed)),
+        follow=Follow(covered, closed, _followed_files(path)),
+    )
+    _commit(index_path, manifest)
+    for indexed in steps:
+        indexed.writer.release()
+        report.indexed_now.append(indexed.step)
+        report.latencies.append(time.perf_counter() - indexed.seen)
+        if published is not None:
+            published(indexed.step)
+    steps.clear()
     return manifest
 
 
@@ -268,16 +325,6 @@ def _followed_files(path: str) -> tuple[FollowedFile, ...]:
             st = os.stat(full)
             files.append(FollowedFile(name, st.st_size, st.st_ino, None))
     return tuple(files)
-
-
-def _republish(index_path: str, path: str, manifest: Manifest, closed: bool) -> Manifest:
-    """The same index, with the run's state now (the writer closed it)."""
-    assert manifest.follow is not None
-    source = replace(manifest.source, stamp=fingerprint(path), read_ns=time.time_ns())
-    follow = Follow(manifest.follow.steps, closed, _followed_files(path))
-    manifest = replace(manifest, source=source, follow=follow)
-    _commit(index_path, manifest)
-    return manifest
 
 
 def _commit(index_path: str, manifest: Manifest) -> None:
