@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from quarry.formats.base import VariableInfo
 
 #: Steps indexed before the index is published, when more are waiting.
-MAX_BATCH_STEPS = 16
+MAX_BATCH_STEPS = 4
 #: The BP5 files whose bytes are recorded: the metadata, small, appended at
 #: every step's end, and the bytes each begins with that the writer changes
 #: in place (``md.idx``'s 64-byte header holds the "writer active" flag,
