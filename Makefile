@@ -56,6 +56,7 @@ bench: install  ## run the benchmarks; rewrite benches/REPORT*.{json,md} and REA
 	$(PY) benches/opening.py
 	$(PY) benches/reorg.py
 	$(PY) benches/parallel.py
+	$(PY) benches/insitu.py
 	$(PY) benches/workload720.py
 	$(PY) benches/readme_figures.py
 

@@ -45,6 +45,7 @@ from quarry.version import VERSION
 
 if TYPE_CHECKING:
     from quarry.dataset import Dataset, open
+    from quarry.insitu import InSituIndexer
     from quarry.query import QueryStats, Selection
     from quarry.query.series import SeriesSelection
     from quarry.series import Series, open_series
@@ -55,6 +56,7 @@ __all__ = [
     "CorruptIndexError",
     "Dataset",
     "HistogramError",
+    "InSituIndexer",
     "IndexMissingError",
     "QuarryError",
     "QueryStats",
@@ -84,6 +86,7 @@ __version__: str = VERSION
 _LAZY = {
     "Dataset": "quarry.dataset",
     "open": "quarry.dataset",
+    "InSituIndexer": "quarry.insitu",
     "QueryStats": "quarry.query",
     "Selection": "quarry.query",
     "SeriesSelection": "quarry.query.series",

@@ -261,6 +261,18 @@ class Dataset:
 
         return DerivedDriver(self._file_driver, expand(derivations, self._file_driver.variables()))
 
+    def _whole_file(self) -> None:
+        """Build from the file itself, not from the listing of an index that
+        ``quarry index --follow`` published before the run's writer closed
+        it: that listing holds only the steps indexed then."""
+        follow = self._store.manifest.follow if self._store is not None else None
+        if follow is None or follow.closed or not isinstance(self._file_driver, ListedDriver):
+            return
+        self._file_driver.close()
+        backend = backend_for(self.path, self._sidecars)
+        self._file_driver, self._backend = backend.open(self.path, self._sidecars), backend.name
+        self.driver = self._file_driver
+
     def index_variables(
         self, variables: list[str] | None = None, derive: list[str] | None = None
     ) -> list[VariableInfo]:
@@ -272,6 +284,7 @@ class Dataset:
     ) -> tuple[list[VariableInfo], Driver, list[Derivation]]:
         from quarry.index.derived import Derivation, DerivedDriver, previous_derivations
 
+        self._whole_file()
         if derive is not None:
             derivations = [Derivation.parse(text) for text in derive]
         else:  # a rebuild keeps the derived variables the old index defined

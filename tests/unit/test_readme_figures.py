@@ -44,7 +44,12 @@ def test_readme_figures_are_the_reports() -> None:
 
 @pytest.mark.parametrize(
     ("module", "name"),
-    [("run", "REPORT"), ("series", "REPORT-series"), ("parallel", "REPORT-parallel")],
+    [
+        ("run", "REPORT"),
+        ("series", "REPORT-series"),
+        ("parallel", "REPORT-parallel"),
+        ("insitu", "REPORT-insitu"),
+    ],
 )
 def test_markdown_reports_are_rendered_from_their_results(module: str, name: str) -> None:
     with open(os.path.join(BENCH, f"{name}.md")) as fh:

@@ -25,6 +25,16 @@ a local file system, which the kernel stamps from a clock ticking every few
 milliseconds); then it is :data:`FINE_RACY_NS`. A file written and indexed
 at once on a laptop's disk is trusted a tenth of a second later, not two.
 
+An index published while following a run (``quarry index --follow``; its
+manifest's ``follow``) is decided otherwise, since the run grows under it:
+it is fresh while every file it recorded is still there with the same
+inode and at least the recorded size, and the files it recorded a CRC-32
+of (the run's metadata) still begin with the same bytes (but for a header
+the writer updates in place, such as BP5's "writer active" flag). A BP5 writer only
+appends, so the steps the index covers are then as they were indexed; once
+the writer has closed the run, the store's size and file count must not
+have moved either.
+
 When a check finds columns unchanged, it records the source's new stat and
 those columns beside the index (``<index>.checked``, written atomically and
 skipped where the directory is read-only), so the next open at the same stat
@@ -102,6 +112,8 @@ def assess(index_path: str, source_path: str, manifest: Manifest, rebuild: str) 
     written, naming what moved and the command ``rebuild``."""
     recorded = manifest.source.stamp
     now = fingerprint(source_path)
+    if manifest.follow is not None:
+        return _assess_followed(source_path, manifest, now, rebuild)
     if same(now, recorded, STAT_FIELDS) and trusted(recorded, manifest.source.read_ns):
         return Freshness(now, frozenset())
     every = frozenset(manifest.variables)
@@ -119,6 +131,37 @@ def assess(index_path: str, source_path: str, manifest: Manifest, rebuild: str) 
             f"rebuild the index with: {rebuild}"
         )
     return Freshness(now, every - checked)
+
+
+def _assess_followed(
+    source_path: str, manifest: Manifest, now: dict[str, int], rebuild: str
+) -> Freshness:
+    """Freshness of an index published while following a run (module notes)."""
+    import zlib
+
+    follow = manifest.follow
+    assert follow is not None
+    moved = []
+    for recorded in follow.files:
+        try:
+            with open(os.path.join(source_path, recorded.name), "rb") as f:
+                st = os.fstat(f.fileno())
+                head = f.read(recorded.size) if recorded.crc32 is not None else b""
+        except OSError:
+            moved.append(f"{recorded.name} is gone")
+            continue
+        if st.st_ino != recorded.ino or st.st_size < recorded.size:
+            moved.append(f"{recorded.name} was replaced or cut short")
+        elif recorded.crc32 is not None and zlib.crc32(head[recorded.start :]) != recorded.crc32:
+            moved.append(f"{recorded.name} was rewritten")
+    if follow.closed and not same(now, manifest.source.stamp, ("size", "files")):
+        moved.append("it was written after its writer closed it")
+    if moved:
+        raise StaleIndexError(
+            f"{source_path} has changed since it was followed ({'; '.join(moved)}); "
+            f"rebuild the index with: {rebuild}"
+        )
+    return Freshness(now, frozenset())
 
 
 def _index_identity(index_path: str) -> list[int]:

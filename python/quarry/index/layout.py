@@ -83,12 +83,13 @@ class BlockWriter:
         self._file.flush()  # not empty once locked: see remove_debris
         self._offset = len(header)
 
-    def add_all(self, blobs: list[bytes]) -> list[tuple[int, int, int]]:
+    def add_all(self, blobs: list[bytes], sync: bool = True) -> list[tuple[int, int, int]]:
         """Append blocks in order; returns each one's ``[file, offset, length]``.
 
         The data is flushed to disk as it goes (on the builder's writer
         thread, overlapping the indexing), so the fsync at the end has
-        little left to do.
+        little left to do; ``sync=False`` leaves that to the system, for a
+        file that is never published (an in-situ index's staging file).
         """
         spans = []
         for blob in blobs:
@@ -96,7 +97,8 @@ class BlockWriter:
             self._file.write(blob)
             self._offset += len(blob)
         self._file.flush()
-        os.fdatasync(self._file.fileno())
+        if sync:
+            os.fdatasync(self._file.fileno())
         return spans
 
     def finish(self) -> None:

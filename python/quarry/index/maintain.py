@@ -3,7 +3,9 @@ what indexing one file did.
 
 An index is kept when it is fresh (built from the file as it is now; see
 :mod:`quarry.index.fresh`) and covers what is asked for, with the options and
-derived variables asked for; anything else is rebuilt. The loop over a
+derived variables asked for; anything else is rebuilt, and so is an index
+``quarry index --follow`` published before the run's writer closed it (the
+run may have more steps than it covers). The loop over a
 series' files is :meth:`quarry.Series.build_indexes`.
 """
 
@@ -58,6 +60,9 @@ def up_to_date(
         store.check()  # where the stat cannot prove the file unchanged: its CRCs
     except QuarryError:  # stale or damaged: rebuild
         return False
+    follow = store.manifest.follow
+    if follow is not None and not follow.closed:
+        return False  # published while its run was written: it may lack later steps
     if block_len is not None and store.block_len != block_len:
         return False
     if derive is not None:

@@ -14,6 +14,10 @@ keeps as JSON after the blocks.
                           "source_crc32": [...]}},
      "listing": {"backend": "hdf5", "step_context": null, "variables": [...]}}
 
+``follow`` (optional) is written by ``quarry index --follow`` (see
+:class:`Follow`): how many steps of a run still being written the index
+covers, and the files of the run that prove those steps unchanged.
+
 ``listing`` (optional) is every variable of the file as the build saw it
 (:mod:`quarry.formats.listing`): while the index is fresh, opening the file
 needs no walk of it.
@@ -103,6 +107,67 @@ class Shard:
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "size": self.size}
+
+
+@dataclass(frozen=True)
+class FollowedFile:
+    """A file of a store that its writer only appends to (ADIOS2 BP5's
+    ``md.idx``, ``md.0``, ``data.0``...), as it was when an index of the run
+    was published: its name in the store, size, inode, and the CRC-32 of
+    its bytes ``[start, size)`` then (None for data files, whose blocks
+    carry their own CRCs; ``start`` skips a header the writer updates in
+    place, such as the "writer active" flag in BP5's ``md.idx``)."""
+
+    name: str
+    size: int
+    ino: int
+    crc32: int | None
+    start: int = 0
+
+    def to_json(self) -> list[Any]:
+        return [self.name, self.size, self.ino, self.crc32, self.start]
+
+
+@dataclass(frozen=True)
+class Follow:
+    """An index published while following a run (``quarry index --follow``):
+    it covers steps ``0 .. steps-1``; ``closed`` once the writer closed the
+    run. Freshness is then decided by ``files`` (see
+    :func:`quarry.index.fresh.assess`), since the run grows under the index.
+
+    Examples
+    --------
+    >>> follow = Follow(3, False, (FollowedFile("md.idx", 96, 7, 12345, 64),))
+    >>> Follow.from_json(follow.to_json()) == follow
+    True
+    """
+
+    steps: int
+    closed: bool
+    files: tuple[FollowedFile, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "steps": self.steps,
+            "closed": self.closed,
+            "files": [f.to_json() for f in self.files],
+        }
+
+    @staticmethod
+    def from_json(doc: Any) -> Follow:
+        if not isinstance(doc, dict):
+            raise CorruptIndexError(f"the manifest's follow is {doc!r}, not an object")
+        files = []
+        for item in _field(doc, "files", list, "follow."):
+            if not (isinstance(item, list) and len(item) == 5 and isinstance(item[0], str)):
+                raise CorruptIndexError(f"the manifest's follow.files holds {item!r}")
+            _ints([v for v in item[1:] if v is not None], "follow.files")
+            files.append(FollowedFile(item[0], item[1], item[2], item[3], item[4]))
+        return Follow(
+            _field(doc, "steps", int, "follow."),
+            _field(doc, "closed", bool, "follow."),
+            tuple(files),
+        )
 
 
 @dataclass(frozen=True)
@@ -232,6 +297,8 @@ class Manifest:
     listing: Listing | None = None
     """The file's variables as the build saw them; None in indexes from
     before listings were recorded, or of files a listing cannot describe."""
+    follow: Follow | None = None
+    """Set in an index ``quarry index --follow`` published (see :class:`Follow`)."""
 
     @staticmethod
     def from_json(doc: Any) -> Manifest:
@@ -268,6 +335,7 @@ class Manifest:
                 listing = Listing.from_json(doc["listing"])
             except (KeyError, TypeError, ValueError) as exc:
                 raise CorruptIndexError(f"the manifest's listing is malformed ({exc})") from None
+        follow = Follow.from_json(doc["follow"]) if "follow" in doc else None
         return Manifest(
             version=_field(doc, "version", int, ""),
             created_by=_field(doc, "created_by", str, "") if "created_by" in doc else "",
@@ -277,6 +345,7 @@ class Manifest:
             shards=tuple(shards),
             variables={p: VariableEntry.from_json(e, p) for p, e in entries.items()},
             listing=listing,
+            follow=follow,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -293,6 +362,8 @@ class Manifest:
         }
         if self.listing is not None:
             doc["listing"] = self.listing.to_json()
+        if self.follow is not None:
+            doc["follow"] = self.follow.to_json()
         return doc
 
     def without_blocks(self) -> Manifest:

@@ -55,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     options.add_index(parser)
     options.add_jobs(parser)
+    from quarry.cli.commands import index_follow
+
+    index_follow.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
     from quarry.cli.progress import progress_bar
     from quarry.errors import QuarryError
 
+    if args.follow:
+        from quarry.cli.commands.index_follow import run_follow
+
+        return run_follow(args)
     start = time.perf_counter()
     reports: list[IndexReport] = []
     comm = args.comm

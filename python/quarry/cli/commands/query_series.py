@@ -55,16 +55,44 @@ def report_series(args: argparse.Namespace, query: str, sel: SeriesSelection, st
     if rows and not args.out:
         _print_rows(args, query, sel, names, per_step)
     elif args.per_step:
-        print(json.dumps(render.per_step_result(per_step)))
+        print(json.dumps({**render.per_step_result(per_step), **_followed(sel)}))
     elif args.json:
         elapsed = time.perf_counter() - start
-        print(json.dumps(render.series_result(query, sel, per_step, elapsed, args.out)))
+        result = render.series_result(query, sel, per_step, elapsed, args.out)
+        print(json.dumps({**result, **_followed(sel)}))
     elif args.plot or (rows and args.out):
         written = [f for f in (args.plot, args.out if rows else None) if f]
         print(f"{total} hit(s) in {len(per_step)} step(s) -> {', '.join(written)}")
     else:
         print(total)
     return 0
+
+
+def _followed(sel: SeriesSelection) -> dict[str, Any]:
+    """For a run indexed while it is written (``quarry index --follow``):
+    the steps its index covers, which are the steps answered for
+    (``steps_indexed``), and whether its writer has closed it
+    (``writer_closed``); nothing for other files."""
+    from quarry.errors import QuarryError
+    from quarry.insitu.follow_bp import followed_steps
+
+    found: dict[str, dict[str, Any]] = {}
+    for part in sel.selections:
+        ds = part.dataset
+        if ds.path in found or not ds.has_index:
+            continue
+        try:
+            state = followed_steps(ds.index.manifest)
+        except QuarryError:  # stale or damaged: the query has said so already
+            continue
+        if state is not None:
+            found[ds.path] = state
+    if not found:
+        return {}
+    return {
+        "steps_indexed": sum(s["steps_indexed"] for s in found.values()),
+        "writer_closed": all(s["closed"] for s in found.values()),
+    }
 
 
 def _print_rows(

@@ -1,0 +1,344 @@
+"""Indexing a run from the producer's memory: :class:`InSituIndexer`.
+
+The producer writes its file as it always has (h5py, or the ADIOS2 helper
+of :mod:`quarry.insitu.adios`) and hands each step's arrays to
+:meth:`InSituIndexer.add` under the path the file holds them at. A
+background thread indexes them with the file builder
+(:mod:`quarry.insitu.blocks`) while the producer computes its next step;
+``add`` blocks while ``max_pending_steps`` steps already wait (back-pressure:
+memory stays bounded when indexing falls behind). Finished blocks are kept
+in memory and appended to a temporary file every ``batch_steps`` steps (the
+index is written after the data, in batches).
+
+On close, once the file is closed too, the index is published: its blocks
+in the order ``quarry index`` writes them, its manifest recording the file's
+fingerprint as it is then, so the index is the one ``quarry index`` builds
+afterwards from the file, byte for byte but for the moment the fingerprint
+was taken (``source.read_ns``), and a query trusts it at once.
+
+If the producer fails (an exception leaves the ``with`` block, or
+``close(failed=True)``), the steps already handed are indexed and published
+as far as the file holds them as handed: each such step's values are read
+back and checked against the CRCs taken when they were handed, and a step
+missing from the file or holding other values is left out. The index then
+covers exactly the steps listed in :attr:`InSituIndexer.steps_indexed`;
+what else the file holds (a step cut short) is not indexed and is scanned
+by queries, as any variable without an index is. A producer killed outright
+(SIGKILL) publishes nothing: its temporary file is removed by the next
+build of the index, and ``quarry index`` indexes what the file holds.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+import warnings
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from quarry.errors import SourceError, UnsupportedVariableError
+from quarry.formats.base import VariableInfo, fingerprint
+from quarry.index import layout
+from quarry.index.build import VariablePart, assemble
+from quarry.index.fresh import FINE_RACY_NS, RACY_NS
+from quarry.index.locate import find_index, place_new_index
+from quarry.index.options import BuildOptions
+from quarry.insitu.blocks import BatchWriter, IndexedStep, as_indexed, index_arrays, info_of
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    import numpy.typing as npt
+
+    from quarry.index.manifest import Manifest
+
+#: H5Part's layout, Quarry's default: step 3 of ``energy`` is ``/Step#3/energy``.
+H5PART_TEMPLATE = "/Step#{step}/{name}"
+#: Bytes of blocks moved into the published index per write (each write syncs).
+COPY_CHUNK = 64 << 20
+_DONE = None
+
+
+class InSituIndexer:
+    """Index a run's arrays as the producer writes them (see the module notes).
+
+    Parameters
+    ----------
+    path
+        The file the producer writes (HDF5; an ADIOS2 BP directory through
+        :class:`quarry.insitu.adios.Writer`).
+    template
+        Where step ``step`` of array ``name`` lies in the file;
+        ``"/Step#{step}/{name}"`` (H5Part) by default.
+    index
+        Where to put the index (a file or a directory), as ``quarry index
+        --index``; by default where ``quarry index`` would.
+    bins, precision, block_len
+        As :class:`quarry.index.BuildOptions` (the same defaults as ``quarry index``).
+    max_pending_steps
+        Steps handed over and not yet indexed before :meth:`add` waits.
+    batch_steps
+        Steps whose blocks are kept in memory before they are written out.
+    copy
+        Copy each array in :meth:`add` (default), so the producer may reuse
+        its buffers at once; ``False`` keeps a reference, and the producer
+        must not change an array until the step is indexed.
+
+    Examples
+    --------
+    >>> import quarry, h5py, numpy as np, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "run.h5")
+    >>> with quarry.InSituIndexer(path, block_len=4) as ix, h5py.File(path, "w") as f:
+    ...     for step in range(2):
+    ...         energy = np.arange(10.0) + step
+    ...         _ = f.create_dataset(f"Step#{step}/energy", data=energy)
+    ...         ix.add(step, {"energy": energy})
+    >>> ix.steps_indexed
+    [0, 1]
+    >>> with quarry.open(path) as ds:
+    ...     ds.query("energy > 8").count()
+    3
+    """
+
+    def __init__(
+        self,
+        path: str,
+        template: str = H5PART_TEMPLATE,
+        *,
+        index: str | None = None,
+        bins: int | None = None,
+        precision: int | None = None,
+        block_len: int | None = None,
+        max_pending_steps: int = 2,
+        batch_steps: int = 4,
+        copy: bool = True,
+    ) -> None:
+        if "{name}" not in template:
+            raise ValueError(f"the template {template!r} must hold {{name}}")
+        if max_pending_steps < 1 or batch_steps < 1:
+            raise ValueError("max_pending_steps and batch_steps must be at least 1")
+        defaults = BuildOptions()
+        self.options = BuildOptions(
+            bins=bins or defaults.bins,
+            precision=defaults.precision if precision is None else precision,
+            block_len=block_len or defaults.block_len,
+        )
+        self.path = path
+        self.template = template if template.startswith("/") else "/" + template
+        self.index_path = place_new_index(path, find_index(path, index), index is not None)
+        self.copy = copy
+        self.batch_steps = batch_steps
+        self.manifest: Manifest | None = None
+        self.steps_indexed: list[int] = []
+        layout.remove_debris(self.index_path)
+        self._staging = layout.IndexWriter(self.index_path)  # never committed: see close
+        self._batch = BatchWriter(self._staging)
+        self._queue: queue.Queue[tuple[int, dict[str, npt.NDArray[np.generic]]] | None] = (
+            queue.Queue(max_pending_steps)
+        )
+        self._steps: list[IndexedStep] = []
+        self._handed: set[str] = set()
+        self._error: BaseException | None = None
+        self._closed = False
+        self._worker = threading.Thread(target=self._index_steps, name="quarry-insitu", daemon=True)
+        self._worker.start()
+
+    def __enter__(self) -> InSituIndexer:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close(failed=error is not None)
+
+    def add(self, step: int, arrays: Mapping[str, npt.ArrayLike]) -> None:
+        """Hand over step ``step``'s arrays, by name; returns once they are
+        queued for indexing (waiting while ``max_pending_steps`` steps wait)."""
+        self._raise_worker_error()
+        if self._closed:
+            raise ValueError("this InSituIndexer is closed")
+        named: dict[str, npt.NDArray[np.generic]] = {}
+        for name, values in arrays.items():
+            path = self.template.format(step=step, name=name)
+            if path in self._handed or path in named:
+                raise ValueError(f"{path} was already handed to this InSituIndexer")
+            array = as_indexed(np.array(values, copy=True) if self.copy else values)
+            problem = info_of(path, array).problem
+            if problem is not None:
+                raise UnsupportedVariableError(f"cannot index {path}: {problem}")
+            named[path] = array
+        self._handed.update(named)
+        self._queue.put((step, named))
+        self._raise_worker_error()
+
+    def _index_steps(self) -> None:
+        while (item := self._queue.get()) is not _DONE:
+            step, arrays = item
+            if self._error is not None:
+                continue  # drained, so that add() never waits for a dead worker
+            try:
+                indexed = index_arrays(self.path, step, arrays, self.options, self._batch)
+                self._steps.append(indexed)
+                if len(self._steps) % self.batch_steps == 0:
+                    self._batch.flush()
+            except BaseException as exc:  # reported to the producer by add() or close()
+                self._error = exc
+
+    def _raise_worker_error(self) -> None:
+        if self._error is not None:
+            why = f"indexing {self.path} in situ failed: {self._error}"
+            raise SourceError(why) from self._error
+
+    def close(self, failed: bool = False) -> None:
+        """Index what is still queued and publish the index (see the module
+        notes; ``failed``: the producer did not finish its run). Call it once
+        the file is closed: it takes the file's fingerprint."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_DONE)
+        self._worker.join()
+        try:
+            if self._error is not None and not failed:
+                self._raise_worker_error()
+            self._batch.flush()
+            self.manifest = self._publish(failed)
+        finally:
+            self._staging.abort()
+
+    def _publish(self, failed: bool) -> Manifest | None:
+        from quarry.formats import backend_for
+        from quarry.formats.listing import Listing
+
+        if not self._steps or (failed and not os.path.exists(self.path)):
+            return None  # nothing handed over, or the run failed before it wrote anything
+        backend = backend_for(self.path)
+        driver = backend.open(self.path)
+        try:
+            listing = Listing.of(backend.name, driver)
+            in_file = {v.path: v for v in driver.variables()}
+            steps = [s for s in self._steps if self._held(s, in_file, failed)]
+            if failed:
+                steps = [s for s in steps if _unchanged(driver, s, self.options)]
+        finally:
+            driver.close()
+        if not steps:
+            return None
+        stamp, read_ns = _settled_fingerprint(self.path)
+        parts = {p: v for s in steps for p, v in s.parts.items()}
+        order = [v for v in in_file.values() if v.path in parts]
+        with layout.writing(self.index_path) as final, open(self._staging.path, "rb") as staged:
+            parts = self._copy_in_order(staged, [v.path for v in order], parts, final)
+            manifest = assemble(
+                self.path, stamp, read_ns, order, self.options, parts, [], [], listing
+            )
+            final.commit(manifest)
+        self.steps_indexed = sorted(s.step for s in steps)
+        if failed:
+            warnings.warn(
+                f"the run writing {self.path} failed: its index {self.index_path} covers "
+                f"{len(steps)} of the {len(self._steps)} step(s) indexed "
+                f"({', '.join(map(str, self.steps_indexed))})",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        return manifest
+
+    def _held(self, step: IndexedStep, in_file: dict[str, VariableInfo], failed: bool) -> bool:
+        """Whether the file holds every array of ``step`` as handed (same
+        shape and dtype); a finished run that does not is an error."""
+        for info in step.infos:
+            found = in_file.get(info.path)
+            if (
+                found is not None
+                and found.decoding is not None
+                and " read as " not in found.decoding
+            ):
+                if failed:
+                    return False
+                raise SourceError(
+                    f"{self.path} declares how to decode {info.path} ({found.decoding}), so it "
+                    f"reads other values than were handed to InSituIndexer.add; no index was "
+                    f"written: index the file with 'quarry index {self.path}'"
+                )
+            if found is not None and found.shape == info.shape and found.dtype == info.dtype:
+                continue
+            if failed:
+                return False
+            held = "nothing" if found is None else f"{found.dtype} {found.shape}"
+            raise SourceError(
+                f"{self.path} holds {held} at {info.path}, where {info.dtype} {info.shape} "
+                f"was handed to InSituIndexer.add; no index was written (the arrays must "
+                f"be written where the template {self.template!r} puts them)"
+            )
+        return True
+
+    def _copy_in_order(
+        self,
+        staged: Any,
+        order: list[str],
+        parts: dict[str, VariablePart],
+        final: layout.IndexWriter,
+    ) -> dict[str, VariablePart]:
+        """Move the variables' blocks from the staging file into the index in
+        ``order``, :data:`COPY_CHUNK` bytes per write (and sync) at most."""
+        out: dict[str, VariablePart] = {}
+        waiting: list[tuple[str, list[bytes]]] = []
+
+        def write() -> None:
+            placed = iter(final.add_all([b for _, blobs in waiting for b in blobs]))
+            for path, blobs in waiting:
+                spans = [list(next(placed)) for _ in blobs]
+                out[path] = VariablePart(0, parts[path].edges, spans, parts[path].source_crc32)
+            waiting.clear()
+
+        size = 0
+        for path in order:
+            spans = self._batch.placed(parts[path].spans)
+            blobs = [_pread(staged, offset, length) for _, offset, length in spans]
+            waiting.append((path, blobs))
+            size += sum(len(b) for b in blobs)
+            if size >= COPY_CHUNK:
+                write()
+                size = 0
+        write()
+        return out
+
+
+def _pread(staged: Any, offset: int, length: int) -> bytes:
+    return os.pread(staged.fileno(), length, offset)
+
+
+def _unchanged(driver: Any, step: IndexedStep, opts: BuildOptions) -> bool:
+    """Whether the file holds ``step``'s values as they were handed: their
+    blocks' CRCs read back from the file."""
+    from quarry.index.verify import source_crcs
+
+    columns = [(v.path, v.size) for v in step.infos]
+    now = source_crcs(driver.read, columns, opts.block_len)
+    return all(now[p] == part.source_crc32 for p, part in step.parts.items())
+
+
+def _settled_fingerprint(path: str) -> tuple[dict[str, int], int]:
+    """The file's fingerprint and a ``read_ns`` it is trusted at: once its
+    times are a racy window old (see :mod:`quarry.index.fresh`; 0.1 s on a
+    local disk), the stat is taken again and must not have moved, so the
+    first query trusts the index without reading the file to check it."""
+    stamp = fingerprint(path)
+    window = FINE_RACY_NS if stamp.get("fine_times") else RACY_NS
+    settled = max(stamp["mtime_ns"], stamp["ctime_ns"]) + window
+    while (now := time.time_ns()) <= settled:
+        time.sleep((settled - now) / 1e9 + 1e-3)
+    if fingerprint(path) != stamp:
+        raise SourceError(
+            f"{path} changed while its in-situ index was being published; "
+            f"close the file before the InSituIndexer, or run 'quarry index {path}'"
+        )
+    return stamp, now
