@@ -40,7 +40,7 @@ def parse(data: bytes) -> dict[str, Any]:
 
     Examples
     --------
-    >>> parse(b'{"query": "\\u00e9nergie > 1"}')
+    >>> parse('{"query": "énergie > 1"}'.encode())
     {'query': 'énergie > 1'}
     >>> parse(b'[1, 2]')
     Traceback (most recent call last):
