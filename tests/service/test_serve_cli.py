@@ -32,11 +32,16 @@ def _start(*argv: str) -> tuple[subprocess.Popen[str], str]:
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
 def test_serve_prints_its_url_answers_and_stops_cleanly_on_a_signal(tmp_path, stop):
     columns = servers.particles(str(tmp_path / "root" / "p.h5"), n=1000)
-    process, url = _start(str(tmp_path / "root"), "--catalog", str(tmp_path / "c.sqlite"))
+    process, url = _start(
+        str(tmp_path / "root"), "--catalog", str(tmp_path / "c.sqlite"), "--max-rows", "10"
+    )
     try:
         with httpx.Client(base_url=url, timeout=60) as client:
-            answer = client.post("/api/v1/query", json={"dataset": "p.h5", "query": "q > 100"})
+            body = {"dataset": "p.h5", "query": "q > 100"}
+            answer = client.post("/api/v1/query", json=body)
+            too_many = client.post("/api/v1/query", json={**body, "output": "ids"})
         assert answer.json() == {"count": int(np.count_nonzero(columns["q"] > 100))}
+        assert too_many.status_code == 413 and "(10 rows" in too_many.json()["error"]
         process.send_signal(stop)
         out, err = process.communicate(timeout=10)
     finally:
@@ -98,3 +103,24 @@ def test_auto_index_builds_missing_indexes_in_the_background(tmp_path):
         if process.poll() is None:
             process.kill()
             process.communicate()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--workers", "0"], "--workers and --builds take 1 or more"),
+        (["--builds", "0"], "--workers and --builds take 1 or more"),
+        (["--query-seconds", "0"], "--query-seconds must be more than 0"),
+        (["--port", "70000"], "--port must be from 0 to 65535"),
+    ],
+)
+def test_serve_options_out_of_range_are_usage_errors(tmp_path, argv, message):
+    done = subprocess.run(
+        [sys.executable, "-m", "quarry.cli.main", "serve", str(tmp_path), *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"quarry: error: {message}")
+    assert len(done.stderr.splitlines()) == 1

@@ -44,6 +44,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--workers", type=options.count, default=4, help="threads answering queries (default 4)"
     )
     parser.add_argument(
+        "--max-rows",
+        type=options.count,
+        default=10_000_000,
+        metavar="N",
+        help="the most hits one answer of ids or values holds (default 10,000,000; more: 413)",
+    )
+    parser.add_argument(
+        "--query-seconds",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="how long one request's work may take (default 60; after: 504)",
+    )
+    parser.add_argument(
+        "--builds", type=options.count, default=1, help="index builds at once (default 1)"
+    )
+    parser.add_argument(
         "--scan-every",
         type=float,
         default=60.0,
@@ -56,15 +73,21 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from quarry.service.app import create_app
-    from quarry.service.config import Config, read_token
+    from quarry.service.config import Config, Limits, read_token
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be from 0 to 65535, not {args.port}")
     token = read_token(args.token_file) if args.token_file else None
+    if args.workers < 1 or args.builds < 1:
+        raise UsageError("--workers and --builds take 1 or more")
+    if not args.query_seconds > 0:
+        raise UsageError(f"--query-seconds must be more than 0, not {args.query_seconds}")
+    limits = Limits(rows=args.max_rows, query_seconds=args.query_seconds, builds=args.builds)
     config = Config.make(
         args.roots,
         args.catalog,
         token=token,
+        limits=limits,
         workers=args.workers,
         auto_index=args.auto_index,
         scan_every=max(0.0, args.scan_every),
