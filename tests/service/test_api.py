@@ -4,6 +4,7 @@ NumPy oracle's; errors carry the CLI's messages and fitting status codes."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -72,6 +73,8 @@ def test_a_datasets_variables_are_those_quarry_info_gives(served):
     assert names["x"] == ([5000], "float32", True)
     assert names["q"] == ([5000], "uint8", True)
     assert detail["index"]["state"] == "fresh"
+    assert detail["index"]["path"] == "run/p.h5.qidx"  # under the root, and no more
+    assert root not in json.dumps(detail)
 
 
 QUERIES = [

@@ -109,13 +109,14 @@ class Entry:
         }
 
     def detail(self) -> dict[str, Any]:
-        """The entry as ``GET /api/v1/datasets/{path}`` gives it."""
-        return {
-            **self.summary(),
-            "index": {k: v for k, v in self.index.items() if k != "watch"},
-            "reorganised": self.copy,
-            "variables": self.variables,
-        }
+        """The entry as ``GET /api/v1/datasets/{path}`` gives it; paths of its
+        index and copy (and messages naming them) relative to the root, so a
+        client learns nothing of the server's directories."""
+        index = {k: v for k, v in self.index.items() if k != "watch"}
+        text = json.dumps([index, self.copy], ensure_ascii=False)
+        inside = json.dumps(self.root.rstrip(os.sep) + os.sep, ensure_ascii=False)[1:-1]
+        index, copy = json.loads(text.replace(inside, ""))
+        return {**self.summary(), "index": index, "reorganised": copy, "variables": self.variables}
 
 
 def watch_stat(real: str) -> dict[str, Any]:
