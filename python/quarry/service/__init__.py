@@ -10,6 +10,8 @@ web page over them, and a client that asks it as a local Dataset is asked.
   ids, values, histograms), run on worker threads over cached open files.
 - :mod:`quarry.service.jobs`: index builds in the background, one at a time
   per file.
+- :mod:`quarry.service.fields`: a request's JSON body and its fields, checked.
+- :mod:`quarry.service.openapi`: the API's OpenAPI document.
 - :mod:`quarry.service.app`: the Starlette application (``quarry serve``).
 - :mod:`quarry.service.client`: :func:`quarry.connect`.
 

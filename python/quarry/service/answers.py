@@ -92,7 +92,23 @@ def count(
 ) -> dict[str, Any]:
     """``{"count": N}``, with ``per_step`` each member's count too (a file
     without step groups is one member, step None), as ``quarry query
-    --count --json`` and ``--per-step`` answer."""
+    --count --json`` and ``--per-step`` answer.
+
+    Examples
+    --------
+    >>> import h5py, numpy as np, tempfile, os
+    >>> from quarry.service.catalog import Catalog
+    >>> root = os.path.realpath(tempfile.mkdtemp())
+    >>> with h5py.File(os.path.join(root, "s.h5"), "w") as f:
+    ...     f["Step#0/e"], f["Step#1/e"] = np.arange(5.0), np.arange(5.0) + 3
+    >>> catalog = Catalog(":memory:")
+    >>> _ = catalog.rescan((root,))
+    >>> files = OpenFiles((root,))
+    >>> answer = count(files, catalog.get("s.h5"), "e > 3", None, per_step=True)
+    >>> answer["count"], answer["per_step"][1]
+    (5, {'file': 's.h5', 'step': 1, 'count': 4})
+    >>> files.close(); catalog.close()
+    """
     with files.use(entry) as ds:
         sel = ds.query(query, context)
         result: dict[str, Any] = {"count": sel.count()}
