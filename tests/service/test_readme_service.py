@@ -15,3 +15,17 @@ def test_the_service_extra_brings_starlette_uvicorn_and_pyarrow():
     assert sorted(re.split(r"[<>=!~ ]", r)[0] for r in extra) == ["pyarrow", "starlette", "uvicorn"]
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "`pip install 'quarry-index[service]'` brings Starlette, uvicorn and pyarrow." in readme
+
+
+def test_the_load_report_says_what_the_readme_says():
+    import json
+
+    results = json.loads((ROOT / "benches" / "REPORT-service.json").read_text(encoding="utf-8"))
+    phases = [results[p] for p in ("counts", "mixed", "rebuild")]
+    assert all(p["clients"] == 256 and p["wrong"] == 0 for p in phases)
+    counts = results["counts"]
+    assert counts["per_second"] < 1000 or counts["latency_ms"]["count"]["p99"] >= 250
+    assert results["particles"] == 16_777_216
+    assert results["meta"]["cores"] == 2
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "the goals of 1,000 counts/s and a count's p99 under\n  250 ms on 2 cores" in readme
