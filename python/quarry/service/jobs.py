@@ -116,10 +116,10 @@ class Builds:
             return path in self._active
 
     def stop(self) -> None:
-        """Cancel the jobs not yet started and wait for the running ones."""
+        """Cancel the jobs not yet started, then wait for the running ones."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
         with self._lock:
-            queued = [j for j in self._jobs.values() if j["state"] == "queued"]
-        self._pool.shutdown(wait=True, cancel_futures=True)
-        for job in queued:
-            if job["state"] == "queued":
-                self._update(job["id"], state="cancelled", finished=time.time())
+            queued = [j["id"] for j in self._jobs.values() if j["state"] == "queued"]
+        for job_id in queued:
+            self._update(job_id, state="cancelled", finished=time.time())
+        self._pool.shutdown(wait=True)
