@@ -24,8 +24,9 @@ def test_the_load_report_says_what_the_readme_says():
     phases = [results[p] for p in ("counts", "mixed", "rebuild")]
     assert all(p["clients"] == 256 and p["wrong"] == 0 for p in phases)
     counts = results["counts"]
-    assert counts["per_second"] < 1000 or counts["latency_ms"]["count"]["p99"] >= 250
+    assert counts["per_second"] >= 1000 and counts["latency_ms"]["count"]["p99"] < 250
+    assert all(p["per_second"] < counts["per_second"] for p in phases[1:])  # "run slower"
     assert results["particles"] == 16_777_216
     assert results["meta"]["cores"] == 2
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "the goals of 1,000 counts/s and a count's p99 under\n  250 ms on 2 cores" in readme
+    assert "met the goals of 1,000 counts/s and a p99 under 250 ms" in readme
