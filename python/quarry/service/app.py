@@ -8,7 +8,9 @@ and its ``query`` and ``position``) and a status that says why (see
 
 Quarry's work blocks, so it runs on worker threads, at most ``workers`` at
 once, each request's work within ``query_seconds`` (504 after, the answer
-dropped). The event loop only reads requests and writes answers.
+dropped). A core call cannot be interrupted, so a thread past its time runs to
+its end, no longer counted among the ``workers`` and holding its file until
+then. The event loop only reads requests and writes answers.
 """
 
 from __future__ import annotations
