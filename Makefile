@@ -58,6 +58,7 @@ bench: install  ## run the benchmarks; rewrite benches/REPORT*.{json,md} and REA
 	$(PY) benches/parallel.py
 	$(PY) benches/insitu.py
 	$(PY) benches/workload720.py
+	$(PY) benches/service.py
 	$(PY) benches/readme_figures.py
 
 docs: install  ## build the documentation (docs/_build/html) and run its examples; warnings are errors

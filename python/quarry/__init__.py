@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from quarry.query import QueryStats, Selection
     from quarry.query.series import SeriesSelection
     from quarry.series import Series, open_series
+    from quarry.service.client import connect
 
 __all__ = [
     "AmbiguousNameError",
@@ -76,6 +77,7 @@ __all__ = [
     "UnknownVariableError",
     "UnsupportedVariableError",
     "__version__",
+    "connect",
     "open",
     "open_series",
 ]
@@ -92,6 +94,7 @@ _LAZY = {
     "SeriesSelection": "quarry.query.series",
     "Series": "quarry.series",
     "open_series": "quarry.series",
+    "connect": "quarry.service.client",
 }
 
 

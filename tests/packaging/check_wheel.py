@@ -21,10 +21,15 @@ import subprocess
 import sys
 import tempfile
 import tomllib
+import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EXTRAS = "netcdf,zarr,adios2,interop,mpi,plot"
-EXTRA_MODULES = ["netCDF4", "zarr", "adios2", "pandas", "pyarrow", "xarray", "mpi4py"]
+EXTRAS = "netcdf,zarr,adios2,interop,mpi,plot,service"
+EXTRA_MODULES = [
+    "netCDF4", "zarr", "adios2", "pandas", "pyarrow", "xarray", "mpi4py", "starlette", "uvicorn",
+]  # fmt: skip
+#: Files of the package that are not Python, which the wheel must carry.
+DATA_FILES = ["quarry/py.typed", "quarry/service/static/index.html"]
 QUERY = "energy > 1.0"
 
 
@@ -57,6 +62,10 @@ def main(dist: str) -> int:
     if len(wheels) != 1:
         sys.exit(f"expected one abi3 manylinux wheel of version {version} in {dist}: {wheels}")
     wheel = os.path.abspath(wheels[0])
+    with zipfile.ZipFile(wheel) as archive:
+        missing = sorted(set(DATA_FILES) - set(archive.namelist()))
+    if missing:
+        sys.exit(f"the wheel lacks {missing}")
     with tempfile.TemporaryDirectory(prefix="quarry-wheel-") as work:
         venv = os.path.join(work, "venv")
         subprocess.run([sys.executable, "-m", "venv", venv], check=True)

@@ -13,6 +13,7 @@
     quarry hist FILE VAR[,VAR2[,VAR3]] [--where Q] [--bins N | --edges E] [--json] [--png F]
     quarry plot FILE X Y --where Q --png F
     quarry register FILE --dtype <f4 --shape NX,NY,NZ [--order C|F] [--offset B]
+    quarry serve ROOT... [--host H] [--port P] [--catalog F] [--token-file F] [--auto-index]
     quarry demo [--dir DIR]
 
 Errors print one line (a query error also prints the query with a caret) and
@@ -46,6 +47,7 @@ COMMANDS = {
     "interp": "interpolate mesh fields at the selected particles' positions",
     "verify": "check every indexed value against the CRCs its index recorded "
     "(exit 1 if any changed)",
+    "serve": "serve files to many clients: a catalog, an HTTP API and a web page",
     "demo": "generate a sample, index it, query it, draw a histogram",
 }
 

@@ -90,6 +90,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="under mpiexec: each rank writes its own hits to --out with .rankNNNN before "
         "the extension, instead of gathering them to rank 0",
     )
+    parser.add_argument(
+        "--server",
+        metavar="URL",
+        help="ask the Quarry server at URL (quarry serve) instead of reading the file here; "
+        "FILE is then the path its catalog gives",
+    )
     options.add_index(parser)
     options.add_jobs(parser)
     options.add_path(parser)
@@ -137,6 +143,10 @@ def split_inputs(args: argparse.Namespace) -> Inputs:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.server:
+        from quarry.cli.commands.query_server import run as on_server
+
+        return on_server(args)
     swapped = _swapped_query(args.inputs)
     if swapped:
         raise UsageError(swapped)

@@ -1,0 +1,282 @@
+"""The quarry work behind the API: counts, hits and histograms of catalogued
+files, answered by the same :class:`quarry.Dataset` calls as the command line.
+
+Opened files are kept (a few dozen, least recently used dropped) so that a
+client's hundredth query does not open the file again. A kept file is used
+only while its stat, and those of its index and copy, are what they were when
+it was opened: a rebuilt index (published by a rename, so another inode) or a
+written file opens afresh, and a reader that began on the old index finishes
+on it (the old file stays readable until closed). One request at a time uses
+an open file; requests on different files run on worker threads at once.
+
+Every function here blocks; :mod:`quarry.service.app` runs them on threads.
+Messages that name the file's real path name the catalog's path instead, so a
+client learns nothing of the server's directories.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from quarry.errors import QuarryError
+from quarry.service.catalog import Entry, watch_stat
+from quarry.service.config import Limits, ServiceError, inside, refusal
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from quarry.dataset import Dataset
+    from quarry.query.selection import Selection
+    from quarry.query.series import SeriesSelection
+
+T = TypeVar("T")
+
+
+class OpenFiles:
+    """Open datasets of catalogued files, at most ``keep`` of them, each used by
+    one request at a time."""
+
+    def __init__(self, roots: tuple[str, ...], keep: int = 32) -> None:
+        self.roots = roots
+        self.keep = keep
+        self._lock = threading.Lock()
+        self._open: OrderedDict[str, tuple[Any, Dataset, threading.Lock]] = OrderedDict()
+
+    @contextmanager
+    def use(self, entry: Entry) -> Iterator[Dataset]:
+        """The open dataset of ``entry``, opened again where it changed; a file
+        whose real path now leaves the roots is unknown (404). Errors quarry
+        raises inside name the catalog's path, not the real one."""
+        from quarry.dataset import open as open_dataset
+
+        if inside(entry.real, self.roots) != entry.real:
+            raise ServiceError(404, f"no dataset {entry.path!r} in the catalog")
+        try:
+            watch = watch_stat(entry.real)
+        except OSError:
+            raise ServiceError(404, f"no dataset {entry.path!r} in the catalog") from None
+        with self._lock:
+            kept = self._open.get(entry.real)
+            if kept is None or kept[0] != watch:
+                kept = (watch, open_dataset(entry.real), threading.Lock())
+                self._open[entry.real] = kept
+            self._open.move_to_end(entry.real)
+            while len(self._open) > self.keep:
+                self._open.popitem(last=False)
+        _, ds, lock = kept
+        try:
+            with lock:
+                yield ds
+        except ServiceError:
+            raise
+        except QuarryError as exc:
+            raise refusal(exc, entry.real, entry.path) from None
+
+    def close(self) -> None:
+        with self._lock:
+            for _, ds, lock in self._open.values():
+                with lock:
+                    ds.close()
+            self._open.clear()
+
+
+def count(
+    files: OpenFiles, entry: Entry, query: str, context: str | None, per_step: bool
+) -> dict[str, Any]:
+    """``{"count": N}``, with ``per_step`` each member's count too (a file
+    without step groups is one member, step None), as ``quarry query
+    --count --json`` and ``--per-step`` answer.
+
+    Examples
+    --------
+    >>> import h5py, numpy as np, tempfile, os
+    >>> from quarry.service.catalog import Catalog
+    >>> root = os.path.realpath(tempfile.mkdtemp())
+    >>> with h5py.File(os.path.join(root, "s.h5"), "w") as f:
+    ...     f["Step#0/e"], f["Step#1/e"] = np.arange(5.0), np.arange(5.0) + 3
+    >>> catalog = Catalog(":memory:")
+    >>> _ = catalog.rescan((root,))
+    >>> files = OpenFiles((root,))
+    >>> answer = count(files, catalog.get("s.h5"), "e > 3", None, per_step=True)
+    >>> answer["count"], answer["per_step"][1]
+    (5, {'file': 's.h5', 'step': 1, 'count': 4})
+    >>> files.close(); catalog.close()
+    """
+    with files.use(entry) as ds:
+        sel = ds.query(query, context)
+        result: dict[str, Any] = {"count": sel.count()}
+        if per_step:
+            result["per_step"] = _per_step(sel, entry)
+    return result
+
+
+def _per_step(sel: Selection | SeriesSelection, entry: Entry) -> list[dict[str, Any]]:
+    from quarry.query.series import SeriesSelection
+
+    if isinstance(sel, SeriesSelection):
+        return [{**r, "file": entry.path} for r in sel.per_step()]
+    return [{"file": entry.path, "step": None, "count": sel.count()}]
+
+
+@dataclass(frozen=True)
+class Member:
+    """The hits of one member: its step (None for a file without step
+    groups), flat row ids and the values of each variable asked for."""
+
+    step: int | None
+    ids: npt.NDArray[np.int64]
+    values: dict[str, npt.NDArray[Any]]
+
+
+@dataclass(frozen=True)
+class Hits:
+    """The hits of a query: one member, or one per step of a series."""
+
+    members: list[Member]
+    series: bool
+
+    @property
+    def count(self) -> int:
+        return sum(len(m.ids) for m in self.members)
+
+    def to_json(self) -> dict[str, Any]:
+        """The hits as JSON: ids and values as lists (NaN as null, infinities
+        as ``"inf"``/``"-inf"``); over a series, per member."""
+
+        def member(m: Member) -> dict[str, Any]:
+            out: dict[str, Any] = {"count": len(m.ids), "ids": m.ids.tolist()}
+            if m.values:
+                out["values"] = {n: json_list(v) for n, v in m.values.items()}
+            return out
+
+        if not self.series:
+            return member(self.members[0])
+        return {
+            "count": self.count,
+            "per_step": [{"step": m.step, **member(m)} for m in self.members],
+        }
+
+    def to_arrow(self) -> bytes:
+        """The hits as an Arrow IPC stream of one table: ``quarry_row`` and a
+        column per variable, led over a series by ``quarry_step``."""
+        import numpy as np
+        import pyarrow as pa
+
+        columns: dict[str, Any] = {}
+        if self.series:
+            steps = [np.full(len(m.ids), -1 if m.step is None else m.step) for m in self.members]
+            joined = np.concatenate(steps) if steps else np.empty(0, np.int64)
+            columns["quarry_step"] = pa.array(joined.astype(np.int64))
+        ids = [m.ids for m in self.members]
+        columns["quarry_row"] = pa.array(np.concatenate(ids).astype(np.int64))
+        for name in self.members[0].values if self.members else ():
+            columns[name] = pa.array(np.concatenate([m.values[name] for m in self.members]))
+        table = pa.table(columns)
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        return bytes(sink.getvalue().to_pybytes())
+
+
+def json_list(values: npt.NDArray[Any]) -> list[Any]:
+    """``values`` as a JSON-ready list: NaN as None, infinities as strings.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> json_list(np.array([1.5, np.nan, -np.inf])), json_list(np.array([2**63], np.uint64))
+    ([1.5, None, '-inf'], [9223372036854775808])
+    """
+    out = values.tolist()
+    if values.dtype.kind not in "fc":
+        return list(out)
+    return [json_number(x) for x in out]
+
+
+def json_number(x: Any) -> Any:
+    """A float as JSON holds it: NaN as None, infinities as strings."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    return x
+
+
+def hits(
+    files: OpenFiles,
+    entry: Entry,
+    query: str,
+    context: str | None,
+    variables: Sequence[str],
+    limits: Limits,
+) -> Hits:
+    """The ids of the rows where ``query`` is true, and the values of
+    ``variables`` there; refused with 413 when the answer would pass the
+    server's ``limits`` on rows or bytes (counted before anything is read)."""
+    from quarry.query.series import SeriesSelection
+
+    with files.use(entry) as ds:
+        sel = ds.query(query, context)
+        n = sel.count()
+        size = n * 8 * (1 + len(variables))
+        if n > limits.rows or size > limits.result_bytes:
+            raise ServiceError(
+                413,
+                f"the answer holds {n} rows ({size} bytes), more than this server gives at "
+                f"once ({limits.rows} rows, {limits.result_bytes} bytes); narrow the query, "
+                "ask for the count, or write the hits on the server with quarry query --out",
+            )
+        if isinstance(sel, SeriesSelection):
+            members = [
+                Member(m.step, part.ids(), {v: part.values(v) for v in variables})
+                for m, part in sel
+            ]
+            return Hits(members, series=True)
+        return Hits([Member(None, sel.ids(), {v: sel.values(v) for v in variables})], False)
+
+
+def histogram(
+    files: OpenFiles,
+    entry: Entry,
+    variables: list[str],
+    where: str | None,
+    bins: int | list[float],
+    value_range: Any,
+    context: str | None,
+) -> dict[str, Any]:
+    """``{"counts", "edges", "path", "values_read"}`` of ``variables`` over the
+    rows where ``where`` is true, as ``quarry hist --json`` gives it."""
+    with files.use(entry) as ds:
+        target: str | list[str] = variables[0] if len(variables) == 1 else variables
+        hist = ds.histogram(target, where=where, bins=bins, range=value_range, path=context)
+    ready: dict[str, Any] = json_ready(hist.to_json())
+    return ready
+
+
+def json_ready(value: Any) -> Any:
+    """``value`` with every non-finite float made JSON-safe (:func:`json_number`).
+
+    Examples
+    --------
+    >>> json_ready({"a": [1.0, float("nan")], "b": (float("inf"),)})
+    {'a': [1.0, None], 'b': ['inf']}
+    """
+    if isinstance(value, dict):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_ready(v) for v in value]
+    return json_number(value)
+
+
+def run_guarded(work: Callable[[], T]) -> T:
+    """Run ``work``; a MemoryError (an answer too large for the server) is
+    refused as too large rather than ending the server."""
+    try:
+        return work()
+    except MemoryError:
+        raise ServiceError(413, "the answer does not fit in the server's memory") from None

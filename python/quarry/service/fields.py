@@ -1,0 +1,178 @@
+"""Reading a request's JSON body and its fields, refusing what does not fit
+with a message that names the field: a body that is too large (413), not
+JSON or not an object, a field of the wrong type or out of range (400).
+
+Nothing a client sends is evaluated except by the query grammar: fields are
+strings, numbers, booleans and lists of them, checked here one by one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING, Any
+
+from quarry.service.config import Limits, ServiceError
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+
+
+async def body(request: Request, limits: Limits) -> dict[str, Any]:
+    """The request's JSON object, read no further than ``limits.body_bytes``."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limits.body_bytes:
+        raise ServiceError(413, _too_large(limits))
+    data = bytearray()
+    async for chunk in request.stream():
+        data += chunk
+        if len(data) > limits.body_bytes:
+            raise ServiceError(413, _too_large(limits))
+    return parse(bytes(data))
+
+
+def _too_large(limits: Limits) -> str:
+    return f"the request body is larger than this server takes ({limits.body_bytes} bytes)"
+
+
+def parse(data: bytes) -> dict[str, Any]:
+    """A JSON object from ``data``, or a 400 saying what is wrong.
+
+    Examples
+    --------
+    >>> parse('{"query": "énergie > 1"}'.encode())
+    {'query': 'énergie > 1'}
+    >>> parse(b'[1, 2]')
+    Traceback (most recent call last):
+    ...
+    quarry.service.config.ServiceError: the request body must be a JSON object, not a list
+    """
+    try:
+        value = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+    except UnicodeDecodeError:
+        raise ServiceError(400, "the request body is not UTF-8 text") from None
+    except (ValueError, RecursionError) as exc:
+        raise ServiceError(400, f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ServiceError(
+            400, f"the request body must be a JSON object, not a {type(value).__name__}"
+        )
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def text(fields: dict[str, Any], key: str, required: bool = True) -> str | None:
+    """The string field ``key`` (None where absent and not ``required``).
+
+    Examples
+    --------
+    >>> text({"query": 3}, "query")
+    Traceback (most recent call last):
+    ...
+    quarry.service.config.ServiceError: 'query' must be a string, not int
+    """
+    value = fields.get(key)
+    if value is None and not required:
+        return None
+    if value is None:
+        raise ServiceError(400, f"the request needs {key!r}")
+    if not isinstance(value, str):
+        raise ServiceError(400, f"{key!r} must be a string, not {type(value).__name__}")
+    return value
+
+
+def names(fields: dict[str, Any], key: str) -> list[str]:
+    """The field ``key`` as a list of names: one string, or a list of them.
+
+    Examples
+    --------
+    >>> names({"variables": "x"}, "variables"), names({}, "variables")
+    (['x'], [])
+    """
+    value = fields.get(key)
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(dict.fromkeys(value))
+    raise ServiceError(400, f"{key!r} must be a name or a list of names")
+
+
+def flag(fields: dict[str, Any], key: str) -> bool:
+    """The boolean field ``key`` (false where absent)."""
+    value = fields.get(key, False)
+    if not isinstance(value, bool):
+        raise ServiceError(400, f"{key!r} must be true or false, not {type(value).__name__}")
+    return value
+
+
+def choice(fields: dict[str, Any], key: str, allowed: tuple[str, ...]) -> str:
+    """The field ``key``, one of ``allowed`` (the first where absent)."""
+    value = fields.get(key, allowed[0])
+    if value not in allowed or not isinstance(value, str):
+        raise ServiceError(400, f"{key!r} must be one of {', '.join(allowed)}")
+    return value
+
+
+def whole(fields: dict[str, Any], key: str, low: int, high: int) -> int | None:
+    """The integer field ``key`` within ``[low, high]`` (None where absent).
+
+    Examples
+    --------
+    >>> whole({"bins": 10**400}, "bins", 1, 1000)
+    Traceback (most recent call last):
+    ...
+    quarry.service.config.ServiceError: 'bins' must be a whole number from 1 to 1000
+    """
+    value = fields.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ServiceError(400, f"{key!r} must be a whole number from {low} to {high}")
+    return value
+
+
+def number(value: Any, key: str) -> float:
+    """``value`` as a finite float, or a 400 naming ``key``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ServiceError(400, f"{key!r} must hold numbers")
+    try:
+        out = float(value)
+    except OverflowError:
+        raise ServiceError(400, f"{key!r} holds a number too large for a float") from None
+    if not math.isfinite(out):
+        raise ServiceError(400, f"{key!r} must hold finite numbers")
+    return out
+
+
+def bins(fields: dict[str, Any], limits: Limits) -> int | list[float]:
+    """``bins`` (a count, default 10) or ``edges`` (ascending numbers) of a histogram."""
+    edges = fields.get("edges")
+    if edges is not None:
+        if not isinstance(edges, list) or not 2 <= len(edges) <= limits.bins + 1:
+            raise ServiceError(400, f"'edges' must be a list of 2 to {limits.bins + 1} numbers")
+        return [number(e, "edges") for e in edges]
+    chosen = whole(fields, "bins", 1, limits.bins)
+    return 10 if chosen is None else chosen
+
+
+def value_range(fields: dict[str, Any], axes: int) -> Any:
+    """``range``: ``[lo, hi]`` for one variable, a pair per variable for more."""
+    value = fields.get("range")
+    if value is None:
+        return None
+
+    def pair(p: Any) -> tuple[float, float]:
+        if not isinstance(p, list) or len(p) != 2:
+            raise ServiceError(400, "'range' must be [low, high] (a pair per variable)")
+        return number(p[0], "range"), number(p[1], "range")
+
+    if axes == 1:
+        return pair(value)
+    if not isinstance(value, list) or len(value) != axes:
+        raise ServiceError(400, f"'range' must hold {axes} pairs [low, high], one per variable")
+    return [pair(p) for p in value]
