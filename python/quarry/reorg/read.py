@@ -106,6 +106,7 @@ class MemberCopy:
         self._ends[lasts] = np.array([p.rows for p in self.entry.parts if p.table[1]], np.int64)
         self._bins = layout.bins.astype(np.int64)
         self._strides = mdbin_strides(list(self.entry.axes))
+        self._mapped: dict[str, npt.NDArray[Any]] = {}
 
     @property
     def variables(self) -> list[str]:
@@ -114,7 +115,13 @@ class MemberCopy:
 
     def column(self, name: str) -> npt.NDArray[Any]:
         """The clustered values of variable ``name`` (or ``"rows"``, the
-        source row of each), memory-mapped."""
+        source row of each), memory-mapped (once: a query reads several)."""
+        mapped = self._mapped.get(name)
+        if mapped is None:
+            mapped = self._mapped[name] = self._map(name)
+        return mapped
+
+    def _map(self, name: str) -> npt.NDArray[Any]:
         if name == ROWS:
             k, dtype = len(self.entry.axes), rows_dtype(self.entry.rows)
         else:
@@ -123,7 +130,8 @@ class MemberCopy:
         offset = self._layout.columns[k]
         if offset is None or not self.entry.rows:
             return np.zeros(0, dtype)
-        return np.memmap(self.path, dtype, "r", offset, (self.entry.rows,))
+        # A plain array over the mapping: slicing it makes no memmap objects.
+        return np.memmap(self.path, dtype, "r", offset, (self.entry.rows,)).view(np.ndarray)
 
     def _axis(self, name: str) -> int:
         for k, axis in enumerate(self.entry.axes):
