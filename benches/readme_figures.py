@@ -1,10 +1,12 @@
 """Write the README's benchmark figures from the committed results, never by hand.
 
-The README holds two generated parts, each between a pair of markers:
-``<!-- bench:begin -->`` / ``<!-- bench:end -->`` (the Benchmarks section's figures) and
-``<!-- tunables:begin -->`` / ``<!-- tunables:end -->`` (the Tunables table). Both are
-rendered from ``benches/REPORT.json``, ``REPORT-series.json``, ``REPORT-720.json`` and
-``REPORT-parallel.json``, which the bench scripts write next to their Markdown reports.
+The README holds three generated parts, each between a pair of markers:
+``<!-- bench:begin -->`` / ``<!-- bench:end -->`` (the Benchmarks section's figures),
+``<!-- reorg:begin -->`` / ``<!-- reorg:end -->`` (the reorganised copies' and the
+interpolation joins' figures) and ``<!-- tunables:begin -->`` / ``<!-- tunables:end -->``
+(the Tunables table). They are rendered from ``benches/REPORT.json``,
+``REPORT-series.json``, ``REPORT-720.json``, ``REPORT-parallel.json`` and
+``REPORT-reorg.json``, which the bench scripts write next to their Markdown reports.
 
     python benches/readme_figures.py          # rewrite README.md
     python benches/readme_figures.py --check  # exit 1 if README.md is not up to date
@@ -28,19 +30,21 @@ README = os.path.join(REPO, "README.md")
 BENCH = os.path.join(REPO, "benches")
 MARKERS = {
     "bench": ("<!-- bench:begin -->", "<!-- bench:end -->"),
+    "reorg": ("<!-- reorg:begin -->", "<!-- reorg:end -->"),
     "tunables": ("<!-- tunables:begin -->", "<!-- tunables:end -->"),
 }
 QUERY_NAMES = {"box": "4-variable box", "ux*ux + uy*uy > 1.0": "`ux*ux + uy*uy > 1.0` (a scan)"}
 
 
 def load_results() -> dict[str, Any]:
-    """The three benches' committed results."""
+    """The benches' committed results."""
     out = {}
     for key, name in (
         ("run", "REPORT"),
         ("series", "REPORT-series"),
         ("parallel", "REPORT-parallel"),
         ("workload", "REPORT-720"),
+        ("reorg", "REPORT-reorg"),
     ):
         with open(os.path.join(BENCH, f"{name}.json")) as fh:
             out[key] = json.load(fh)
@@ -339,6 +343,69 @@ def parallel_part(par: dict[str, Any]) -> list[str]:
     ]
 
 
+def reorg_section(res: dict[str, Any]) -> str:
+    """Issue 12's figures: Q1's values through the copy, the joins, the reorganisation."""
+    r = res["reorg"]
+    limit = r["meta"]["others_limit"]
+    q1, prep, goals = r["q1"], r["prepare"], r["goals"]
+    mdbin = q1["mdbin"]
+    read = prep["read"]["median"]
+    over = {label: prep[f"reorg {label}"]["median"] / read for label in ("1 thread", "all cores")}
+    checks = [
+        (
+            "Q1 values through the copy, over the bitmap index path",
+            q1["index"],
+            mdbin,
+            goals["index"],
+        ),
+        (
+            "Q1 values through the copy, over NumPy reading the file and filtering",
+            q1["numpy cold"],
+            mdbin,
+            goals["scan"],
+        ),
+    ]
+    checks += [
+        (
+            f"{name}, {j['method']} join, over the NumPy reference",
+            j["numpy"],
+            j["quarry"],
+            goals["join"],
+        )
+        for name, j in r["joins"].items()
+    ]
+    lines = [
+        f"`benches/reorg.py` times issue 12's reorganised copy (MDBin) and interpolation "
+        f"joins on {r['n']:,} particles and a {r['mesh']}^3 field "
+        f"([benches/REPORT-reorg.md](benches/REPORT-reorg.md); {conditions(r['meta'])}), "
+        "every answer checked against NumPy. Q1 is the four-variable box "
+        f"`{q1['query']}` ({q1['hits']:,} hits) and the values of seven variables there; "
+        "Q2-Q4 interpolate the field at those particles (linear, bilinear, trilinear).",
+        "",
+        "| comparison | ratio | goal |",
+        "|---|---:|---:|",
+    ]
+    met, missed = [], []
+    for label, base, tool, goal in checks:
+        x = base["median"] / tool["median"]
+        flag = " (!)" if loaded(base, limit) or loaded(tool, limit) else ""
+        lines.append(f"| {label} | {ratio(base, tool)}{flag} | at least {goal:g}x |")
+        (met if x >= goal else missed).append(label)
+    for label, x in over.items():
+        t = prep[f"reorg {label}"]
+        flag = " (!)" if loaded(t, limit) or loaded(prep["read"], limit) else ""
+        what = f"reorganisation on {label}, over a plain read of the four variables"
+        lines.append(f"| {what} | {x:.1f}x{flag} | at most 3x |")
+        (met if x <= 3 else missed).append(what)
+    lines += [
+        "",
+        f"The copy is {prep['copy_bytes'] / prep['raw_bytes']:.2f}x the raw bytes of the "
+        f"variables it holds. Goals met: {len(met)} of {len(met) + len(missed)}"
+        + (f"; missed: {'; '.join(missed)}." if missed else "."),
+    ]
+    return "\n".join(lines)
+
+
 def tunables_section(res: dict[str, Any]) -> str:
     par = res["parallel"]
     sweep = {tuple(sorted(r["options"].items())): r for r in par["sweep"]}
@@ -410,8 +477,9 @@ def replace_between(text: str, key: str, body: str) -> str:
 
 
 def rendered(readme: str, res: dict[str, Any]) -> str:
-    """``readme`` with both generated parts rewritten from ``res``."""
+    """``readme`` with its generated parts rewritten from ``res``."""
     readme = replace_between(readme, "bench", bench_section(res))
+    readme = replace_between(readme, "reorg", reorg_section(res))
     return replace_between(readme, "tunables", tunables_section(res))
 
 

@@ -478,9 +478,11 @@ def render(res: dict[str, Any]) -> str:
         "",
         "Quarry's time is a query on a Dataset already open and the seven variables' "
         "values at its hits (`sel.values`); in brackets the access path its conditions "
-        "took, as `--explain` names it. The copy (or the index) finds the rows; on both "
-        "paths the values are then gathered from the file at those rows, not read from "
-        "the copy's runs. Every answer (ids and values) equals NumPy's.",
+        "took, as `--explain` names it. The copy (or the index) finds the rows. Through "
+        f"the copy, the values of the variables it holds ({', '.join(VARS)}) are read "
+        "from its runs, and the others' gathered from the file at those rows; through "
+        "the index, all are gathered from the file. Every answer (ids and values) equals "
+        "NumPy's.",
         "",
         "| path | time (ms) | over MDBin |",
         "|---|---:|---:|",

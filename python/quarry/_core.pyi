@@ -1,7 +1,7 @@
 """Type stubs for ``quarry._core``, the Rust core's Python binding."""
 
 import os
-from typing import final
+from typing import Any, final
 
 import numpy as np
 import numpy.typing as npt
@@ -14,13 +14,16 @@ __all__ = [
     "RowSet",
     "Tally",
     "__version__",
+    "add_bins",
     "build_blocks",
     "count_ranges",
+    "crc32",
     "evaluate",
     "jobs",
     "scan_compare",
     "scan_range",
     "set_jobs",
+    "stable_order",
     "variable_edges",
 ]
 
@@ -159,6 +162,26 @@ def variable_edges(
 ) -> npt.NDArray[np.generic]: ...
 def set_jobs(jobs: int) -> int: ...
 def jobs() -> int: ...
+def add_bins(
+    columns: list[npt.NDArray[np.floating[Any]]],
+    axes: list[tuple[float, float, int, int]],
+    keys: npt.NDArray[np.uint64],
+) -> None:
+    """Add to ``keys``, in place, each row's bin number in every column
+    (float32 or float64) times its axis' stride; ``axes`` gives each column's
+    ``(origin, size, count, stride)``: ``floor((v - origin) / size)`` in the
+    column's dtype, clipped to ``[0, count - 1]``, NaN in bin ``count``."""
+
+def stable_order(
+    keys: npt.NDArray[np.uint64],
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
+    """The rows in ascending key order, rows of one key ascending (a stable
+    sort's order; uint64, to view as int64), with the keys present and where
+    each one's rows start."""
+
+def crc32(data: npt.NDArray[np.uint8], start: int = 0) -> int:
+    """The CRC-32 of ``data``'s bytes continuing from ``start`` (``zlib.crc32``'s)."""
+
 def count_ranges(
     values: npt.NDArray[np.generic],
     lo: npt.NDArray[np.generic],

@@ -125,3 +125,43 @@ def test_a_stale_copy_is_refused_like_a_stale_index(tmp_path):
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
     with quarry.open(path) as ds, pytest.raises(StaleCopyError, match="quarry reorg"):
         ds.query("x < 10 && y < 10").count()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_values_through_the_copy_equal_numpy_and_the_index(tmp_path, seed, forced):
+    """README: values at the hits of a box the copy answered: its variables' read from
+    the copy's runs (no byte of the file read for them), the others gathered
+    from the file; all in ascending row order, equal to NumPy's and to the
+    index path's, dtypes included."""
+    rng = np.random.default_rng(100 + seed)
+    n = 2999
+    dtypes = [*DTYPES, ">f8", "i1"]
+    names = ["a", "b", "c"]
+    cols = {k: column(rng, dtypes[(seed + 2 * i) % len(dtypes)], n) for i, k in enumerate(names)}
+    cols["w"] = rng.normal(size=n).astype("f4")  # not in the copy
+    path = str(tmp_path / "v.h5")
+    with h5py.File(path, "w") as f:
+        for k, v in cols.items():
+            f[k] = v
+    queries = [box_query(rng, names) for _ in range(20)]
+    index_dir, copy_dir = str(tmp_path / "index"), str(tmp_path / "copy")
+    with quarry.open(path, index=index_dir) as ds:
+        ds.build_index(block_len=256)
+    with quarry.open(path, index=copy_dir) as ds:
+        ds.reorganize(names, bins=int(rng.integers(2, 12)), part_rows=int(rng.integers(300, 3000)))
+    with quarry.open(path, index=index_dir) as by_index, quarry.open(path, index=copy_dir) as ds:
+        for q in queries:
+            want = oracle_ids(q, cols)
+            sel, alone = ds.query(q), by_index.query(q)
+            np.testing.assert_array_equal(sel.ids(), want, err_msg=q)
+            assert [a.path for a in sel.access()] == ["mdbin"], q
+            read_before = sel.stats().bytes_read
+            for k in names:
+                got = sel.values(k)
+                native = cols[k].dtype.newbyteorder("=")
+                assert got.dtype == alone.values(k).dtype == native
+                np.testing.assert_array_equal(got, cols[k][want], err_msg=q)
+                np.testing.assert_array_equal(got, alone.values(k), err_msg=q)
+            assert sel.stats().bytes_read == read_before, q  # from the copy, not the file
+            np.testing.assert_array_equal(sel.values("w"), cols["w"][want], err_msg=q)
+            assert sel.stats().bytes_read == read_before + 4 * len(want), q

@@ -15,6 +15,7 @@
 
 pub mod binning;
 pub mod block;
+pub mod cluster;
 pub mod column;
 pub mod error;
 pub mod eval;

@@ -6,6 +6,7 @@
 //! - [`pool`] — worker threads per Python thread; calls run there without the GIL.
 //! - [`rowset`] — `RowSet`.
 //! - [`column`] — `IndexFile`, `Column` and `Tally`: reading an index.
+//! - [`cluster`] — clustering rows by `MDBin` number (`add_bins`, `stable_order`, `crc32`).
 //! - [`build`] — building an index (`build_blocks`, `variable_edges`).
 //! - [`scan`] — evaluating on values (`scan_range`, `scan_compare`, `count_ranges`, `evaluate`).
 
@@ -14,6 +15,7 @@
 #![allow(clippy::needless_pass_by_value)]
 
 mod build;
+mod cluster;
 mod column;
 mod conversions;
 mod errors;
@@ -33,6 +35,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<column::Tally>()?;
     m.add_function(wrap_pyfunction!(build::build_blocks, m)?)?;
     m.add_function(wrap_pyfunction!(build::variable_edges, m)?)?;
+    m.add_function(wrap_pyfunction!(cluster::add_bins, m)?)?;
+    m.add_function(wrap_pyfunction!(cluster::stable_order, m)?)?;
+    m.add_function(wrap_pyfunction!(cluster::crc32, m)?)?;
     m.add_function(wrap_pyfunction!(scan::count_ranges, m)?)?;
     m.add_function(wrap_pyfunction!(scan::evaluate, m)?)?;
     m.add_function(wrap_pyfunction!(scan::scan_compare, m)?)?;

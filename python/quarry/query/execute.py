@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from quarry.reorg.read import ReorgCopy
+    from quarry.reorg.read import Answer, MemberCopy, ReorgCopy
 
 Pair = tuple[_core.RowSet, _core.RowSet]
 
@@ -153,6 +153,9 @@ class Executor:
         self._copies = copies
         """The file's reorganised copy (see :mod:`quarry.reorg`), opened when
         a plan could read it; None or giving None: there is none."""
+        self._from_copy: tuple[MemberCopy, Answer] | None = None
+        """The last rows the copy answered, and where in it they lie: values
+        of its variables at those rows are read from its runs."""
         self.store = store
         self.table = table
         self.factor = factor
@@ -296,6 +299,9 @@ class Executor:
         import numpy as np
 
         axis = self.table.axis_of(var)
+        copied = self._copied(var, ids)
+        if copied is not None:
+            return self.physical(var, copied)
         if axis is None:
             if var.subarray is not None:
                 ids = var.subarray.base_ids(ids)
@@ -304,6 +310,23 @@ class Executor:
         from quarry.formats.subarray import read_view
 
         return self.physical(var, read_view(self._source, var)[along])
+
+    def _copied(
+        self, var: VariableInfo, ids: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.generic] | None:
+        """Values of ``var`` at ``ids`` read from the copy's runs, where the
+        copy answered exactly those rows and holds ``var``; else None."""
+        import numpy as np
+
+        if self._from_copy is None or var.subarray is not None:
+            return None
+        member, answer = self._from_copy
+        if var.path not in member.variables or self.table.axis_of(var) is not None:
+            return None
+        if len(ids) != len(answer.ids) or not np.array_equal(ids, answer.ids):
+            return None
+        values = member.values(var.path, answer)
+        return values.astype(var.dtype, copy=False)  # as the file gives them
 
     def _missing_rows(self, var: VariableInfo, col: _core.Column) -> _core.RowSet:
         rows = self._missing.get(var.key)
@@ -434,7 +457,9 @@ class Executor:
         self._work.rows_checked += runs.boundary_rows
         if not rows:
             return member.count(box, runs)
-        return self._from_ids(member.select(box, runs=runs).ids)
+        answer = member.select(box, runs=runs)
+        self._from_copy = (member, answer)
+        return self._from_ids(answer.ids)
 
     def access(self) -> list[Access]:
         """How each condition evaluated so far was answered, and why."""

@@ -5,9 +5,11 @@
    variable's :class:`~quarry.reorg.binning.Axis`.
 2. *Clustering*: every part reads its rows of each variable (one span per
    variable), gives each row its 1-D bin per variable and its row-major MDBin
-   number, orders its rows by MDBin number (a stable sort, so rows keep their
-   ascending order within a bin), writes the ordered values and their original
-   row numbers to its own rows of the copy, and hands back its offset table.
+   number, orders its rows by MDBin number (a stable order, so rows keep their
+   ascending order within a bin: a radix sort in the core, linear in the
+   rows, since MDBin numbers are small integers), writes the ordered values
+   and their original row numbers to its own rows of the copy, and hands back
+   its offset table.
 
 Parts are ``part_rows`` consecutive rows and are the unit of parallel work:
 threads take parts in turn, and no data moves between them; only the small
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from quarry import _core
 from quarry.errors import ReorgError, ShapeMismatchError, SourceError, UnsupportedVariableError
 from quarry.formats.base import Driver, VariableInfo, fingerprint
 from quarry.index.layout import remove_debris
@@ -57,7 +60,7 @@ Reader = Callable[[str, int, int], Any]
 #: what one worker holds of each variable at a time.
 DEFAULT_PART_ROWS = 1 << 22
 #: Equal bins per variable when neither bin sizes nor bins are given: four
-#: variables make 65,536 MDBins, which a one-pass radix sort orders.
+#: variables make 65,536 MDBins.
 DEFAULT_BINS = 16
 
 
@@ -314,78 +317,57 @@ def _cluster(
     progress: Callable[[int], object] | None,
 ) -> Clustered:
     """Bin, order and write rows ``[start, stop)`` of one member."""
-    strides = mdbin_strides(axes)
-    total = strides[0] * axes[0].slots
-    # The narrowest integers that hold every MDBin number: less to move, and
-    # 16-bit keys are what NumPy's radix sort takes.
-    kind: Any = np.uint16 if total <= 1 << 16 else np.uint32 if total <= 1 << 32 else np.int64
-    mdbin = np.zeros(stop - start, kind)
     columns, source_crcs = [], []
-    for var, axis, stride in zip(plan.variables, axes, strides, strict=True):
+    for var in plan.variables:
         values = read(var.path, start, stop)
         source_crcs.append(crc32(values))
-        bins = axis.assign(values, kind)
-        if stride != 1:
-            bins *= kind(stride)
-        mdbin += bins
         columns.append(values)
-    order = stable_order(mdbin)
+    mdbin = mdbin_numbers(columns, axes)
+    order, bins, starts = _core.stable_order(mdbin)
+    order = order.view(np.int64)  # row numbers, as NumPy indexes with
     copy_crcs = []
     for k, (values, axis) in enumerate(zip(columns, axes, strict=True)):
-        ordered = values[order].astype(column_dtype(axis), copy=False)
+        ordered = np.take(values, order).astype(column_dtype(axis), copy=False)
         copy_crcs.append(crc32(ordered))
         writer.write(plan.name, str(k), start, ordered)
     rows = order.astype(rows_dtype(plan.variables[0].size))
     rows += rows.dtype.type(start)
     copy_crcs.append(crc32(rows))
     writer.write(plan.name, ROWS, start, rows)
-    bins, starts = offset_table(mdbin, order, total)
     if progress is not None:
         progress(stop - start)
-    return Clustered(start, stop - start, tuple(source_crcs), tuple(copy_crcs), bins, starts)
+    return Clustered(
+        start, stop - start, tuple(source_crcs), tuple(copy_crcs), bins.astype(np.int64), starts
+    )
 
 
-def offset_table(
-    mdbin: npt.NDArray[Any], order: npt.NDArray[np.intp], total: int
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """A part's offset table: its non-empty MDBin numbers, ascending, and
-    where each starts in the part once ordered (by counting where the bins
-    are few, else from the ordered numbers).
-
-    Examples
-    --------
-    >>> b = np.array([5, 2, 5, 0], np.uint16)
-    >>> [t.tolist() for t in offset_table(b, stable_order(b), 8)]
-    [[0, 2, 5], [0, 1, 2]]
-    """
-    if total <= 1 << 20:
-        counts = np.bincount(mdbin, minlength=total)
-        bins = np.flatnonzero(counts)
-        starts = np.cumsum(counts[bins]) - counts[bins]
-        return bins.astype(np.int64), starts.astype(np.int64)
-    ordered = mdbin[order]
-    starts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
-    starts = np.concatenate([np.zeros(min(len(ordered), 1), np.int64), starts])
-    return ordered[starts].astype(np.int64), starts.astype(np.int64)
-
-
-def stable_order(mdbin: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
-    """The stable sort order of MDBin numbers: NumPy's radix sort, on 16-bit
-    keys, in one pass for 16-bit numbers and two for 32-bit ones.
+def mdbin_numbers(columns: list[npt.NDArray[Any]], axes: list[Axis]) -> npt.NDArray[np.uint64]:
+    """The row-major MDBin number of each row of ``columns`` (one per axis).
+    Native float32 and float64 columns are binned by the core in one pass
+    over the numbers (:func:`quarry._core.add_bins`, the arithmetic of
+    :meth:`Axis.assign`); the others by :meth:`Axis.assign`.
 
     Examples
     --------
-    >>> b = np.array([70000, 3, 70000, 65539, 3], np.uint32)
-    >>> stable_order(b).tolist(), np.argsort(b, kind="stable").tolist()
-    ([1, 4, 3, 0, 2], [1, 4, 3, 0, 2])
+    >>> from quarry.reorg.binning import Axis
+    >>> x = Axis("/x", "<f4", 0.0, 1.0, 0.0, 0.5, 2, True)
+    >>> n = Axis("/n", ">i2", 0, 9, 0, 5, 2, False)
+    >>> values = [np.array([0.0, 0.7, np.nan], "f4"), np.array([9, 0, 5], ">i2")]
+    >>> mdbin_numbers(values, [x, n]).tolist()
+    [1, 2, 5]
     """
-    if mdbin.dtype == np.uint16:
-        return np.argsort(mdbin, kind="stable")
-    if mdbin.dtype == np.uint32:
-        first = np.argsort((mdbin & 0xFFFF).astype(np.uint16), kind="stable")
-        second = np.argsort((mdbin >> 16).astype(np.uint16)[first], kind="stable")
-        return first[second]
-    return np.argsort(mdbin, kind="stable")
+    strides = mdbin_strides(axes)
+    mdbin = np.zeros(len(columns[0]) if columns else 0, np.uint64)
+    floats, float_axes = [], []
+    for values, axis, stride in zip(columns, axes, strides, strict=True):
+        if axis.kind == "f64" and values.dtype in (np.float32, np.float64):
+            floats.append(values)
+            float_axes.append((float(axis.origin), float(axis.size), axis.count, stride))
+        else:
+            mdbin += axis.assign(values, np.uint64) * np.uint64(stride)
+    if floats:
+        _core.add_bins(floats, float_axes, mdbin)
+    return mdbin
 
 
 def _member_entry(

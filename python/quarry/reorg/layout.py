@@ -51,7 +51,6 @@ import fcntl
 import json
 import os
 import secrets
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -208,7 +207,8 @@ def column_dtype(axis: Axis) -> np.dtype[Any]:
 
 def crc32(values: npt.NDArray[Any], start: int = 0) -> int:
     """The CRC-32 of an array's bytes (continuing from ``start``), as an
-    index records a block's (:mod:`quarry.index.verify`).
+    index records a block's (:mod:`quarry.index.verify`): ``zlib.crc32``'s,
+    computed by the core (several times faster on large parts).
 
     Examples
     --------
@@ -216,7 +216,10 @@ def crc32(values: npt.NDArray[Any], start: int = 0) -> int:
     >>> crc32(np.arange(3.0)) == zlib.crc32(np.arange(3.0).tobytes())
     True
     """
-    return zlib.crc32(np.ascontiguousarray(values).data.cast("B"), start)
+    from quarry import _core
+
+    data = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
+    return _core.crc32(data, start)
 
 
 def table_crc(bins: npt.NDArray[np.uint64], starts: npt.NDArray[np.int64]) -> int:

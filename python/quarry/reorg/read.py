@@ -77,10 +77,16 @@ class Runs:
 @dataclass(frozen=True)
 class Answer:
     """The rows a box selects (source row numbers, ascending) and the values
-    of the variables asked for at those rows, in the same order."""
+    of the variables asked for at those rows, in the same order. Where the
+    hits lie in the copy: its ``whole`` runs and the boundary rows that
+    passed (``passed``, the copy's rows), read in that order, then put in
+    ascending source row order by ``order``."""
 
     ids: npt.NDArray[np.int64]
     values: dict[str, npt.NDArray[Any]]
+    whole: npt.NDArray[np.int64]
+    passed: npt.NDArray[np.int64]
+    order: npt.NDArray[np.intp]
 
 
 class MemberCopy:
@@ -100,6 +106,7 @@ class MemberCopy:
         self._ends[lasts] = np.array([p.rows for p in self.entry.parts if p.table[1]], np.int64)
         self._bins = layout.bins.astype(np.int64)
         self._strides = mdbin_strides(list(self.entry.axes))
+        self._mapped: dict[str, npt.NDArray[Any]] = {}
 
     @property
     def variables(self) -> list[str]:
@@ -108,7 +115,13 @@ class MemberCopy:
 
     def column(self, name: str) -> npt.NDArray[Any]:
         """The clustered values of variable ``name`` (or ``"rows"``, the
-        source row of each), memory-mapped."""
+        source row of each), memory-mapped (once: a query reads several)."""
+        mapped = self._mapped.get(name)
+        if mapped is None:
+            mapped = self._mapped[name] = self._map(name)
+        return mapped
+
+    def _map(self, name: str) -> npt.NDArray[Any]:
         if name == ROWS:
             k, dtype = len(self.entry.axes), rows_dtype(self.entry.rows)
         else:
@@ -117,7 +130,8 @@ class MemberCopy:
         offset = self._layout.columns[k]
         if offset is None or not self.entry.rows:
             return np.zeros(0, dtype)
-        return np.memmap(self.path, dtype, "r", offset, (self.entry.rows,))
+        # A plain array over the mapping: slicing it makes no memmap objects.
+        return np.memmap(self.path, dtype, "r", offset, (self.entry.rows,)).view(np.ndarray)
 
     def _axis(self, name: str) -> int:
         for k, axis in enumerate(self.entry.axes):
@@ -261,15 +275,51 @@ class MemberCopy:
     ) -> Answer:
         """The exact answer of ``box`` from the copy: the source rows where every
         named variable lies in its interval, ascending, and the values of
-        ``names`` (variables of the copy) there."""
+        ``names`` (variables of the copy) there (see :meth:`values`)."""
         runs = runs if runs is not None else self.runs(box)
-        candidates = self._passing(box, runs.boundary)
-        hits = np.concatenate([self.positions(runs.whole), candidates])
-        ids = np.asarray(self.column(ROWS)[hits], np.int64)
+        passed = self._passing(box, runs.boundary)
+        ids = self._in_copy_order(ROWS, runs.whole, passed).astype(np.int64, copy=False)
         order = np.argsort(ids, kind="stable")
-        hits = hits[order]
-        values = {name: np.asarray(self.column(name)[hits]) for name in names}
-        return Answer(ids[order], values)
+        answer = Answer(ids[order], {}, runs.whole, passed, order)
+        for name in names:
+            answer.values[name] = self.values(name, answer)
+        return answer
+
+    def values(self, name: str, answer: Answer) -> npt.NDArray[Any]:
+        """The values of variable ``name`` of the copy at ``answer``'s hits, in
+        its order (ascending source row): its whole runs read as contiguous
+        slices of the copy, not gathered from the source row by row.
+
+        Examples
+        --------
+        >>> import h5py, numpy as np, tempfile, os
+        >>> from quarry.formats.hdf5 import HDF5Driver
+        >>> from quarry.expr.plan import Interval
+        >>> from quarry.reorg.build import Binning, MemberPlan, reorganize
+        >>> file = os.path.join(tempfile.mkdtemp(), "v.h5")
+        >>> with h5py.File(file, "w") as f:
+        ...     f["x"], f["y"] = np.array([5.0, 1.0, 4.0, 2.0]), np.array([1, 2, 3, 4], "i2")
+        >>> drv = HDF5Driver(file)
+        >>> plan = MemberPlan("m0", None, None, tuple(drv.variables()))
+        >>> _ = reorganize(drv, [plan], file + ".qmd", Binning.of(2, 2.0, None))
+        >>> member = open_copy(file).members[0]
+        >>> answer = member.select({"/x": Interval("f64", 1.5, True, 5.0, True)})
+        >>> answer.ids.tolist(), member.values("/y", answer).tolist()
+        ([0, 2, 3], [1, 3, 4])
+        >>> drv.close()
+        """
+        return self._in_copy_order(name, answer.whole, answer.passed)[answer.order]
+
+    def _in_copy_order(
+        self, name: str, whole: npt.NDArray[np.int64], passed: npt.NDArray[np.int64]
+    ) -> npt.NDArray[Any]:
+        """Column ``name`` over the ``whole`` runs (each one slice of the
+        copy), then at the copy's rows ``passed``."""
+        column = self.column(name)
+        begins = (self._firsts[whole[:, 0]] + whole[:, 1]).tolist()
+        pieces = [column[a : a + n] for a, n in zip(begins, whole[:, 2].tolist(), strict=True)]
+        pieces.append(column[passed])
+        return np.concatenate(pieces)
 
 
 class ReorgCopy:

@@ -1,0 +1,286 @@
+//! Clustering rows by a small integer key, as a reorganised copy (`MDBin`)
+//! orders them: each row's key is the sum over its variables of a 1-D bin
+//! number times a stride ([`add_bins`]), and the rows are put in ascending
+//! key order, rows of one key keeping their order ([`stable_order`]), with
+//! the table of where each key's run starts.
+//!
+//! Keys are bounded by the product of the variables' bin counts, so a least
+//! significant digit radix sort orders them in a few linear passes (a
+//! histogram per digit, its prefix sums, a scatter), where a comparison sort
+//! would need `n log n` steps. Everything here is plain arrays: the copy's
+//! file is the caller's.
+
+/// A float dtype whose values are binned in their own precision.
+pub trait BinFloat: Copy + Send + Sync {
+    /// `floor((self - origin) / size)` clipped to `[0, last]`, in the
+    /// value's own dtype; `nan` where that is NaN (a NaN value).
+    fn bin(self, origin: Self, size: Self, last: u64, nan: u64) -> u64;
+    /// `value` rounded to this dtype, as `NumPy` converts a Python float.
+    fn from_f64(value: f64) -> Self;
+}
+
+macro_rules! bin_float {
+    ($($t:ty),*) => {$(
+        impl BinFloat for $t {
+            #[inline]
+            fn bin(self, origin: Self, size: Self, last: u64, nan: u64) -> u64 {
+                // Clipped to [0, last] first, floor is truncation; NaN is
+                // lost by max and min (they return the number), so it is
+                // picked apart at the end. Branch-free: the loop vectorises.
+                let scaled = (self - origin) / size;
+                let clipped = scaled.max(0.0).min(last as $t);
+                let bin = clipped as u64; // whole and in range: exact
+                if scaled.is_nan() { nan } else { bin }
+            }
+
+            #[inline]
+            #[allow(clippy::cast_possible_truncation)]
+            fn from_f64(value: f64) -> Self {
+                value as $t
+            }
+        }
+    )*};
+}
+bin_float!(f32, f64);
+
+/// One float variable's 1-D bins: `count` bins of `size` from `origin`
+/// (both rounded to the values' dtype), everything below the first in it,
+/// everything above the last in it, NaN in bin `count` (the NaN bin); its
+/// bin number is multiplied by `stride` in the key.
+#[derive(Clone, Copy, Debug)]
+pub struct FloatAxis {
+    pub origin: f64,
+    pub size: f64,
+    pub count: u64,
+    pub stride: u64,
+}
+
+/// A float variable's values.
+#[derive(Clone, Copy)]
+pub enum Floats<'a> {
+    F32(&'a [f32]),
+    F64(&'a [f64]),
+}
+
+impl Floats<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Floats::F32(v) => v.len(),
+            Floats::F64(v) => v.len(),
+        }
+    }
+}
+
+/// Rows binned at a time: every column's slice and the keys' stay in cache.
+const CHUNK: usize = 4096;
+
+/// Add to each row's key the sum over `columns` of its bin number times the
+/// axis' stride, in one pass over the keys. The arithmetic is each values'
+/// own dtype's, step by step as `NumPy`'s `floor((v - origin) / size)`
+/// rounds, so the bins agree with the edges found from that formula.
+///
+/// # Panics
+/// If a column's length is not the keys', or an axis has no bin.
+pub fn add_bins(columns: &[(Floats<'_>, FloatAxis)], keys: &mut [u64]) {
+    for (values, axis) in columns {
+        assert_eq!(values.len(), keys.len(), "one key per value");
+        assert!(axis.count > 0, "an axis has at least one bin");
+    }
+    for (at, chunk) in (0..).step_by(CHUNK).zip(keys.chunks_mut(CHUNK)) {
+        let rows = at..at + chunk.len();
+        for (values, axis) in columns {
+            match values {
+                Floats::F32(v) => add_axis(&v[rows.clone()], chunk, axis),
+                Floats::F64(v) => add_axis(&v[rows.clone()], chunk, axis),
+            }
+        }
+    }
+}
+
+fn add_axis<T: BinFloat>(values: &[T], keys: &mut [u64], axis: &FloatAxis) {
+    let (origin, size) = (T::from_f64(axis.origin), T::from_f64(axis.size));
+    let (last, stride) = (axis.count - 1, axis.stride);
+    for (key, &v) in keys.iter_mut().zip(values) {
+        *key += stride * v.bin(origin, size, last, axis.count);
+    }
+}
+
+/// The offset table of a stable order: the keys present, ascending, and
+/// where each one's rows start in the order.
+pub struct Table {
+    /// The keys present, ascending.
+    pub keys: Vec<u64>,
+    /// Where each present key's rows start in the order.
+    pub starts: Vec<i64>,
+}
+
+/// Most bits per radix digit: a histogram of 2^12 counters stays in L1.
+const DIGIT_BITS: u32 = 12;
+
+/// Put in `order` the rows in ascending key order, rows of one key in
+/// ascending row order (what a stable sort gives), and return the offset
+/// table of the keys present. `spare` is scratch memory of the same length:
+/// the caller allocates both (huge pages, where its allocator asks for them,
+/// make the first touch of large buffers far cheaper).
+///
+/// Keys and rows that fit 32 bits each (every `MDBin` copy's parts but the
+/// largest) travel packed in one 64-bit word, key above row, through a
+/// least significant digit radix sort: one histogram pass, then one scatter
+/// per digit that is not the same for every row. Wider ones take a merge sort.
+///
+/// # Panics
+/// If `order` or `spare` is not as long as `keys`.
+///
+/// # Examples
+/// ```
+/// use quarry_core::cluster::stable_order;
+/// let (mut order, mut spare) = (vec![0; 5], vec![0; 5]);
+/// let table = stable_order(&[70000, 3, 70000, 65539, 3], &mut order, &mut spare);
+/// assert_eq!(order, vec![1, 4, 3, 0, 2]);
+/// assert_eq!((table.keys, table.starts), (vec![3, 65539, 70000], vec![0, 2, 3]));
+/// ```
+pub fn stable_order(keys: &[u64], order: &mut [u64], spare: &mut [u64]) -> Table {
+    assert!(
+        order.len() == keys.len() && spare.len() == keys.len(),
+        "one slot per key"
+    );
+    let top = keys.iter().copied().max().unwrap_or(0);
+    if top > u64::from(u32::MAX) || u32::try_from(keys.len()).is_err() {
+        for (slot, row) in order.iter_mut().zip(0u64..) {
+            *slot = row;
+        }
+        order.sort_by_key(|&row| keys[row as usize]);
+        let (keys, starts) = offset_table(order.iter().map(|&row| keys[row as usize]));
+        return Table { keys, starts };
+    }
+    for ((word, &key), row) in order.iter_mut().zip(keys).zip(0u64..) {
+        *word = (key << 32) | row;
+    }
+    if radix_sort(order, spare, 64 - top.leading_zeros()) {
+        order.copy_from_slice(spare);
+    }
+    let (keys, starts) = offset_table(order.iter().map(|&word| word >> 32));
+    for word in order.iter_mut() {
+        *word &= u64::from(u32::MAX); // the row, where its packed word lay
+    }
+    Table { keys, starts }
+}
+
+/// Sort the packed `key << 32 | row` words stably by key, the keys being
+/// `bits` wide, moving them between `words` and `spare`; returns whether
+/// they ended in `spare`.
+fn radix_sort(words: &mut [u64], spare: &mut [u64], bits: u32) -> bool {
+    let n = words.len();
+    let passes = bits.div_ceil(DIGIT_BITS).max(1);
+    let width = bits.div_ceil(passes).max(1); // equal digits, as narrow as they can be
+    let radix = 1usize << width;
+    let mask = (1u64 << width) - 1;
+    let digit = |word: u64, pass: u32| -> usize { ((word >> (32 + pass * width)) & mask) as usize };
+    // Every digit's histogram in one pass.
+    let mut counts = vec![vec![0usize; radix]; passes as usize];
+    for &word in &*words {
+        for (pass, hist) in (0..).zip(counts.iter_mut()) {
+            hist[digit(word, pass)] += 1;
+        }
+    }
+    let (mut from, mut to) = (words, spare);
+    let mut in_spare = false;
+    for (pass, hist) in (0..).zip(&counts) {
+        if hist.contains(&n) {
+            continue; // one digit value throughout: this pass moves nothing
+        }
+        let mut at = Vec::with_capacity(radix);
+        let mut sum = 0;
+        for &c in hist {
+            at.push(sum);
+            sum += c;
+        }
+        for &word in &*from {
+            let d = digit(word, pass);
+            to[at[d]] = word;
+            at[d] += 1;
+        }
+        std::mem::swap(&mut from, &mut to);
+        in_spare = !in_spare;
+    }
+    in_spare
+}
+
+/// The distinct keys of an ascending sequence and where each starts.
+fn offset_table(sorted: impl Iterator<Item = u64>) -> (Vec<u64>, Vec<i64>) {
+    let mut present: Vec<u64> = Vec::new();
+    let mut starts = Vec::new();
+    for (i, key) in (0i64..).zip(sorted) {
+        if present.last() != Some(&key) || starts.is_empty() {
+            present.push(key);
+            starts.push(i);
+        }
+    }
+    (present, starts)
+}
+
+/// The CRC-32 of `bytes` continuing from `start` (`zlib.crc32`'s).
+#[must_use]
+pub fn crc32(bytes: &[u8], start: u32) -> u32 {
+    let mut hasher = crc32fast::Hasher::new_with_initial(start);
+    hasher.update(bytes);
+    hasher.finalize()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn order_is_a_stable_sort(keys in prop::collection::vec(0u64..(1 << 40), 0..400),
+                                  small in 1u64..50) {
+            let narrow: [Vec<u64>; 2] = [keys.iter().map(|k| k % small).collect(), keys.iter().map(|k| k >> 9).collect()];
+            for keys in [keys.clone(), narrow[0].clone(), narrow[1].clone()] {
+                let mut want: Vec<i64> = (0..keys.len() as i64).collect();
+                want.sort_by_key(|&i| keys[i as usize]);
+                let (mut order, mut spare) = (vec![0; keys.len()], vec![0; keys.len()]);
+                let got = stable_order(&keys, &mut order, &mut spare);
+                let order: Vec<i64> = order.iter().map(|&r| r as i64).collect();
+                prop_assert_eq!(&order, &want);
+                let mut present: Vec<u64> = keys.clone();
+                present.sort_unstable();
+                present.dedup();
+                prop_assert_eq!(&got.keys, &present);
+                for (key, start) in got.keys.iter().zip(&got.starts) {
+                    prop_assert_eq!(keys[want[*start as usize] as usize], *key);
+                }
+            }
+        }
+
+        #[test]
+        fn bins_follow_the_formula(values in prop::collection::vec(-1e3f64..1e3, 0..9000),
+                                   origin in -10.0f64..10.0, size in 0.01f64..50.0,
+                                   count in 1u64..40) {
+            let mut keys = vec![7u64; values.len()];
+            let axis = FloatAxis { origin, size, count, stride: 3 };
+            add_bins(&[(Floats::F64(&values), axis)], &mut keys);
+            for (v, key) in values.iter().zip(&keys) {
+                let scaled = ((v - origin) / size).floor().clamp(0.0, (count - 1) as f64);
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                let want = 7 + 3 * scaled as u64;
+                prop_assert_eq!(*key, want);
+            }
+        }
+    }
+
+    #[test]
+    fn nan_and_infinities_go_to_their_bins() {
+        let values = [f32::NAN, f32::NEG_INFINITY, f32::INFINITY, 0.5];
+        let mut keys = [0u64; 4];
+        let axis = FloatAxis {
+            origin: 0.0,
+            size: 0.25,
+            count: 4,
+            stride: 1,
+        };
+        add_bins(&[(Floats::F32(&values), axis)], &mut keys);
+        assert_eq!(keys, [4, 0, 3, 2]);
+    }
+}
