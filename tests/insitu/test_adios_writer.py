@@ -3,7 +3,7 @@ same call; the index is the one ``quarry index run.bp`` builds afterwards."""
 
 import numpy as np
 import pytest
-from insitu_cases import assert_same_index
+from insitu_cases import assert_same_index, step_arrays
 
 import quarry
 from oracle import oracle_ids
@@ -80,3 +80,31 @@ def test_a_variable_the_file_decodes_is_refused(tmp_path):
         s.write_attribute("_FillValue", np.array([-999.0]), variable_name="energy")
         s.end_step()
         ix.add(0, {"energy": energy})
+
+
+def test_steps_of_changing_sizes_and_a_variable_at_even_steps(tmp_path):
+    """Particle counts that change each step (as in particle-in-cell codes)
+    and ``x`` written at even steps only: the index is the one built
+    afterwards, and each step answers as NumPy on that step's arrays."""
+    path = str(tmp_path / "run.bp")
+    rng = np.random.default_rng(5)
+    steps = []
+    for step in range(5):
+        arrays = step_arrays(rng, step, 3001 + 17 * step)
+        if step % 2 == 0:
+            arrays["x"] = rng.normal(0, 1, 2000 + step).astype(np.float32)
+        steps.append(arrays)
+    with Writer(path, block_len=1000) as w:
+        for arrays in steps:
+            w.write_step(arrays)
+    with quarry.open(path, index=str(tmp_path / "after.qidx")) as ds:
+        ds.build_index(block_len=1000)
+    assert_same_index(path + ".qidx", str(tmp_path / "after.qidx"))
+    query = "v1 > 1 && v2 < 300"
+    with quarry.open_series(path) as series:
+        counts = [r["count"] for r in series.query(query).per_step()]
+        assert counts == [len(oracle_ids(query, arrays)) for arrays in steps]
+    with quarry.open(path) as ds:
+        for step in (0, 2, 4):
+            got = ds.query(f"/Step#{step}/x > 0.5").count()
+            assert got == int((steps[step]["x"] > 0.5).sum())

@@ -40,8 +40,8 @@ def spawn(command, **kwargs):
 
 
 class Writer:
-    def __init__(self, path):
-        self.process = spawn([sys.executable, WRITER, path], stdin=subprocess.PIPE)
+    def __init__(self, path, *mode):
+        self.process = spawn([sys.executable, WRITER, path, *mode], stdin=subprocess.PIPE)
 
     def do(self, command):
         self.process.stdin.write(command + "\n")
@@ -66,9 +66,9 @@ def next_line(follower):
     return json.loads(line)
 
 
-def query(path):
+def query(path, text=QUERY, *extra):
     done = subprocess.run(
-        [*CLI, "query", path, QUERY, "--per-step"], capture_output=True, text=True
+        [*CLI, "query", path, text, "--per-step", *extra], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -217,3 +217,29 @@ def test_steps_already_waiting_are_published_together(tmp_path, monkeypatch):
     )
     assert len(commits) == 2 and published == [0, 1, 2, 3, 4] and report.closed
     assert [r["count"] for r in query(path)["per_step"]] == expected(5)
+
+
+def test_a_run_whose_sizes_change_from_step_to_step(tmp_path):
+    """Particle counts that change each step, and a variable ``x`` at even
+    steps only: each step indexed with its own shape under its own number,
+    counts equal to NumPy's on the values adios2 reads."""
+    import adios2
+
+    path = str(tmp_path / "run.bp")
+    writer = Writer(path, "varying")
+    follower = start_follower(path)
+    for step in range(4):
+        assert writer.do("step") == f"ended {step}"
+        assert next_line(follower)["step"] == step
+    writer.close()
+    assert next_line(follower)["closed"] and follower.wait() == 0
+    with adios2.Stream(path, "r") as stream:
+        read = [{n: stream.read(n) for n in stream.available_variables()} for _ in stream.steps()]
+    assert [sorted(r) for r in read] == [sorted(step_values(s, True)) for s in range(4)]
+    assert [r["energy"].size for r in read] == [2_500, 2_517, 2_534, 2_551]
+    answer = query(path)
+    assert answer["writer_closed"] is True and answer["steps_indexed"] == 4
+    assert [r["count"] for r in answer["per_step"]] == [len(oracle_ids(QUERY, r)) for r in read]
+    for step in (0, 2):
+        (row,) = query(path, "x > 0.5", "--path", f"Step#{step}")["per_step"]
+        assert row["count"] == int((read[step]["x"] > 0.5).sum())

@@ -2,7 +2,10 @@
 
 Steps are a time series: step ``s`` of variable ``energy`` is the variable
 ``/Step#<s>/energy``, the H5Part layout, so a bare name resolves when a file
-has one step and ``/Step#3/energy`` picks a step otherwise. Global arrays are
+has one step and ``/Step#3/energy`` picks a step otherwise. Each step has its
+own shape (a particle count that changes from step to step is read as such),
+and a variable written at some steps only is in those steps' groups, under
+their real step numbers. Global arrays are
 read as hyperslabs; attributes named ``<var>/_FillValue`` and friends are
 CF-decoded as for Zarr. Per-writer blocks without a global shape (local
 arrays, as particle codes write them rank by rank) read as one 1-D array
@@ -97,6 +100,7 @@ class ADIOS2Driver:
         self._attrs: dict[str, dict[str, Any]] = {}
         self._local: dict[str, tuple[list[int], npt.NDArray[np.int64]]] = {}
         self._constants: dict[str, np.ndarray[Any, Any]] = {}
+        self._holding: dict[str, list[int]] | None = None
         # Attribute names by the variable or group they belong to.
         self._owned: dict[str, dict[str, str]] = {}
         for key in self._reader.available_attributes():
@@ -159,6 +163,7 @@ class ADIOS2Driver:
             return self._infos
         infos: list[VariableInfo] = []
         variables = self._reader.available_variables()
+        steps_in_file = self._reader.num_steps()
         for name, meta in sorted(variables.items()):
             code = _TYPES.get(meta.get("Type", ""))
             shape_text = meta.get("Shape", "").strip()
@@ -168,20 +173,26 @@ class ADIOS2Driver:
             if meta.get("SingleValue") == "true":
                 problem = "a single value per step, not an array"
             attrs = self._variable_attrs(name)
-            steps = int(meta.get("AvailableStepsCount", "1"))
+            held = int(meta.get("AvailableStepsCount", "1"))
             local = not shape and problem is None
             blocks: list[list[dict[str, str]]] = (
-                self._reader.all_blocks_info(name) if local else [[] for _ in range(steps)]
+                self._reader.all_blocks_info(name) if local else [[] for _ in range(held)]
             )
-            for step in range(steps):
+            openpmd_named = self.step_context is not None and held == 1
+            numbers = [0] if openpmd_named else self._step_numbers(name, held, steps_in_file)
+            # ADIOS2 selects a variable's steps by their rank among the steps
+            # holding it (``nth``), which is not the step number when it skips some.
+            for nth, step in enumerate(numbers):
                 path = f"/Step#{step}/{name.strip('/')}"
-                if self.step_context is not None and steps == 1:
+                if openpmd_named:
                     path = "/" + name.strip("/")  # openPMD: named by its iteration
                 step_shape, step_problem = shape, problem
                 if local:
-                    step_shape, step_problem = self._local_blocks(path, blocks[step])
+                    step_shape, step_problem = self._local_blocks(path, blocks[nth])
+                elif shape:
+                    step_shape = self._global_shape(name, nth)
                 step_problem = step_problem or variable_problem(step_shape, storage)
-                self._names[path] = (name, step)
+                self._names[path] = (name, nth)
                 self._attrs[path] = attrs
                 infos.append(
                     VariableInfo(
@@ -197,6 +208,54 @@ class ADIOS2Driver:
         self._infos = infos
         self._by_path = {v.path: v for v in infos}
         return infos
+
+    def _global_shape(self, name: str, nth: int) -> tuple[int, ...]:
+        """The shape of global array ``name`` at the ``nth`` step holding it:
+        its own, not the first step's (the file's metadata gives only that)."""
+        variable = self._reader.inquire_variable(name)
+        variable.set_step_selection([nth, 1])
+        return tuple(int(n) for n in variable.shape())
+
+    def _step_numbers(self, name: str, held: int, steps_in_file: int) -> list[int]:
+        """The step numbers of the ``held`` steps holding ``name``: every step
+        when it is in all of them, else those the file's steps list it in."""
+        if held == steps_in_file:
+            return list(range(held))
+        if self._holding is None:
+            self._holding = self._steps_holding(steps_in_file)
+        numbers = self._holding.get(name, [])
+        if len(numbers) != held:
+            raise SourceError(
+                f"{self.path}: ADIOS2 lists {name} in {held} steps but its steps hold it in "
+                f"{len(numbers)}; the run may be damaged: check it with 'bpls -l {self.path}'"
+            )
+        return numbers
+
+    def _steps_holding(self, steps_in_file: int) -> dict[str, list[int]]:
+        """Each variable's step numbers, from reading the file's first
+        ``steps_in_file`` steps' metadata in turn (the random-access reader
+        does not say which steps a variable skips). Read only when some
+        variable skips steps: it costs about 0.2 ms a step."""
+        import adios2
+
+        holding: dict[str, list[int]] = {}
+        ok = adios2.bindings.StepStatus.OK
+        try:
+            stream = adios2.Stream(self.path, "r")
+        except Exception as exc:  # the bindings raise RuntimeError/ValueError/...
+            raise SourceError(f"cannot read the steps of {self.path}: {exc}") from None
+        try:
+            for _ in range(steps_in_file):
+                # timeout 0: a run still being written has no step after those seen
+                if stream.begin_step(timeout=0.0) != ok:
+                    break
+                step = stream.current_step()
+                for name in stream.available_variables():
+                    holding.setdefault(name, []).append(step)
+                stream.end_step()
+        finally:
+            stream.close()
+        return holding
 
     def _info(self, var: str) -> VariableInfo:
         self.variables()
