@@ -271,3 +271,38 @@ def test_the_defaults_the_readme_gives(tmp_path):
         check=True,
     ).stdout
     assert "stay unchanged this long (default 2)" in " ".join(shown.split())
+
+
+def _write_and_hand(path, write, hand):
+    """A finished run writing ``write(f)`` and handing ``hand`` over."""
+    with quarry.InSituIndexer(path, block_len=BLOCK) as ix, h5py.File(path, "w") as f:
+        write(f)
+        for step, arrays in hand.items():
+            ix.add(step, arrays)
+
+
+@pytest.mark.parametrize("case", ["scaled", "off_by_one", "lossy_filter"])
+def test_a_finished_run_whose_file_holds_other_values_publishes_nothing(tmp_path, case):
+    """On every close the file's values are checked against the CRCs of the
+    values handed; a finished run whose file differs is an error, never an
+    index giving wrong counts."""
+    path = str(tmp_path / "run.h5")
+    rng = np.random.default_rng(3)
+    x = [rng.random(SIZE) for _ in range(2)]
+    if case == "scaled":
+        writes, hand = {"Step#0/x": {"data": x[0] * 0.5}}, {0: {"x": x[0]}}
+    elif case == "off_by_one":  # the file's step k holds what add() got as step k+1
+        writes = {"Step#0/x": {"data": x[1]}, "Step#1/x": {"data": x[0]}}
+        hand = {0: {"x": x[0]}, 1: {"x": x[1]}}
+    else:
+        writes, hand = {"Step#0/x": {"data": x[0], "scaleoffset": 1}}, {0: {"x": x[0]}}
+
+    def write(f):
+        for name, kwargs in writes.items():
+            f.create_dataset(name, **kwargs)
+
+    with pytest.raises(quarry.errors.InSituMismatchError, match=r"/Step#0/x.*step 0") as err:
+        _write_and_hand(path, write, hand)
+    assert "quarry index" in str(err.value)
+    assert not os.path.exists(path + ".qidx")
+    assert os.listdir(tmp_path) == ["run.h5"]

@@ -10,7 +10,13 @@ memory stays bounded when indexing falls behind). Finished blocks are kept
 in memory and appended to a temporary file every ``batch_steps`` steps (the
 index is written after the data, in batches).
 
-On close, once the file is closed too, the index is published: its blocks
+On close, once the file is closed too, the values the file holds are read
+back and their blocks' CRCs checked against those of the values handed (a
+step written to another place, an off-by-one between the file's steps and
+``add``'s, a lossy filter: the file is the truth, and an index of other
+values would give wrong counts); a finished run whose file differs is an
+:class:`~quarry.errors.InSituMismatchError` and publishes nothing. Then the
+index is published: its blocks
 in the order ``quarry index`` writes them, its manifest recording the file's
 fingerprint as it is then, so the index is the one ``quarry index`` builds
 afterwards from the file, byte for byte but for the moment the fingerprint
@@ -18,9 +24,8 @@ was taken (``source.read_ns``), and a query trusts it at once.
 
 If the producer fails (an exception leaves the ``with`` block, or
 ``close(failed=True)``), the steps already handed are indexed and published
-as far as the file holds them as handed: each such step's values are read
-back and checked against the CRCs taken when they were handed, and a step
-missing from the file or holding other values is left out. The index then
+as far as the file holds them as handed (the same check): a step missing
+from the file or holding other values is left out. The index then
 covers exactly the steps listed in :attr:`InSituIndexer.steps_indexed`;
 what else the file holds (a step cut short) is not indexed and is scanned
 by queries, as any variable without an index is. A producer killed outright
@@ -40,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from quarry.errors import SourceError, UnsupportedVariableError
+from quarry.errors import InSituMismatchError, SourceError, UnsupportedVariableError
 from quarry.formats.base import VariableInfo, fingerprint
 from quarry.index import layout
 from quarry.index.build import VariablePart, assemble
@@ -225,8 +230,7 @@ class InSituIndexer:
             listing = Listing.of(backend.name, driver)
             in_file = {v.path: v for v in driver.variables()}
             steps = [s for s in self._steps if self._held(s, in_file, failed)]
-            if failed:
-                steps = [s for s in steps if _unchanged(driver, s, self.options)]
+            steps = self._holding_as_handed(driver, steps, failed)
         finally:
             driver.close()
         if not steps:
@@ -280,6 +284,22 @@ class InSituIndexer:
             )
         return True
 
+    def _holding_as_handed(
+        self, driver: Any, steps: list[IndexedStep], failed: bool
+    ) -> list[IndexedStep]:
+        """The ``steps`` whose values the file holds as they were handed (their
+        blocks' CRCs read back from the file); in a finished run, a step the
+        file holds otherwise is an error."""
+        differing = _differing(driver, steps, self.options)
+        if differing and not failed:
+            step, path = next(iter(differing.items()))
+            raise InSituMismatchError(
+                f"{self.path} holds other values at {path} than were handed to "
+                f"InSituIndexer.add as step {step} (another step's, or changed by a lossy "
+                f"filter?); no index was written: index the file with 'quarry index {self.path}'"
+            )
+        return [s for s in steps if s.step not in differing]
+
     def _copy_in_order(
         self,
         staged: Any,
@@ -316,14 +336,20 @@ def _pread(staged: Any, offset: int, length: int) -> bytes:
     return os.pread(staged.fileno(), length, offset)
 
 
-def _unchanged(driver: Any, step: IndexedStep, opts: BuildOptions) -> bool:
-    """Whether the file holds ``step``'s values as they were handed: their
-    blocks' CRCs read back from the file."""
+def _differing(driver: Any, steps: list[IndexedStep], opts: BuildOptions) -> dict[int, str]:
+    """The steps whose values the file does not hold as they were handed,
+    each with its first such variable: their blocks' CRCs read back from the
+    file and compared with those taken from the arrays handed."""
     from quarry.index.verify import source_crcs
 
-    columns = [(v.path, v.size) for v in step.infos]
+    columns = [(v.path, v.size) for s in steps for v in s.infos]
     now = source_crcs(driver.read, columns, opts.block_len)
-    return all(now[p] == part.source_crc32 for p, part in step.parts.items())
+    differing: dict[int, str] = {}
+    for s in steps:
+        paths = [p for p, part in s.parts.items() if now[p] != part.source_crc32]
+        if paths:
+            differing[s.step] = paths[0]
+    return differing
 
 
 def _settled_fingerprint(path: str) -> tuple[dict[str, int], int]:
