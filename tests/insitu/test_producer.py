@@ -306,3 +306,22 @@ def test_a_finished_run_whose_file_holds_other_values_publishes_nothing(tmp_path
     assert "quarry index" in str(err.value)
     assert not os.path.exists(path + ".qidx")
     assert os.listdir(tmp_path) == ["run.h5"]
+
+
+def test_an_indexer_closed_inside_the_writer_is_an_error(tmp_path):
+    """``with h5py.File(...) as f, InSituIndexer(...) as ix``: the indexer
+    closes while the file is still open for writing, so any index published
+    then would be stale as soon as h5py closes the file."""
+    path = str(tmp_path / "run.h5")
+    x = np.arange(3000.0)
+    with (
+        pytest.raises(quarry.errors.InSituUsageError, match="still open for writing"),
+        h5py.File(path, "w") as f,
+        quarry.InSituIndexer(path, block_len=BLOCK) as ix,
+    ):
+        f.create_dataset("Step#0/x", data=x)
+        ix.add(0, {"x": x})
+    assert os.listdir(tmp_path) == ["run.h5"]
+    with h5py.File(path, "r") as reader, quarry.InSituIndexer(path, block_len=BLOCK) as ix:
+        ix.add(0, {"x": reader["Step#0/x"][:]})  # a file open only to read is no writer
+    assert ix.steps_indexed == [0]

@@ -10,7 +10,10 @@ memory stays bounded when indexing falls behind). Finished blocks are kept
 in memory and appended to a temporary file every ``batch_steps`` steps (the
 index is written after the data, in batches).
 
-On close, once the file is closed too, the values the file holds are read
+On close, once the file is closed too (an indexer closed while this process
+still holds the file open for writing through h5py raises
+:class:`~quarry.errors.InSituUsageError`: its index would be stale as soon
+as the file closed), the values the file holds are read
 back and their blocks' CRCs checked against those of the values handed (a
 step written to another place, an off-by-one between the file's steps and
 ``add``'s, a lossy filter: the file is the truth, and an index of other
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import os
 import queue
+import sys
 import threading
 import time
 import warnings
@@ -45,7 +49,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from quarry.errors import InSituMismatchError, SourceError, UnsupportedVariableError
+from quarry.errors import (
+    InSituMismatchError,
+    InSituUsageError,
+    SourceError,
+    UnsupportedVariableError,
+)
 from quarry.formats.base import VariableInfo, fingerprint
 from quarry.index import layout
 from quarry.index.build import VariablePart, assemble
@@ -213,6 +222,14 @@ class InSituIndexer:
         try:
             if self._error is not None and not failed:
                 self._raise_worker_error()
+            if _open_for_writing(self.path):
+                raise InSituUsageError(
+                    f"{self.path} is still open for writing (h5py) while its InSituIndexer "
+                    f"closes, so the index would be stale once the file is closed; no index "
+                    f"was written. Open the indexer first and the file second, so the file "
+                    f'closes first: \'with InSituIndexer(path) as ix, h5py.File(path, "w") '
+                    f"as f:', or run 'quarry index {self.path}'"
+                )
             self._batch.flush()
             self.manifest = self._publish(failed)
         finally:
@@ -350,6 +367,22 @@ def _differing(driver: Any, steps: list[IndexedStep], opts: BuildOptions) -> dic
         if paths:
             differing[s.step] = paths[0]
     return differing
+
+
+def _open_for_writing(path: str) -> bool:
+    """Whether this process holds ``path`` open for writing through h5py (not
+    imported by this check: a producer writing with it imported it)."""
+    h5py = sys.modules.get("h5py")
+    if h5py is None or not os.path.exists(path):
+        return False
+    for fid in h5py.h5f.get_obj_ids(types=h5py.h5f.OBJ_FILE):
+        try:
+            name, intent = os.fsdecode(fid.name), fid.get_intent()
+        except (ValueError, RuntimeError):  # closed while listed
+            continue
+        if intent & h5py.h5f.ACC_RDWR and os.path.exists(name) and os.path.samefile(name, path):
+            return True
+    return False
 
 
 def _settled_fingerprint(path: str) -> tuple[dict[str, int], int]:
