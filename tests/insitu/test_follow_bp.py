@@ -13,6 +13,8 @@ import pytest
 from bp_writer import step_values
 
 from oracle import oracle_ids
+from quarry.errors import SourceError
+from quarry.insitu.follow_bp import follow_bp
 
 QUERY = "energy > 1 && id < 2000"
 CLI = [sys.executable, "-m", "quarry.cli.main"]
@@ -217,3 +219,11 @@ def test_steps_already_waiting_are_published_together(tmp_path, monkeypatch):
     )
     assert len(commits) == 2 and published == [0, 1, 2, 3, 4] and report.closed
     assert [r["count"] for r in query(path)["per_step"]] == expected(5)
+
+
+def test_no_run_within_the_idle_timeout_is_said_plainly(tmp_path):
+    path = str(tmp_path / "never.bp")
+    with pytest.raises(SourceError) as err:
+        follow_bp(path, idle_timeout=0.5)
+    assert str(err.value).startswith(f"no BP5 run at {path} within 0.5 s")
+    assert "\x1b" not in str(err.value) and "iostream" not in str(err.value)

@@ -325,3 +325,11 @@ def test_an_indexer_closed_inside_the_writer_is_an_error(tmp_path):
     with h5py.File(path, "r") as reader, quarry.InSituIndexer(path, block_len=BLOCK) as ix:
         ix.add(0, {"x": reader["Step#0/x"][:]})  # a file open only to read is no writer
     assert ix.steps_indexed == [0]
+
+
+@pytest.mark.parametrize("template", ["/Step{stp}/{name}", "/Step#{step}/{name", "/S{0}/{name}"])
+def test_a_template_that_does_not_format_is_refused_at_once(tmp_path, template):
+    with pytest.raises(quarry.errors.InSituUsageError, match="template") as err:
+        quarry.InSituIndexer(str(tmp_path / "run.h5"), template)
+    assert template in str(err.value)
+    assert os.listdir(tmp_path) == []

@@ -131,8 +131,7 @@ class InSituIndexer:
         batch_steps: int = 4,
         copy: bool = True,
     ) -> None:
-        if "{name}" not in template:
-            raise ValueError(f"the template {template!r} must hold {{name}}")
+        _check_template(template)
         if max_pending_steps < 1 or batch_steps < 1:
             raise ValueError("max_pending_steps and batch_steps must be at least 1")
         defaults = BuildOptions()
@@ -347,6 +346,20 @@ class InSituIndexer:
                 size = 0
         write()
         return out
+
+
+def _check_template(template: str) -> None:
+    """Refuse, before any step, a template that does not format with
+    ``step`` and ``name`` alone, or that leaves ``{name}`` out."""
+    try:
+        template.format(step=0, name="x")
+    except (KeyError, IndexError, ValueError, AttributeError) as exc:
+        raise InSituUsageError(
+            f"the path template {template!r} does not format ({type(exc).__name__}: {exc}): "
+            "it may hold only {step} and {name}, as in '/Step#{step}/{name}'"
+        ) from None
+    if "{name}" not in template:
+        raise InSituUsageError(f"the path template {template!r} must hold {{name}}")
 
 
 def _pread(staged: Any, offset: int, length: int) -> bytes:
