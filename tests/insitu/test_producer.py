@@ -214,6 +214,8 @@ with h5py.File(path, "w") as f:
     for step in range(3):
         f[f"Step#{step}/x"] = np.arange(250.0) + step
         ix.add(step, {"x": np.arange(250.0) + step})
+ix._queue.put(None)  # every step indexed and its batch written (not published)
+ix._worker.join()
 print("written", flush=True)
 sys.stdin.readline()
 """
@@ -332,4 +334,27 @@ def test_a_template_that_does_not_format_is_refused_at_once(tmp_path, template):
     with pytest.raises(quarry.errors.InSituUsageError, match="template") as err:
         quarry.InSituIndexer(str(tmp_path / "run.h5"), template)
     assert template in str(err.value)
+    assert os.listdir(tmp_path) == []
+
+
+def test_the_staging_file_is_made_at_the_first_batch_and_removed_when_close_is_interrupted(
+    tmp_path, monkeypatch
+):
+    path = str(tmp_path / "run.h5")
+    never_closed = quarry.InSituIndexer(path)
+    assert os.listdir(tmp_path) == []  # an indexer never closed leaves nothing behind
+    never_closed.close(failed=True)
+    ix = quarry.InSituIndexer(path, batch_steps=1)
+    ix.add(0, {"x": np.arange(10.0)})
+    worker = ix._worker
+
+    class Interrupted:
+        def join(self):
+            worker.join()  # the step is indexed and its batch written: the staging file exists
+            assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(ix, "_worker", Interrupted())
+    with pytest.raises(KeyboardInterrupt):
+        ix.close()
     assert os.listdir(tmp_path) == []

@@ -148,7 +148,7 @@ class InSituIndexer:
         self.manifest: Manifest | None = None
         self.steps_indexed: list[int] = []
         layout.remove_debris(self.index_path)
-        self._staging = layout.IndexWriter(self.index_path)  # never committed: see close
+        self._staging = _Staging(self.index_path)
         self._batch = BatchWriter(self._staging)
         self._queue: queue.Queue[tuple[int, dict[str, npt.NDArray[np.generic]]] | None] = (
             queue.Queue(max_pending_steps)
@@ -173,7 +173,9 @@ class InSituIndexer:
 
     def add(self, step: int, arrays: Mapping[str, npt.ArrayLike]) -> None:
         """Hand over step ``step``'s arrays, by name; returns once they are
-        queued for indexing (waiting while ``max_pending_steps`` steps wait)."""
+        queued for indexing (waiting while ``max_pending_steps`` steps wait).
+        For one producer thread: calls from several threads at once may
+        hand the same path twice unnoticed."""
         self._raise_worker_error()
         if self._closed:
             raise ValueError("this InSituIndexer is closed")
@@ -217,8 +219,8 @@ class InSituIndexer:
             return
         self._closed = True
         self._queue.put(_DONE)
-        self._worker.join()
-        try:
+        try:  # begun before the join, so that an interrupt still removes the staging file
+            self._worker.join()
             if self._error is not None and not failed:
                 self._raise_worker_error()
             if _open_for_writing(self.path):
@@ -360,6 +362,40 @@ def _check_template(template: str) -> None:
         ) from None
     if "{name}" not in template:
         raise InSituUsageError(f"the path template {template!r} must hold {{name}}")
+
+
+class _Staging:
+    """The file blocks wait in until close puts them into the index in the
+    file's order; never committed. Made at the first batch written, so an
+    indexer that never wrote one leaves nothing behind; once aborted, a
+    batch the worker still writes is refused rather than made anew."""
+
+    def __init__(self, index_path: str) -> None:
+        self.index_path = index_path
+        self._writer: layout.IndexWriter | None = None
+        self._aborted = False
+        self._lock = threading.Lock()  # the worker writes, close aborts
+
+    def add_all(self, blobs: list[bytes], sync: bool = True) -> list[tuple[int, int, int]]:
+        return self._opened().add_all(blobs, sync=sync)
+
+    @property
+    def path(self) -> str:
+        return self._opened().path
+
+    def _opened(self) -> layout.IndexWriter:
+        with self._lock:
+            if self._aborted:
+                raise RuntimeError("the InSituIndexer was closed")
+            if self._writer is None:
+                self._writer = layout.IndexWriter(self.index_path)
+            return self._writer
+
+    def abort(self) -> None:
+        with self._lock:
+            self._aborted = True
+            if self._writer is not None:
+                self._writer.abort()
 
 
 def _pread(staged: Any, offset: int, length: int) -> bytes:
