@@ -167,6 +167,18 @@ class SourceError(QuarryError, OSError):
     """A data file that is missing, unreadable, or not in a format Quarry reads."""
 
 
+class InSituMismatchError(SourceError):
+    """A file an :class:`~quarry.InSituIndexer` indexed from the producer's
+    memory holds other values than were handed to it (another step, other
+    values, a lossy filter): no index is published for it."""
+
+
+class InSituUsageError(QuarryError, ValueError):
+    """An :class:`~quarry.InSituIndexer` used in a way that cannot give a true
+    index: a path template that does not format, or the file still open for
+    writing when the indexer closes."""
+
+
 class StaleIndexError(QuarryError):
     """The data file changed after its index was built."""
 

@@ -13,6 +13,8 @@ import pytest
 from bp_writer import step_values
 
 from oracle import oracle_ids
+from quarry.errors import SourceError
+from quarry.insitu.follow_bp import follow_bp
 
 QUERY = "energy > 1 && id < 2000"
 CLI = [sys.executable, "-m", "quarry.cli.main"]
@@ -243,3 +245,11 @@ def test_a_run_whose_sizes_change_from_step_to_step(tmp_path):
     for step in (0, 2):
         (row,) = query(path, "x > 0.5", "--path", f"Step#{step}")["per_step"]
         assert row["count"] == int((read[step]["x"] > 0.5).sum())
+
+
+def test_no_run_within_the_idle_timeout_is_said_plainly(tmp_path):
+    path = str(tmp_path / "never.bp")
+    with pytest.raises(SourceError) as err:
+        follow_bp(path, idle_timeout=0.5)
+    assert str(err.value).startswith(f"no BP5 run at {path} within 0.5 s")
+    assert "\x1b" not in str(err.value) and "iostream" not in str(err.value)

@@ -129,3 +129,70 @@ def test_the_command_stops_after_the_idle_timeout_and_says_what_it_did(tmp_path)
     *published, report = [json.loads(line) for line in done.stdout.splitlines()]
     assert [p["file"] for p in published] == [str(tmp_path / "run_0.h5")]
     assert report["done"] and report["indexed"] == [str(tmp_path / "run_0.h5")]
+
+
+def _rewrite(path, values):
+    with h5py.File(path, "w") as f:
+        f["x"] = values
+
+
+def test_a_file_written_again_after_its_index_is_indexed_again(tmp_path):
+    """A writer that paused longer than --settle (no HDF5 lock told the
+    follower it still held the file) and wrote again: the file's index is
+    built again, and the index left behind answers for what the file holds."""
+    path = str(tmp_path / "run_0.h5")
+    _rewrite(path, np.arange(50.0))
+    later = np.arange(50.0) * 3
+    published = []
+
+    def wrote_again(file, index):
+        published.append(file)
+        if len(published) == 1:
+            _rewrite(file, later)
+
+    report = follow_files(
+        str(tmp_path / "run_*.h5"), idle_timeout=0.3, settle=0.05, published=wrote_again
+    )
+    assert published == [path, path] and report.indexed == [path] and report.stale == []
+    with quarry.open(path) as ds:
+        assert ds.query("x > 100").count() == int((later > 100).sum())
+
+
+def test_a_file_that_moved_after_its_index_and_did_not_settle_again_is_reported(
+    tmp_path, monkeypatch, capsys
+):
+    path = str(tmp_path / "run_0.h5")
+    _rewrite(path, np.arange(50.0))
+
+    def restarted(file, index):  # the writer starts the file again: it does not open yet
+        with open(file, "wb") as f:
+            f.write(b"not yet an HDF5 file")
+
+    report = follow_files(
+        str(tmp_path / "run_*.h5"), idle_timeout=0.2, settle=0, published=restarted
+    )
+    assert report.indexed == [path] and report.stale == [path]
+    assert report.to_json()["stale"] == [path]
+    from quarry.cli.main import main
+
+    monkeypatch.setattr("quarry.insitu.follow_files.follow_files", lambda *a, **k: report)
+    assert main(["index", "--follow", str(tmp_path / "run_*.h5")]) == 1
+    assert "index is stale" in capsys.readouterr().err
+
+
+def test_files_finished_before_the_follower_started_are_indexed_whatever_the_idle_timeout(
+    tmp_path,
+):
+    """--idle-timeout shorter than --settle: a file already still for --settle
+    seconds when first seen is complete at once, and the follower never stops
+    before a file first seen moving could have settled."""
+    for k in range(2):
+        _rewrite(str(tmp_path / f"run_{k}.h5"), np.arange(50.0) + k)
+        old = os.stat(tmp_path / f"run_{k}.h5").st_mtime - 60
+        os.utime(tmp_path / f"run_{k}.h5", (old, old))
+    pattern = str(tmp_path / "run_*.h5")
+    report = follow_files(pattern, idle_timeout=0.01, settle=1)
+    assert [os.path.basename(f) for f in report.indexed] == ["run_0.h5", "run_1.h5"]
+    _rewrite(str(tmp_path / "run_2.h5"), np.arange(50.0))  # just written: settles first
+    report = follow_files(pattern, idle_timeout=0.01, settle=0.2)
+    assert [os.path.basename(f) for f in report.indexed] == ["run_2.h5"]

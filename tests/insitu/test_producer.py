@@ -214,6 +214,8 @@ with h5py.File(path, "w") as f:
     for step in range(3):
         f[f"Step#{step}/x"] = np.arange(250.0) + step
         ix.add(step, {"x": np.arange(250.0) + step})
+ix._queue.put(None)  # every step indexed and its batch written (not published)
+ix._worker.join()
 print("written", flush=True)
 sys.stdin.readline()
 """
@@ -271,3 +273,88 @@ def test_the_defaults_the_readme_gives(tmp_path):
         check=True,
     ).stdout
     assert "stay unchanged this long (default 2)" in " ".join(shown.split())
+
+
+def _write_and_hand(path, write, hand):
+    """A finished run writing ``write(f)`` and handing ``hand`` over."""
+    with quarry.InSituIndexer(path, block_len=BLOCK) as ix, h5py.File(path, "w") as f:
+        write(f)
+        for step, arrays in hand.items():
+            ix.add(step, arrays)
+
+
+@pytest.mark.parametrize("case", ["scaled", "off_by_one", "lossy_filter"])
+def test_a_finished_run_whose_file_holds_other_values_publishes_nothing(tmp_path, case):
+    """On every close the file's values are checked against the CRCs of the
+    values handed; a finished run whose file differs is an error, never an
+    index giving wrong counts."""
+    path = str(tmp_path / "run.h5")
+    rng = np.random.default_rng(3)
+    x = [rng.random(SIZE) for _ in range(2)]
+    if case == "scaled":
+        writes, hand = {"Step#0/x": {"data": x[0] * 0.5}}, {0: {"x": x[0]}}
+    elif case == "off_by_one":  # the file's step k holds what add() got as step k+1
+        writes = {"Step#0/x": {"data": x[1]}, "Step#1/x": {"data": x[0]}}
+        hand = {0: {"x": x[0]}, 1: {"x": x[1]}}
+    else:
+        writes, hand = {"Step#0/x": {"data": x[0], "scaleoffset": 1}}, {0: {"x": x[0]}}
+
+    def write(f):
+        for name, kwargs in writes.items():
+            f.create_dataset(name, **kwargs)
+
+    with pytest.raises(quarry.errors.InSituMismatchError, match=r"/Step#0/x.*step 0") as err:
+        _write_and_hand(path, write, hand)
+    assert "quarry index" in str(err.value)
+    assert not os.path.exists(path + ".qidx")
+    assert os.listdir(tmp_path) == ["run.h5"]
+
+
+def test_an_indexer_closed_inside_the_writer_is_an_error(tmp_path):
+    """``with h5py.File(...) as f, InSituIndexer(...) as ix``: the indexer
+    closes while the file is still open for writing, so any index published
+    then would be stale as soon as h5py closes the file."""
+    path = str(tmp_path / "run.h5")
+    x = np.arange(3000.0)
+    with (
+        pytest.raises(quarry.errors.InSituUsageError, match="still open for writing"),
+        h5py.File(path, "w") as f,
+        quarry.InSituIndexer(path, block_len=BLOCK) as ix,
+    ):
+        f.create_dataset("Step#0/x", data=x)
+        ix.add(0, {"x": x})
+    assert os.listdir(tmp_path) == ["run.h5"]
+    with h5py.File(path, "r") as reader, quarry.InSituIndexer(path, block_len=BLOCK) as ix:
+        ix.add(0, {"x": reader["Step#0/x"][:]})  # a file open only to read is no writer
+    assert ix.steps_indexed == [0]
+
+
+@pytest.mark.parametrize("template", ["/Step{stp}/{name}", "/Step#{step}/{name", "/S{0}/{name}"])
+def test_a_template_that_does_not_format_is_refused_at_once(tmp_path, template):
+    with pytest.raises(quarry.errors.InSituUsageError, match="template") as err:
+        quarry.InSituIndexer(str(tmp_path / "run.h5"), template)
+    assert template in str(err.value)
+    assert os.listdir(tmp_path) == []
+
+
+def test_the_staging_file_is_made_at_the_first_batch_and_removed_when_close_is_interrupted(
+    tmp_path, monkeypatch
+):
+    path = str(tmp_path / "run.h5")
+    never_closed = quarry.InSituIndexer(path)
+    assert os.listdir(tmp_path) == []  # an indexer never closed leaves nothing behind
+    never_closed.close(failed=True)
+    ix = quarry.InSituIndexer(path, batch_steps=1)
+    ix.add(0, {"x": np.arange(10.0)})
+    worker = ix._worker
+
+    class Interrupted:
+        def join(self):
+            worker.join()  # the step is indexed and its batch written: the staging file exists
+            assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(ix, "_worker", Interrupted())
+    with pytest.raises(KeyboardInterrupt):
+        ix.close()
+    assert os.listdir(tmp_path) == []

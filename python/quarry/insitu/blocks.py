@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -93,6 +93,14 @@ class MemoryDriver:
         self._arrays.clear()
 
 
+class BlockSink(Protocol):
+    """Where a :class:`BatchWriter` appends its blocks (a block writer)."""
+
+    def add_all(self, blobs: list[bytes], sync: bool = True) -> list[tuple[int, int, int]]:
+        """Append ``blobs``; their ``(file, offset, length)``."""
+        ...
+
+
 class BatchWriter:
     """Keeps blocks in memory; :meth:`flush` appends them to ``target``.
 
@@ -103,7 +111,7 @@ class BatchWriter:
 
     file_number = -1
 
-    def __init__(self, target: layout.BlockWriter) -> None:
+    def __init__(self, target: BlockSink) -> None:
         self._target = target
         self._pending: list[bytes] = []
         self._placed: list[tuple[int, int, int]] = []

@@ -126,8 +126,12 @@ def follow_bp(
     io.set_parameters({"OpenTimeoutSecs": str(idle_timeout)})
     try:
         stream = adios2.Stream(io, path, "r")
-    except Exception as exc:  # the bindings raise RuntimeError/ValueError/...
-        raise SourceError(f"cannot follow {path} as an ADIOS2 BP5 run: {exc}") from None
+    except Exception:  # the bindings' text (colour codes, "iostream error") tells a user nothing
+        raise SourceError(
+            f"no BP5 run at {path} within {idle_timeout:g} s: its writer has not started it, or "
+            f"it is not an ADIOS2 BP5 run; start the follower with the writer, or give a "
+            f"longer --idle-timeout"
+        ) from None
     pending: list[_IndexedStep] = []
     ok, not_ready = adios2.bindings.StepStatus.OK, adios2.bindings.StepStatus.NotReady
     try:

@@ -5,15 +5,25 @@ Each file matching the pattern gets its own index, built by the builder
 fingerprint was taken), once the file is *complete*:
 
 - its size and modification time have not moved for ``settle`` seconds
-  (two looks at least that far apart saw the same), and
+  (two looks at least that far apart saw the same, or a file first seen
+  already last modified at least that long ago), and
 - it opens: HDF5 locks a file its writer has open (h5py's default file
   locking), so a file still being written is refused however long it
   has been still.
 
+Without HDF5 file locks (``HDF5_USE_FILE_LOCKING=FALSE``, common on parallel
+file systems) a file still open for writing opens, and the settle time is
+the only guard: a writer that pauses longer than ``settle`` has its file
+indexed too early. So the follower remembers the stat each index was built
+from and indexes a file again when it moves; a file that moved since its
+index and was not complete again when the follower stopped is reported in
+:attr:`FilesReport.stale` (its index is stale).
+
 A file whose index is already up to date is passed over, so running the
 follower again resumes where it stopped. A file that changes while it is
 being indexed is left for the next look. The follower stops once no file
-has become complete for ``idle_timeout`` seconds.
+has become complete for ``idle_timeout`` seconds, and never sooner than
+``settle`` seconds and one more look after the last file completed.
 """
 
 from __future__ import annotations
@@ -42,9 +52,17 @@ class FilesReport:
     pattern: str
     indexed: list[str] = field(default_factory=list)
     up_to_date: list[str] = field(default_factory=list)
+    #: Files indexed (or found up to date) that moved since and had not
+    #: become complete again when the follower stopped: their index is stale.
+    stale: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"pattern": self.pattern, "indexed": self.indexed, "up_to_date": self.up_to_date}
+        return {
+            "pattern": self.pattern,
+            "indexed": self.indexed,
+            "up_to_date": self.up_to_date,
+            "stale": self.stale,
+        }
 
 
 def follow_files(
@@ -75,45 +93,69 @@ def follow_files(
     """
     opts = options or BuildOptions()
     report = FilesReport(pattern)
-    still: dict[str, tuple[tuple[int, int], float]] = {}
+    still: dict[str, tuple[_Stat, float]] = {}
     said: set[tuple[str, str]] = set()
-    done: set[str] = set()
+    done: dict[str, _Stat] = {}  # each file indexed, with the stat its index was built from
     poll = max(0.02, min(settle / 2, 0.5))
+    patience = max(idle_timeout, settle + poll)  # a file seen moving gets a look once settled
     last_progress = time.monotonic()
     while True:
         for path in _matches(pattern):
-            if path in done:
-                continue
             now = time.monotonic()
             try:
-                st = os.stat(path)
+                key = _stat(path)
             except OSError:
                 continue
-            key = (st.st_size, st.st_mtime_ns)
+            if done.get(path) == key:
+                continue
+            first_seen = path not in still
             if still.get(path, (None, 0.0))[0] != key:
-                still[path] = (key, now)  # new, or moved since the last look
-                if settle > 0:
-                    continue
+                # New, moved since the last look, or moved since its index was built.
+                old = first_seen and time.time_ns() - key[1] >= settle * 1e9
+                still[path] = (key, now - settle if old else now)
             if now - still[path][1] < settle:
                 continue
             try:
                 status = _index_file(path, index, opts)
-            except QuarryError as exc:  # does not open yet, or moved while indexed
+                if _stat(path) != key:
+                    continue  # moved while indexed: look again once still
+            except (QuarryError, OSError) as exc:  # does not open yet, or moved while indexed
                 if waiting is not None and (path, str(exc)) not in said:
                     said.add((path, str(exc)))
                     waiting(path, str(exc))
                 continue
-            done.add(path)
+            done[path] = key
             last_progress = time.monotonic()
             if status is None:
-                report.up_to_date.append(path)
+                if path not in report.indexed:
+                    report.up_to_date.append(path)
                 continue
-            report.indexed.append(path)
+            if path in report.up_to_date:
+                report.up_to_date.remove(path)
+            if path not in report.indexed:
+                report.indexed.append(path)
             if published is not None:
                 published(path, status)
-        if time.monotonic() - last_progress >= idle_timeout:
+        if time.monotonic() - last_progress >= patience:
+            report.stale = [p for p, key in done.items() if not _still_at(p, key)]
             return report
         time.sleep(poll)  # a file system gives no word when a file is complete: look again
+
+
+#: What says a file moved: its size, modification and change times, and inode.
+_Stat = tuple[int, int, int, int]
+
+
+def _stat(path: str) -> _Stat:
+    st = os.stat(path)
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def _still_at(path: str, key: _Stat) -> bool:
+    try:
+        return _stat(path) == key
+    except OSError:
+        return False
 
 
 def _matches(pattern: str) -> list[str]:

@@ -10,7 +10,16 @@ memory stays bounded when indexing falls behind). Finished blocks are kept
 in memory and appended to a temporary file every ``batch_steps`` steps (the
 index is written after the data, in batches).
 
-On close, once the file is closed too, the index is published: its blocks
+On close, once the file is closed too (an indexer closed while this process
+still holds the file open for writing through h5py raises
+:class:`~quarry.errors.InSituUsageError`: its index would be stale as soon
+as the file closed), the values the file holds are read
+back and their blocks' CRCs checked against those of the values handed (a
+step written to another place, an off-by-one between the file's steps and
+``add``'s, a lossy filter: the file is the truth, and an index of other
+values would give wrong counts); a finished run whose file differs is an
+:class:`~quarry.errors.InSituMismatchError` and publishes nothing. Then the
+index is published: its blocks
 in the order ``quarry index`` writes them, its manifest recording the file's
 fingerprint as it is then, so the index is the one ``quarry index`` builds
 afterwards from the file, byte for byte but for the moment the fingerprint
@@ -18,9 +27,8 @@ was taken (``source.read_ns``), and a query trusts it at once.
 
 If the producer fails (an exception leaves the ``with`` block, or
 ``close(failed=True)``), the steps already handed are indexed and published
-as far as the file holds them as handed: each such step's values are read
-back and checked against the CRCs taken when they were handed, and a step
-missing from the file or holding other values is left out. The index then
+as far as the file holds them as handed (the same check): a step missing
+from the file or holding other values is left out. The index then
 covers exactly the steps listed in :attr:`InSituIndexer.steps_indexed`;
 what else the file holds (a step cut short) is not indexed and is scanned
 by queries, as any variable without an index is. A producer killed outright
@@ -32,6 +40,7 @@ from __future__ import annotations
 
 import os
 import queue
+import sys
 import threading
 import time
 import warnings
@@ -40,7 +49,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from quarry.errors import SourceError, UnsupportedVariableError
+from quarry.errors import (
+    InSituMismatchError,
+    InSituUsageError,
+    SourceError,
+    UnsupportedVariableError,
+)
 from quarry.formats.base import VariableInfo, fingerprint
 from quarry.index import layout
 from quarry.index.build import VariablePart, assemble
@@ -117,8 +131,7 @@ class InSituIndexer:
         batch_steps: int = 4,
         copy: bool = True,
     ) -> None:
-        if "{name}" not in template:
-            raise ValueError(f"the template {template!r} must hold {{name}}")
+        _check_template(template)
         if max_pending_steps < 1 or batch_steps < 1:
             raise ValueError("max_pending_steps and batch_steps must be at least 1")
         defaults = BuildOptions()
@@ -135,7 +148,7 @@ class InSituIndexer:
         self.manifest: Manifest | None = None
         self.steps_indexed: list[int] = []
         layout.remove_debris(self.index_path)
-        self._staging = layout.IndexWriter(self.index_path)  # never committed: see close
+        self._staging = _Staging(self.index_path)
         self._batch = BatchWriter(self._staging)
         self._queue: queue.Queue[tuple[int, dict[str, npt.NDArray[np.generic]]] | None] = (
             queue.Queue(max_pending_steps)
@@ -160,7 +173,9 @@ class InSituIndexer:
 
     def add(self, step: int, arrays: Mapping[str, npt.ArrayLike]) -> None:
         """Hand over step ``step``'s arrays, by name; returns once they are
-        queued for indexing (waiting while ``max_pending_steps`` steps wait)."""
+        queued for indexing (waiting while ``max_pending_steps`` steps wait).
+        For one producer thread: calls from several threads at once may
+        hand the same path twice unnoticed."""
         self._raise_worker_error()
         if self._closed:
             raise ValueError("this InSituIndexer is closed")
@@ -204,10 +219,18 @@ class InSituIndexer:
             return
         self._closed = True
         self._queue.put(_DONE)
-        self._worker.join()
-        try:
+        try:  # begun before the join, so that an interrupt still removes the staging file
+            self._worker.join()
             if self._error is not None and not failed:
                 self._raise_worker_error()
+            if _open_for_writing(self.path):
+                raise InSituUsageError(
+                    f"{self.path} is still open for writing (h5py) while its InSituIndexer "
+                    f"closes, so the index would be stale once the file is closed; no index "
+                    f"was written. Open the indexer first and the file second, so the file "
+                    f'closes first: \'with InSituIndexer(path) as ix, h5py.File(path, "w") '
+                    f"as f:', or run 'quarry index {self.path}'"
+                )
             self._batch.flush()
             self.manifest = self._publish(failed)
         finally:
@@ -225,8 +248,7 @@ class InSituIndexer:
             listing = Listing.of(backend.name, driver)
             in_file = {v.path: v for v in driver.variables()}
             steps = [s for s in self._steps if self._held(s, in_file, failed)]
-            if failed:
-                steps = [s for s in steps if _unchanged(driver, s, self.options)]
+            steps = self._holding_as_handed(driver, steps, failed)
         finally:
             driver.close()
         if not steps:
@@ -280,6 +302,22 @@ class InSituIndexer:
             )
         return True
 
+    def _holding_as_handed(
+        self, driver: Any, steps: list[IndexedStep], failed: bool
+    ) -> list[IndexedStep]:
+        """The ``steps`` whose values the file holds as they were handed (their
+        blocks' CRCs read back from the file); in a finished run, a step the
+        file holds otherwise is an error."""
+        differing = _differing(driver, steps, self.options)
+        if differing and not failed:
+            step, path = next(iter(differing.items()))
+            raise InSituMismatchError(
+                f"{self.path} holds other values at {path} than were handed to "
+                f"InSituIndexer.add as step {step} (another step's, or changed by a lossy "
+                f"filter?); no index was written: index the file with 'quarry index {self.path}'"
+            )
+        return [s for s in steps if s.step not in differing]
+
     def _copy_in_order(
         self,
         staged: Any,
@@ -312,18 +350,88 @@ class InSituIndexer:
         return out
 
 
+def _check_template(template: str) -> None:
+    """Refuse, before any step, a template that does not format with
+    ``step`` and ``name`` alone, or that leaves ``{name}`` out."""
+    try:
+        template.format(step=0, name="x")
+    except (KeyError, IndexError, ValueError, AttributeError) as exc:
+        raise InSituUsageError(
+            f"the path template {template!r} does not format ({type(exc).__name__}: {exc}): "
+            "it may hold only {step} and {name}, as in '/Step#{step}/{name}'"
+        ) from None
+    if "{name}" not in template:
+        raise InSituUsageError(f"the path template {template!r} must hold {{name}}")
+
+
+class _Staging:
+    """The file blocks wait in until close puts them into the index in the
+    file's order; never committed. Made at the first batch written, so an
+    indexer that never wrote one leaves nothing behind; once aborted, a
+    batch the worker still writes is refused rather than made anew."""
+
+    def __init__(self, index_path: str) -> None:
+        self.index_path = index_path
+        self._writer: layout.IndexWriter | None = None
+        self._aborted = False
+        self._lock = threading.Lock()  # the worker writes, close aborts
+
+    def add_all(self, blobs: list[bytes], sync: bool = True) -> list[tuple[int, int, int]]:
+        return self._opened().add_all(blobs, sync=sync)
+
+    @property
+    def path(self) -> str:
+        return self._opened().path
+
+    def _opened(self) -> layout.IndexWriter:
+        with self._lock:
+            if self._aborted:
+                raise RuntimeError("the InSituIndexer was closed")
+            if self._writer is None:
+                self._writer = layout.IndexWriter(self.index_path)
+            return self._writer
+
+    def abort(self) -> None:
+        with self._lock:
+            self._aborted = True
+            if self._writer is not None:
+                self._writer.abort()
+
+
 def _pread(staged: Any, offset: int, length: int) -> bytes:
     return os.pread(staged.fileno(), length, offset)
 
 
-def _unchanged(driver: Any, step: IndexedStep, opts: BuildOptions) -> bool:
-    """Whether the file holds ``step``'s values as they were handed: their
-    blocks' CRCs read back from the file."""
+def _differing(driver: Any, steps: list[IndexedStep], opts: BuildOptions) -> dict[int, str]:
+    """The steps whose values the file does not hold as they were handed,
+    each with its first such variable: their blocks' CRCs read back from the
+    file and compared with those taken from the arrays handed."""
     from quarry.index.verify import source_crcs
 
-    columns = [(v.path, v.size) for v in step.infos]
+    columns = [(v.path, v.size) for s in steps for v in s.infos]
     now = source_crcs(driver.read, columns, opts.block_len)
-    return all(now[p] == part.source_crc32 for p, part in step.parts.items())
+    differing: dict[int, str] = {}
+    for s in steps:
+        paths = [p for p, part in s.parts.items() if now[p] != part.source_crc32]
+        if paths:
+            differing[s.step] = paths[0]
+    return differing
+
+
+def _open_for_writing(path: str) -> bool:
+    """Whether this process holds ``path`` open for writing through h5py (not
+    imported by this check: a producer writing with it imported it)."""
+    h5py = sys.modules.get("h5py")
+    if h5py is None or not os.path.exists(path):
+        return False
+    for fid in h5py.h5f.get_obj_ids(types=h5py.h5f.OBJ_FILE):
+        try:
+            name, intent = os.fsdecode(fid.name), fid.get_intent()
+        except (ValueError, RuntimeError):  # closed while listed
+            continue
+        if intent & h5py.h5f.ACC_RDWR and os.path.exists(name) and os.path.samefile(name, path):
+            return True
+    return False
 
 
 def _settled_fingerprint(path: str) -> tuple[dict[str, int], int]:

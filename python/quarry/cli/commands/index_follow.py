@@ -9,7 +9,7 @@ import json
 import os
 from typing import Any
 
-from quarry.errors import UsageError
+from quarry.errors import StaleIndexError, UsageError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -109,4 +109,10 @@ def run_follow(args: argparse.Namespace) -> int:
         f"{source}: {len(files.indexed)} file(s) indexed, {len(files.up_to_date)} up to date; "
         f"stopped: no file completed for {args.idle_timeout:g} s",
     )
+    if files.stale:
+        raise StaleIndexError(
+            f"{len(files.stale)} file(s) changed after their index was built and were not "
+            f"complete again when the follower stopped ({', '.join(files.stale)}): their "
+            f"index is stale; run 'quarry index --follow' again once the writer is done"
+        )
     return 0
