@@ -251,7 +251,7 @@ def _float64(text: str) -> float:
     try:
         return float(value)
     except OverflowError:
-        return math.copysign(math.inf, value)
+        return math.inf if value > 0 else -math.inf  # float(value) overflows again
 
 
 class _Eval:

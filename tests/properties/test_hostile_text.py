@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import quarry
+from oracle import oracle_ids
 from quarry.cli.main import main
 from quarry.errors import QuarryError
 from quarry.expr import parse
@@ -183,6 +184,16 @@ def test_huge_literals_keep_their_exact_meaning(dataset):
     assert ds.query("energy < 1e999999999999").count() == np.count_nonzero(energy < np.inf)
     assert ds.query("id > 1e-999999999").count() == np.count_nonzero(ids >= 1)
     assert ds.query("id >= -1e-999999999").count() == ids.size
+
+
+@pytest.mark.parametrize(
+    "query", ["1e999 < energy", "energy >= 1e999", "-1e999 < energy", "id < 1e999", "1e999 > id"]
+)
+def test_overflowing_literals_equal_the_oracle_on_either_side(dataset, query):
+    path, ds = dataset
+    with h5py.File(path) as f:
+        columns = {"energy": f["energy"][:], "id": f["id"][:]}
+    assert ds.query(query).ids().tolist() == oracle_ids(query, columns).tolist()
 
 
 def test_unicode_names_resolve_normalised(dataset):
