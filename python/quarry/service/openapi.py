@@ -120,7 +120,10 @@ def document() -> dict[str, Any]:
                             "where": {"type": ["string", "null"]},
                             "context": {"type": ["string", "null"]},
                             "bins": {"type": "integer"},
-                            "edges": {"type": "array", "items": {"type": "number"}},
+                            "edges": {
+                                "type": "array",
+                                "description": "numbers; a list per variable for two or three",
+                            },
                             "range": {"type": "array"},
                         },
                         ["dataset", "variables"],
