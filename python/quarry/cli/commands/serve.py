@@ -1,4 +1,4 @@
-"""``quarry serve ROOT... [--host H] [--port P] [--catalog F] [--token-file F]
+"""``quarry serve ROOT... [--host H] [--allow-host NAME] [--port P] [--catalog F] [--token-file F]
 [--auto-index] [--workers N] [--scan-every S]``: the data service.
 
 Prints its URL, then serves until SIGINT or SIGTERM; either stops it cleanly
