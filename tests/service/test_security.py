@@ -156,7 +156,8 @@ def test_bodies_and_answers_past_the_limits_are_413_and_counts_still_answer(serv
     big = {"dataset": "run/p.h5", "query": "x > 1" + " " * 100_001}
     assert client.post("/api/v1/query", json=big).status_code == 413
     chunks = (b" " * 10_000 for _ in range(20))  # no Content-Length: read until the limit
-    assert client.post("/api/v1/query", content=chunks).status_code == 413
+    json_type = {"Content-Type": "application/json"}
+    assert client.post("/api/v1/query", content=chunks, headers=json_type).status_code == 413
     many = {"dataset": "run/p.h5", "query": "q < 100", "output": "ids"}
     expected = int(np.count_nonzero(columns["q"] < 100))
     assert expected > 500

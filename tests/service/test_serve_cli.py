@@ -15,7 +15,7 @@ import pytest
 import servers
 
 
-def _start(*argv: str) -> tuple[subprocess.Popen[str], str]:
+def _start(*argv: str, host: str = "127.0.0.1") -> tuple[subprocess.Popen[str], str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "quarry.cli.main", "serve", *argv, "--port", "0"],
         stdout=subprocess.PIPE,
@@ -24,9 +24,9 @@ def _start(*argv: str) -> tuple[subprocess.Popen[str], str]:
     )
     assert process.stdout is not None
     first = process.stdout.readline()
-    assert first.startswith("quarry serving 1 root(s) at http://127.0.0.1:"), first
+    assert first.startswith(f"quarry serving 1 root(s) at http://{host}:"), first
     assert process.stdout.readline().startswith("catalog: ")
-    return process, first.split(" at ", 1)[1].split("/ ", 1)[0]
+    return process, first.split(" at ", 1)[1].split("/ ", 1)[0].replace("0.0.0.0", "127.0.0.1")
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
@@ -124,3 +124,32 @@ def test_serve_options_out_of_range_are_usage_errors(tmp_path, argv, message):
     assert done.returncode == 2
     assert done.stderr.startswith(f"quarry: error: {message}")
     assert len(done.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "answered", "refused"),
+    [
+        ((), ["localhost", "127.0.0.1"], ["data.example"]),
+        (("--allow-host", "Data.Example"), ["data.example:80", "localhost"], ["other.example"]),
+        (("--host", "0.0.0.0"), ["data.example", "other.example"], []),
+    ],
+)
+def test_serve_answers_the_names_it_is_allowed_and_any_on_every_address(
+    tmp_path, argv, answered, refused
+):
+    servers.particles(str(tmp_path / "root" / "p.h5"), n=10)
+    host = "0.0.0.0" if "0.0.0.0" in argv else "127.0.0.1"
+    process, url = _start(
+        str(tmp_path / "root"), "--catalog", str(tmp_path / "c.sqlite"), *argv, host=host
+    )
+    try:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            for name in answered:
+                answer = client.get("/api/v1/datasets", headers={"Host": name})
+                assert answer.status_code == 200, name
+            for name in refused:
+                answer = client.get("/api/v1/datasets", headers={"Host": name})
+                assert answer.status_code == 421, name
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)

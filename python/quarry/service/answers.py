@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from quarry.errors import QuarryError
 from quarry.service.catalog import Entry, watch_stat
 from quarry.service.config import Limits, ServiceError, inside, refusal
+from quarry.service.sources import leaving_source
 
 if TYPE_CHECKING:
     import numpy as np
@@ -41,50 +42,83 @@ T = TypeVar("T")
 
 class OpenFiles:
     """Open datasets of catalogued files, at most ``keep`` of them, each used by
-    one request at a time."""
+    one request at a time. A dataset dropped (least recently used, its file
+    changed, or the server stopping) is closed once no request holds it."""
 
     def __init__(self, roots: tuple[str, ...], keep: int = 32) -> None:
         self.roots = roots
         self.keep = keep
         self._lock = threading.Lock()
-        self._open: OrderedDict[str, tuple[Any, Dataset, threading.Lock]] = OrderedDict()
+        self._open: OrderedDict[str, _Kept] = OrderedDict()
 
     @contextmanager
     def use(self, entry: Entry) -> Iterator[Dataset]:
         """The open dataset of ``entry``, opened again where it changed; a file
-        whose real path now leaves the roots is unknown (404). Errors quarry
+        whose real path now leaves the roots, or that now reads data outside
+        them (:mod:`quarry.service.sources`), is unknown (404). Errors quarry
         raises inside name the catalog's path, not the real one."""
         from quarry.dataset import open as open_dataset
 
+        unknown = ServiceError(404, f"no dataset {entry.path!r} in the catalog")
         if inside(entry.real, self.roots) != entry.real:
-            raise ServiceError(404, f"no dataset {entry.path!r} in the catalog")
+            raise unknown
         try:
             watch = watch_stat(entry.real)
         except OSError:
-            raise ServiceError(404, f"no dataset {entry.path!r} in the catalog") from None
+            raise unknown from None
         with self._lock:
             kept = self._open.get(entry.real)
-            if kept is None or kept[0] != watch:
-                kept = (watch, open_dataset(entry.real), threading.Lock())
+            if kept is None or kept.watch != watch:
+                if kept is not None:
+                    self._retire(kept)
+                    del self._open[entry.real]
+                if leaving_source(entry.real, self.roots) is not None:
+                    raise unknown  # changed since the scan to read outside the roots
+                kept = _Kept(watch, open_dataset(entry.real))
                 self._open[entry.real] = kept
             self._open.move_to_end(entry.real)
             while len(self._open) > self.keep:
-                self._open.popitem(last=False)
-        _, ds, lock = kept
+                self._retire(self._open.popitem(last=False)[1])
+            kept.users += 1
         try:
-            with lock:
-                yield ds
+            with kept.lock:
+                yield kept.ds
         except ServiceError:
             raise
         except QuarryError as exc:
             raise refusal(exc, entry.real, entry.path) from None
+        finally:
+            with self._lock:
+                kept.users -= 1
+                if kept.retired and kept.users == 0:
+                    kept.ds.close()
+
+    def _retire(self, kept: _Kept) -> None:
+        """Drop ``kept`` (``self._lock`` held): closed now if no request holds
+        it, else by the last one to let it go."""
+        kept.retired = True
+        if kept.users == 0:
+            kept.ds.close()
 
     def close(self) -> None:
+        """Drop every dataset; one still in use (work past its time limit, which
+        cannot be interrupted) is closed when that work ends, not waited for."""
         with self._lock:
-            for _, ds, lock in self._open.values():
-                with lock:
-                    ds.close()
+            for kept in self._open.values():
+                self._retire(kept)
             self._open.clear()
+
+
+class _Kept:
+    """An open dataset, its lock, how many requests hold or wait for it and
+    whether it was dropped."""
+
+    def __init__(self, watch: Any, ds: Dataset) -> None:
+        self.watch = watch
+        self.ds = ds
+        self.lock = threading.Lock()
+        self.users = 0
+        self.retired = False
 
 
 def count(
@@ -217,20 +251,17 @@ def hits(
 ) -> Hits:
     """The ids of the rows where ``query`` is true, and the values of
     ``variables`` there; refused with 413 when the answer would pass the
-    server's ``limits`` on rows or bytes (counted before anything is read)."""
+    server's ``limits`` on rows or bytes (at 8 bytes a value, the least any
+    encoding takes, counted before anything is read; :func:`encoded` checks
+    the answer's real size)."""
     from quarry.query.series import SeriesSelection
 
     with files.use(entry) as ds:
         sel = ds.query(query, context)
         n = sel.count()
-        size = n * 8 * (1 + len(variables))
-        if n > limits.rows or size > limits.result_bytes:
-            raise ServiceError(
-                413,
-                f"the answer holds {n} rows ({size} bytes), more than this server gives at "
-                f"once ({limits.rows} rows, {limits.result_bytes} bytes); narrow the query, "
-                "ask for the count, or write the hits on the server with quarry query --out",
-            )
+        least = n * 8 * (1 + len(variables))  # no encoding holds a value in less
+        if n > limits.rows or least > limits.result_bytes:
+            raise too_large(n, least, limits)
         if isinstance(sel, SeriesSelection):
             members = [
                 Member(m.step, part.ids(), {v: part.values(v) for v in variables})
@@ -238,6 +269,42 @@ def hits(
             ]
             return Hits(members, series=True)
         return Hits([Member(None, sel.ids(), {v: sel.values(v) for v in variables})], False)
+
+
+def too_large(n: int, size: int, limits: Limits) -> ServiceError:
+    """The 413 of an answer of ``n`` rows and ``size`` bytes."""
+    return ServiceError(
+        413,
+        f"the answer holds {n} rows ({size} bytes), more than this server gives at "
+        f"once ({limits.rows} rows, {limits.result_bytes} bytes); ask for Arrow "
+        "(Accept: application/vnd.apache.arrow.stream, about 8 bytes a value against "
+        "JSON's 17 or more), narrow the query, ask for the count, or write the hits on "
+        "the server with quarry query --out",
+    )
+
+
+def encoded(hits: Hits, arrow: bool, limits: Limits) -> bytes:
+    """``hits`` as an Arrow IPC stream or as JSON text; refused with 413 when
+    the encoded answer is larger than ``limits.result_bytes``."""
+    data = hits.to_arrow() if arrow else json_bytes(hits.to_json())
+    if len(data) > limits.result_bytes:
+        raise too_large(hits.count, len(data), limits)
+    return data
+
+
+def json_bytes(content: Any) -> bytes:
+    """``content`` as the JSON text the service answers (Starlette's
+    ``JSONResponse`` encoding), made on the caller's thread.
+
+    Examples
+    --------
+    >>> json_bytes({"e": [1.5, None]})
+    b'{"e":[1.5,null]}'
+    """
+    import json
+
+    text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return text.encode("utf-8")
 
 
 def histogram(

@@ -9,8 +9,9 @@ and its ``query`` and ``position``) and a status that says why (see
 Quarry's work blocks, so it runs on worker threads, at most ``workers`` at
 once, each request's work within ``query_seconds`` (504 after, the answer
 dropped). A core call cannot be interrupted, so a thread past its time runs to
-its end, no longer counted among the ``workers`` and holding its file until
-then. The event loop only reads requests and writes answers.
+its end, still counted among the ``workers`` and holding its file until then;
+when every worker is such a thread, requests are refused with 503 (see
+:class:`Slots`). The event loop only reads requests and writes answers.
 """
 
 from __future__ import annotations
@@ -18,19 +19,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 import anyio
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from quarry.service import answers, fields
 from quarry.service.catalog import Catalog
-from quarry.service.config import Config, ServiceError, check_write
+from quarry.service.config import Config, ServiceError, check_write, host_allowed
 from quarry.service.jobs import OPTIONS, Builds
 
 #: The media type of hits as an Arrow IPC stream.
@@ -41,23 +47,22 @@ T = TypeVar("T")
 
 class Service:
     """What the routes share: the config, the catalog, the open files, the
-    builds and the bound on worker threads. Made when the app starts."""
+    builds and the worker slots. Made when the app starts."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
         self.catalog = Catalog(config.catalog)
         self.files = answers.OpenFiles(config.roots)
         self.builds = Builds(self.catalog, config.limits.builds)
-        self.workers = anyio.CapacityLimiter(config.workers)
+        self.slots = Slots(config.workers)
 
     async def work(self, job: Callable[[], T]) -> T:
-        """``job``'s answer from a worker thread, within the time limit."""
+        """``job``'s answer from a worker thread, within the time limit: 504
+        past it, 503 when every slot is held by work past its own."""
         seconds = self.config.limits.query_seconds
         try:
             with anyio.fail_after(seconds):
-                return await anyio.to_thread.run_sync(
-                    answers.run_guarded, job, limiter=self.workers, abandon_on_cancel=True
-                )
+                return await self.slots.run(answers.run_guarded, job, seconds)
         except TimeoutError:
             raise ServiceError(
                 504, f"the answer took longer than this server allows ({seconds:g} s); narrow it"
@@ -85,6 +90,82 @@ class Service:
         self.catalog.close()
 
 
+class Slots:
+    """At most ``workers`` quarry threads at once. A slot is taken before its
+    thread starts and given back only when the thread ends, so work whose
+    request was answered 504 still counts (a core call cannot be interrupted):
+    slow queries cannot pile up threads. When every slot is held by work past
+    its deadline, a request is refused at once (503) rather than queued behind
+    work nobody waits for."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._lock = threading.Lock()
+        self._deadlines: dict[int, float] = {}
+        self._freed = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def running(self) -> int:
+        """How many threads hold a slot now."""
+        with self._lock:
+            return len(self._deadlines)
+
+    def _take(self, seconds: float) -> int | None:
+        now = time.monotonic()
+        with self._lock:
+            if len(self._deadlines) < self.workers:
+                slot = next(i for i in range(self.workers) if i not in self._deadlines)
+                self._deadlines[slot] = now + seconds
+                return slot
+            if all(deadline <= now for deadline in self._deadlines.values()):
+                raise ServiceError(
+                    503, "the server is busy with work past its time limit; try again later"
+                )
+        return None
+
+    def _give_back(self, slot: int) -> None:
+        with self._lock:
+            del self._deadlines[slot]
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+                loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        self._freed.set()
+        self._freed = asyncio.Event()
+
+    async def run(
+        self, work: Callable[[Callable[[], T]], T], job: Callable[[], T], seconds: float
+    ) -> T:
+        """``work(job)`` on a thread of its own once a slot is free."""
+        self._loop = asyncio.get_running_loop()
+        while (slot := self._take(seconds)) is None:
+            await self._freed.wait()
+        done: asyncio.Future[T] = self._loop.create_future()
+        loop = self._loop
+
+        def settle(outcome: Callable[[], None]) -> None:
+            if not done.done():
+                outcome()
+
+        def thread() -> None:
+            try:
+                answer = work(job)
+            except BaseException as exc:  # handed to the request, raised there
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(settle, lambda e=exc: done.set_exception(e))
+            else:
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(settle, lambda a=answer: done.set_result(a))
+            finally:
+                self._give_back(slot)
+
+        # a daemon thread: stopping the server does not wait for abandoned work
+        threading.Thread(target=thread, name="quarry-work", daemon=True).start()
+        return await done
+
+
 def _service(request: Request) -> Service:
     service: Service = request.app.state.service
     return service
@@ -110,21 +191,30 @@ async def query(request: Request) -> Response:
     per_step = fields.flag(body, "per_step")
     variables = fields.names(body, "variables")
     if output == "count":
-        counted = await service.work(
-            lambda: answers.count(service.files, entry, text, context, per_step)
+        return await answer_json(
+            service, lambda: answers.count(service.files, entry, text, context, per_step)
         )
-        return JSONResponse(counted)
     if output == "values" and not variables:
         raise ServiceError(400, "'values' needs 'variables', the names to fetch at the hits")
     limits = service.config.limits
     chosen = variables if output == "values" else []
-    hits = await service.work(
-        lambda: answers.hits(service.files, entry, text, context, chosen, limits)
-    )
-    if ARROW in request.headers.get("accept", ""):
-        data = await anyio.to_thread.run_sync(hits.to_arrow, limiter=service.workers)
-        return Response(data, media_type=ARROW, headers={"X-Quarry-Count": str(hits.count)})
-    return JSONResponse(hits.to_json())
+    arrow = ARROW in request.headers.get("accept", "")
+
+    def found() -> tuple[int, bytes]:
+        hits = answers.hits(service.files, entry, text, context, chosen, limits)
+        return hits.count, answers.encoded(hits, arrow, limits)
+
+    count, data = await service.work(found)
+    if arrow:
+        return Response(data, media_type=ARROW, headers={"X-Quarry-Count": str(count)})
+    return Response(data, media_type="application/json")
+
+
+async def answer_json(service: Service, job: Callable[[], Any]) -> Response:
+    """``job``'s answer as JSON, made and encoded on a worker thread (a large
+    answer's encoding would otherwise stall every other request)."""
+    data = await service.work(lambda: answers.json_bytes(job()))
+    return Response(data, media_type="application/json")
 
 
 async def histogram(request: Request) -> Response:
@@ -137,16 +227,14 @@ async def histogram(request: Request) -> Response:
         raise ServiceError(400, "'variables' must name one to three variables")
     where = fields.text(body, "where", required=False)
     context = fields.text(body, "context", required=False)
-    bins = fields.bins(body, limits)
-    if len(variables) > 1 and isinstance(bins, int) and bins ** len(variables) > limits.rows:
-        raise ServiceError(413, f"{bins}^{len(variables)} bins is more than this server gives")
+    bins = fields.bins(body, limits, len(variables))
     value_range = fields.value_range(body, len(variables))
-    result = await service.work(
+    return await answer_json(
+        service,
         lambda: answers.histogram(
             service.files, entry, variables, where, bins, value_range, context
-        )
+        ),
     )
-    return JSONResponse(result)
 
 
 async def build(request: Request) -> Response:
@@ -175,7 +263,24 @@ async def job(request: Request) -> Response:
         wait = -1.0
     if not 0 <= wait <= 60:
         raise ServiceError(400, f"'wait' must be a number of seconds from 0 to 60, not {given!r}")
-    found = await anyio.to_thread.run_sync(service.builds.get, request.path_params["id"], wait)
+    job_id = request.path_params["id"]
+    if wait > 0:
+        # waited for on the event loop, not on a thread: a hundred clients
+        # waiting take no thread from the rescans and answers that need one
+        loop = asyncio.get_running_loop()
+        ended = asyncio.Event()
+
+        def wake() -> None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+                loop.call_soon_threadsafe(ended.set)
+
+        forget = service.builds.when_ended(job_id, wake)
+        try:
+            with anyio.move_on_after(wait):
+                await ended.wait()
+        finally:
+            forget()
+    found = await anyio.to_thread.run_sync(service.builds.get, job_id)
     return JSONResponse(found)
 
 
@@ -225,6 +330,28 @@ async def _failed(request: Request, exc: Exception) -> Response:
     return JSONResponse({"error": f"the server failed ({type(exc).__name__})"}, 500)
 
 
+class HostCheck:
+    """Refuse (421) a request whose ``Host`` header names none of ``hosts``:
+    a web page whose own name was rebound to the server's address (DNS
+    rebinding) sends its name, not one the server answers to."""
+
+    def __init__(self, app: ASGIApp, hosts: tuple[str, ...] | None) -> None:
+        self.app = app
+        self.hosts = hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.hosts is not None:
+            header = Headers(scope=scope).get("host")
+            if not host_allowed(header, self.hosts):
+                message = (
+                    f"this server does not answer to the name {header!r}; "
+                    "use its address, or start it with --allow-host"
+                )
+                await JSONResponse({"error": message}, 421)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def create_app(config: Config) -> Starlette:
     """The application serving ``config``'s roots: it opens the catalog and
     scans the roots when it starts, rescans every ``scan_every`` seconds,
@@ -250,6 +377,7 @@ def create_app(config: Config) -> Starlette:
 
     return Starlette(
         routes=ROUTES,
+        middleware=[Middleware(HostCheck, hosts=config.hosts)],
         lifespan=lifespan,
         exception_handlers={
             ServiceError: _refused,

@@ -34,6 +34,7 @@ from typing import Any
 
 from quarry.errors import QuarryError
 from quarry.service.config import ServiceError, inside
+from quarry.service.sources import leaving_source
 
 #: Each schema version's migration, in order: ``MIGRATIONS[k]`` takes a
 #: catalog from version ``k`` to ``k + 1``.
@@ -140,15 +141,20 @@ def watch_stat(real: str) -> dict[str, Any]:
     }
 
 
-def describe(real: str, rel: str, root: str, watch: dict[str, Any]) -> Entry:
+def describe(
+    real: str, rel: str, root: str, watch: dict[str, Any], roots: tuple[str, ...]
+) -> Entry:
     """The entry of the data file ``real``: its variables and index as
     :meth:`quarry.Dataset.info` gives them, and its copy. Raises
-    :class:`~quarry.errors.QuarryError` when quarry cannot read it."""
+    :class:`~quarry.errors.QuarryError` when quarry cannot read it, or when
+    it reads data outside ``roots`` (:mod:`quarry.service.sources`)."""
     from quarry.dataset import open as open_dataset
     from quarry.errors import StaleIndexError
     from quarry.formats import detect
     from quarry.reorg.read import describe_copy
 
+    if leaving_source(real, roots) is not None:
+        raise ServiceError(404, f"{rel} reads data outside the roots; it is not served")
     fmt = detect(real)
     with open_dataset(real) as ds:
         state: dict[str, Any] = {"path": ds.index_path, "state": "none", "watch": watch}
@@ -227,6 +233,8 @@ class Catalog:
         with self._lock:
             migrate(self._db, path)
         self._snapshot: dict[str, Entry] = self._load()
+        self.roots: tuple[str, ...] = ()
+        """The last scan's roots (none before it)."""
 
     def _load(self) -> dict[str, Entry]:
         with self._lock:
@@ -266,6 +274,7 @@ class Catalog:
         gone ones removed, in one transaction, then published at once.
         A path found under two roots is the first root's."""
         with self._scanning:
+            self.roots = roots
             old = self._snapshot
             new: dict[str, Entry] = {}
             changed = 0
@@ -286,7 +295,7 @@ class Catalog:
                         new[rel] = before
                         continue
                     try:
-                        new[rel] = describe(real, rel, root, watch)
+                        new[rel] = describe(real, rel, root, watch, roots)
                     except (QuarryError, OSError):
                         continue  # not a data file quarry reads
                     changed += before is not None
@@ -306,7 +315,8 @@ class Catalog:
             if old is None:
                 return None
             try:
-                entry: Entry | None = describe(old.real, path, old.root, watch_stat(old.real))
+                watch = watch_stat(old.real)
+                entry: Entry | None = describe(old.real, path, old.root, watch, self.roots)
             except (QuarryError, OSError):
                 entry = None
             new = dict(self._snapshot)

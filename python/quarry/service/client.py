@@ -158,7 +158,7 @@ class RemoteDataset:
         self,
         names: str | list[str],
         where: str | None = None,
-        bins: int | list[float] = 10,
+        bins: int | list[float] | list[list[float]] = 10,
         range: Any = None,
         path: str | None = None,
     ) -> Histogram:
@@ -170,9 +170,12 @@ class RemoteDataset:
 
         body: dict[str, Any] = {"dataset": self.path, "variables": names, "context": path}
         body["where"] = where
-        body["edges" if isinstance(bins, list | tuple) else "bins"] = (
-            [float(b) for b in bins] if isinstance(bins, list | tuple) else bins
-        )
+        if not isinstance(bins, list | tuple):
+            body["bins"] = bins
+        elif bins and isinstance(bins[0], list | tuple | np.ndarray):  # a list per variable
+            body["edges"] = [np.asarray(axis, float).tolist() for axis in bins]
+        else:
+            body["edges"] = np.asarray(bins, float).tolist()
         if range is not None:
             body["range"] = [list(map(float, r)) for r in range] if _pairs(range) else list(range)
         answer = self.conn.request("POST", "/api/v1/histogram", body)

@@ -87,6 +87,10 @@ class Limits:
     bins: int = 100_000
 
 
+#: The names of the loopback addresses.
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
 @dataclass(frozen=True)
 class Config:
     """A server's roots (real paths), catalog file, token (None: writes are
@@ -100,6 +104,9 @@ class Config:
     workers: int = 4
     auto_index: bool = False
     scan_every: float = 60.0
+    hosts: tuple[str, ...] | None = LOOPBACK
+    """The names a request's ``Host`` may give (None: any), so that a page
+    whose name was rebound to a loopback address cannot talk to the server."""
 
     @staticmethod
     def make(roots: list[str], catalog: str | None = None, **options: object) -> Config:
@@ -169,8 +176,34 @@ def check_write(config: Config, authorization: str | None) -> None:
     scheme, _, given = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not given.strip():
         raise ServiceError(401, "this request writes: send Authorization: Bearer <token>")
-    if not hmac.compare_digest(given.strip().encode("utf-8", "surrogateescape"), config.token):
+    # HTTP carries header bytes; Starlette decodes them as Latin-1, so this is
+    # the token exactly as sent (a UTF-8 token's bytes included)
+    if not hmac.compare_digest(given.strip().encode("latin-1"), config.token):
         raise ServiceError(403, "the token is not this server's")
+
+
+def host_allowed(header: str | None, hosts: tuple[str, ...] | None) -> bool:
+    """Whether the ``Host`` header ``header`` (a name, an IPv4 address or a
+    bracketed IPv6 one, with or without a port) names one of ``hosts``
+    (None: any).
+
+    Examples
+    --------
+    >>> host_allowed("127.0.0.1:8750", LOOPBACK), host_allowed("[::1]:80", LOOPBACK)
+    (True, True)
+    >>> host_allowed("evil.example:8750", LOOPBACK), host_allowed(None, LOOPBACK)
+    (False, False)
+    """
+    if hosts is None:
+        return True
+    if not header:
+        return False
+    name = header.strip().lower()
+    if name.startswith("["):
+        name = name[1 : name.find("]")] if "]" in name else ""
+    elif name.count(":") == 1:
+        name = name.partition(":")[0]
+    return name.rstrip(".") in hosts
 
 
 def inside(path: str, roots: tuple[str, ...]) -> str | None:

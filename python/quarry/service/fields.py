@@ -19,7 +19,14 @@ if TYPE_CHECKING:
 
 
 async def body(request: Request, limits: Limits) -> dict[str, Any]:
-    """The request's JSON object, read no further than ``limits.body_bytes``."""
+    """The request's JSON object, read no further than ``limits.body_bytes``;
+    415 unless it is declared ``Content-Type: application/json`` (so that a web
+    page elsewhere cannot send one as a plain form post, which a browser
+    sends to any address without asking)."""
+    declared_type = request.headers.get("content-type", "").partition(";")[0].strip()
+    if declared_type.lower() != "application/json":
+        shown = repr(declared_type) if declared_type else "none"
+        raise ServiceError(415, f"send the body as Content-Type: application/json, not {shown}")
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limits.body_bytes:
         raise ServiceError(413, _too_large(limits))
@@ -149,15 +156,36 @@ def number(value: Any, key: str) -> float:
     return out
 
 
-def bins(fields: dict[str, Any], limits: Limits) -> int | list[float]:
-    """``bins`` (a count, default 10) or ``edges`` (ascending numbers) of a histogram."""
+def bins(fields: dict[str, Any], limits: Limits, axes: int = 1) -> int | list[Any]:
+    """``bins`` (a count per axis, default 10) or ``edges`` (ascending numbers;
+    with two or three variables, one list per variable) of a histogram of
+    ``axes`` variables; 413 when the bins of every axis together are more
+    than the server's row limit."""
     edges = fields.get("edges")
-    if edges is not None:
-        if not isinstance(edges, list) or not 2 <= len(edges) <= limits.bins + 1:
-            raise ServiceError(400, f"'edges' must be a list of 2 to {limits.bins + 1} numbers")
-        return [number(e, "edges") for e in edges]
-    chosen = whole(fields, "bins", 1, limits.bins)
-    return 10 if chosen is None else chosen
+    if edges is None:
+        chosen = whole(fields, "bins", 1, limits.bins)
+        count = 10 if chosen is None else chosen
+        _check_cells([count] * axes, limits)
+        return count
+    if axes == 1:
+        return _axis_edges(edges, limits)
+    if not isinstance(edges, list) or len(edges) != axes:
+        raise ServiceError(400, f"'edges' must hold {axes} lists of numbers, one per variable")
+    per_axis = [_axis_edges(e, limits) for e in edges]
+    _check_cells([len(e) - 1 for e in per_axis], limits)
+    return per_axis
+
+
+def _axis_edges(edges: Any, limits: Limits) -> list[float]:
+    if not isinstance(edges, list) or not 2 <= len(edges) <= limits.bins + 1:
+        raise ServiceError(400, f"'edges' must be a list of 2 to {limits.bins + 1} numbers")
+    return [number(e, "edges") for e in edges]
+
+
+def _check_cells(counts: list[int], limits: Limits) -> None:
+    if len(counts) > 1 and math.prod(counts) > limits.rows:
+        shown = " x ".join(map(str, counts))
+        raise ServiceError(413, f"{shown} bins is more than this server gives ({limits.rows})")
 
 
 def value_range(fields: dict[str, Any], axes: int) -> Any:

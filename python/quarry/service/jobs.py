@@ -16,12 +16,14 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from quarry.errors import QuarryError
 from quarry.service.catalog import Catalog, Entry
 from quarry.service.config import ServiceError
+from quarry.service.sources import leaving_source
 
 #: The build options a client may give, and their types.
 OPTIONS: dict[str, type] = {"bins": int, "precision": int, "block_size": int, "force": bool}
@@ -37,6 +39,7 @@ class Builds:
         self._jobs: dict[str, dict[str, Any]] = {}
         self._active: dict[str, str] = {}  # dataset -> its queued or running job
         self._ended: dict[str, threading.Event] = {}
+        self._watchers: dict[str, list[Callable[[], None]]] = {}
         catalog.abandon_jobs()
 
     def submit(self, entry: Entry, options: dict[str, Any]) -> dict[str, Any]:
@@ -72,6 +75,30 @@ class Builds:
             if job["state"] not in ("queued", "running"):
                 self._active.pop(job["dataset"], None)
                 self._ended[job_id].set()
+                callbacks = self._watchers.pop(job_id, [])
+            else:
+                callbacks = []
+        for callback in callbacks:
+            callback()
+
+    def when_ended(self, job_id: str, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` (on the thread that ends it) once the job
+        ``job_id`` ends; at once if it has ended or is not running here.
+        Returns what forgets the callback, for a waiter that stops waiting."""
+        with self._lock:
+            ended = self._ended.get(job_id)
+            if ended is not None and not ended.is_set():
+                self._watchers.setdefault(job_id, []).append(callback)
+
+                def forget() -> None:
+                    with self._lock:
+                        waiting = self._watchers.get(job_id, [])
+                        if callback in waiting:
+                            waiting.remove(callback)
+
+                return forget
+        callback()
+        return lambda: None
 
     def _run(self, entry: Entry, job_id: str) -> None:
         from quarry.series import open_series
@@ -79,6 +106,8 @@ class Builds:
         self._update(job_id, state="running", started=time.time())
         options = self._jobs[job_id]["options"]
         try:
+            if leaving_source(entry.real, self.catalog.roots) is not None:
+                raise ServiceError(404, f"no dataset {entry.path!r} in the catalog")
             with open_series(entry.real) as series:
                 (report,) = series.build_indexes(
                     options.get("variables"),

@@ -97,7 +97,7 @@ def document() -> dict[str, Any]:
                         ["dataset", "query"],
                     ),
                     "responses": {
-                        **_answers("the answer", 400, 404, 409, 413, 504),
+                        **_answers("the answer", 400, 404, 409, 413, 415, 503, 504),
                         "200": {
                             "description": "the answer",
                             "content": {
@@ -120,12 +120,15 @@ def document() -> dict[str, Any]:
                             "where": {"type": ["string", "null"]},
                             "context": {"type": ["string", "null"]},
                             "bins": {"type": "integer"},
-                            "edges": {"type": "array", "items": {"type": "number"}},
+                            "edges": {
+                                "type": "array",
+                                "description": "numbers; a list per variable for two or three",
+                            },
                             "range": {"type": "array"},
                         },
                         ["dataset", "variables"],
                     ),
-                    "responses": _answers("counts and edges", 400, 404, 409, 413, 504),
+                    "responses": _answers("counts and edges", 400, 404, 409, 413, 415, 503, 504),
                 }
             },
             "/api/v1/index": {
@@ -143,7 +146,7 @@ def document() -> dict[str, Any]:
                         },
                         ["dataset"],
                     ),
-                    "responses": _answers("the job", 400, 401, 403, 404, status="202"),
+                    "responses": _answers("the job", 400, 401, 403, 404, 415, status="202"),
                 }
             },
             "/api/v1/jobs/{id}": {

@@ -1,4 +1,4 @@
-"""``quarry serve ROOT... [--host H] [--port P] [--catalog F] [--token-file F]
+"""``quarry serve ROOT... [--host H] [--allow-host NAME] [--port P] [--catalog F] [--token-file F]
 [--auto-index] [--workers N] [--scan-every S]``: the data service.
 
 Prints its URL, then serves until SIGINT or SIGTERM; either stops it cleanly
@@ -23,6 +23,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("roots", nargs="+", metavar="ROOT", help="directories whose files to serve")
     parser.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default: loopback only)"
+    )
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a name clients may reach the server by (the Host header), besides the loopback "
+        "names and --host's address; more than one may be given. A server on 0.0.0.0 or :: "
+        "answers to any name",
     )
     parser.add_argument("--port", type=int, default=8750, help="port (default 8750; 0: any free)")
     parser.add_argument(
@@ -73,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from quarry.service.app import create_app
-    from quarry.service.config import Config, Limits, read_token
+    from quarry.service.config import LOOPBACK, Config, Limits, read_token
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be from 0 to 65535, not {args.port}")
@@ -82,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--workers and --builds take 1 or more")
     if not args.query_seconds > 0:
         raise UsageError(f"--query-seconds must be more than 0, not {args.query_seconds}")
+    wildcard = args.host in ("0.0.0.0", "::", "")
+    names = [*LOOPBACK, args.host.strip("[]").lower(), *(n.lower() for n in args.allow_host)]
     limits = Limits(rows=args.max_rows, query_seconds=args.query_seconds, builds=args.builds)
     config = Config.make(
         args.roots,
@@ -91,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         workers=args.workers,
         auto_index=args.auto_index,
         scan_every=max(0.0, args.scan_every),
+        hosts=None if wildcard else tuple(dict.fromkeys(names)),
     )
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     listener = socket.socket(family, socket.SOCK_STREAM)
