@@ -132,20 +132,22 @@ class Connection:
     request, as much as the server; 256 of them in one process would measure the
     generator, not the server."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str
+    ) -> None:
+        self.reader, self.writer, self.host = reader, writer, host
 
     @staticmethod
     async def open(url: str) -> Connection:
         host, port = url.split("//", 1)[1].split(":")
         reader, writer = await asyncio.open_connection(host, int(port), limit=1 << 26)
         writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return Connection(reader, writer)
+        return Connection(reader, writer, f"{host}:{port}")
 
     async def post(self, path: str, body: dict[str, Any], accept: str) -> tuple[int, bytes]:
         data = json.dumps(body).encode()
         head = (
-            f"POST {path} HTTP/1.1\r\nHost: bench\r\nAccept: {accept}\r\n"
+            f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nAccept: {accept}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
         )
         self.writer.write(head.encode() + data)
