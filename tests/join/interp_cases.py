@@ -113,3 +113,18 @@ def write_field(
                 stream.write(name, np.ascontiguousarray(values), shape, [0] * len(shape), shape)
         return path
     raise ValueError(fmt)
+
+
+def count_reads(monkeypatch, driver, suffix: str = "bx") -> list[tuple[int, int]]:
+    """The (start, stop) of every read, through ``driver``, of a variable
+    whose name ends with ``suffix``: filled in as the test runs."""
+    reads: list[tuple[int, int]] = []
+    original = driver.read
+
+    def counted(self, var, start, stop):
+        if var.endswith(suffix):
+            reads.append((start, stop))
+        return original(self, var, start, stop)
+
+    monkeypatch.setattr(driver, "read", counted)
+    return reads

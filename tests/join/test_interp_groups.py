@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from interp_cases import assert_close, reference, write_field, write_particles
+from interp_cases import assert_close, count_reads, reference, write_field, write_particles
 
 import quarry
 from quarry.errors import StaleCopyError
@@ -85,20 +85,6 @@ def test_grouped_reads_give_the_same_answers_and_read_no_more(fmt, layout, outsi
     assert grouped.bytes_read["bx"] <= boxed.bytes_read["bx"]
 
 
-def _counted(monkeypatch, driver):
-    """The (start, stop) of every read of ``bx`` through ``driver``."""
-    reads: list[tuple[int, int]] = []
-    original = driver.read
-
-    def counted(self, var, start, stop):
-        if var.endswith("bx"):
-            reads.append((start, stop))
-        return original(self, var, start, stop)
-
-    monkeypatch.setattr(driver, "read", counted)
-    return reads
-
-
 @pytest.mark.parametrize("fmt", ["raw", "hdf5"])
 def test_scattered_hits_read_far_less_and_clustered_hits_no_more(tmp_path, monkeypatch, fmt):
     """Counted at the driver: hits in two corners of a 64^3 field read the
@@ -107,7 +93,7 @@ def test_scattered_hits_read_far_less_and_clustered_hits_no_more(tmp_path, monke
     shape = (64, 64, 64)
     values = np.random.default_rng(0).normal(size=shape).astype("<f4")
     field = write_field(str(tmp_path), fmt, "bx", values)
-    reads = _counted(monkeypatch, RawDriver if fmt == "raw" else HDF5Driver)
+    reads = count_reads(monkeypatch, RawDriver if fmt == "raw" else HDF5Driver)
     rng = np.random.default_rng(1)
     n = 50_000
     corner = rng.integers(0, 2, n).astype(bool)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import h5py
 import numpy as np
 import pytest
-from interp_cases import assert_close, reference, write_field, write_particles
+from interp_cases import assert_close, count_reads, reference, write_field, write_particles
 
 import quarry
 from quarry.errors import JoinArgumentError, JoinError, SourceError
@@ -90,16 +90,7 @@ def test_only_the_region_the_hits_touch_is_read(tmp_path, monkeypatch, fmt):
     box (its rows of axis 1), counted at the driver."""
     shape = (32, 40, 48)
     values = np.random.default_rng(0).normal(size=shape).astype("<f4")
-    reads: list[tuple[int, int]] = []
-    driver = RawDriver if fmt == "raw" else HDF5Driver
-    original = driver.read
-
-    def counted(self, var, start, stop):
-        if var.endswith("bx"):
-            reads.append((start, stop))
-        return original(self, var, start, stop)
-
-    monkeypatch.setattr(driver, "read", counted)
+    reads = count_reads(monkeypatch, RawDriver if fmt == "raw" else HDF5Driver)
     rng = np.random.default_rng(1)
     n = 5000
     points = (rng.uniform(10.2, 13.7, n), rng.uniform(20.1, 22.9, n), rng.uniform(5.5, 9.1, n))
