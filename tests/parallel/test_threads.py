@@ -6,7 +6,6 @@ import math
 import os
 import tempfile
 import threading
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ from oracle import oracle_ids
 from quarry.cli.main import main
 from quarry.index import layout
 from quarry.parallel import jobs, threads
+from quarry.records import replace
 
 
 @st.composite

@@ -4,8 +4,9 @@ found after parsing (an unknown name, a type mismatch) can still point at it."""
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
+
+from quarry.records import field, record
 
 if TYPE_CHECKING:
     from fractions import Fraction
@@ -13,7 +14,7 @@ if TYPE_CHECKING:
 Number = int | float
 
 
-@dataclass(frozen=True)
+@record
 class Num:
     value: Number
     pos: int
@@ -26,7 +27,7 @@ class Num:
 Subscript = int | tuple[int | None, int | None, int | None]
 
 
-@dataclass(frozen=True)
+@record
 class Var:
     name: str
     pos: int
@@ -34,14 +35,14 @@ class Var:
     """NumPy-style subscripts (``x[0:100, 5]``), if written."""
 
 
-@dataclass(frozen=True)
+@record
 class Call:
     func: str
     args: tuple[Arith, ...]
     pos: int
 
 
-@dataclass(frozen=True)
+@record
 class BinOp:
     op: str  # + - * / **
     left: Arith
@@ -49,7 +50,7 @@ class BinOp:
     pos: int
 
 
-@dataclass(frozen=True)
+@record
 class Neg:
     operand: Arith
     pos: int
@@ -58,7 +59,7 @@ class Neg:
 Arith = Num | Var | Call | BinOp | Neg
 
 
-@dataclass(frozen=True)
+@record
 class Compare:
     op: str  # < <= > >= == !=
     left: Arith
@@ -66,19 +67,19 @@ class Compare:
     pos: int
 
 
-@dataclass(frozen=True)
+@record
 class And:
     items: tuple[Cond, ...]
     pos: int
 
 
-@dataclass(frozen=True)
+@record
 class Or:
     items: tuple[Cond, ...]
     pos: int
 
 
-@dataclass(frozen=True)
+@record
 class Not:
     operand: Cond
     pos: int

@@ -34,7 +34,6 @@ import functools
 import math
 import re
 import unicodedata
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from quarry.errors import QuerySyntaxError
@@ -53,6 +52,7 @@ from quarry.expr.ast import (
     Subscript,
     Var,
 )
+from quarry.records import record
 
 if TYPE_CHECKING:
     from fractions import Fraction
@@ -82,7 +82,7 @@ _BINARY = {"||": 1, "&&": 2, **dict.fromkeys(_COMPARE, 4), "+": 5, "-": 5, "*": 
 _PREFIX = {"!": 3, "-": 7, "+": 7}
 
 
-@dataclass(frozen=True)
+@record
 class Token:
     kind: str  # 'num', 'name', 'op', 'end'
     text: str
@@ -263,7 +263,7 @@ def _plainly_exact(text: str, value: float) -> bool:
     return digits * denominator == numerator * scale
 
 
-@dataclass
+@record(frozen=False)
 class _Chain:
     """An open run of one n-ary operator: comparisons ``a < b <= c`` (``op`` is
     ``'cmp'``), or the items of ``&&`` / ``||``. It becomes a node when
@@ -274,7 +274,7 @@ class _Chain:
     pos: int
 
 
-@dataclass(frozen=True)
+@record
 class _Operator:
     kind: str  # 'binary', 'prefix', 'group' or 'call'
     text: str

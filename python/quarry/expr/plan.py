@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from quarry.errors import QuerySyntaxError
@@ -33,6 +32,7 @@ from quarry.expr.ast import (
 )
 from quarry.expr.keys import INTEGER_RANGES, key_kind
 from quarry.formats.base import VariableInfo
+from quarry.records import record, replace
 
 if TYPE_CHECKING:
     from fractions import Fraction
@@ -45,7 +45,7 @@ _I64 = INTEGER_RANGES["i64"]
 _U64 = INTEGER_RANGES["u64"]
 
 
-@dataclass(frozen=True)
+@record
 class Interval:
     """``lo (<|<=) x (<|<=) hi`` in one key domain; ``empty`` matches nothing."""
 
@@ -107,13 +107,13 @@ class Interval:
         return Interval(self.kind, lo, lo_incl, hi, hi_incl, empty)
 
 
-@dataclass(frozen=True)
+@record
 class RangeLeaf:
     var: VariableInfo
     interval: Interval
 
 
-@dataclass(frozen=True)
+@record
 class ScanLeaf:
     """``left op right`` over arbitrary arithmetic, evaluated in float64."""
 
@@ -123,24 +123,24 @@ class ScanLeaf:
     variables: tuple[VariableInfo, ...]
 
 
-@dataclass(frozen=True)
+@record
 class Const:
     """True, False, or None (unknown) for every row."""
 
     value: bool | None
 
 
-@dataclass(frozen=True)
+@record
 class AndNode:
     items: tuple[PlanNode, ...]
 
 
-@dataclass(frozen=True)
+@record
 class OrNode:
     items: tuple[PlanNode, ...]
 
 
-@dataclass(frozen=True)
+@record
 class NotNode:
     operand: PlanNode
 

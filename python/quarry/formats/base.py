@@ -12,8 +12,9 @@ import math
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
+
+from quarry.records import field, record
 
 if TYPE_CHECKING:
     import numpy as np
@@ -53,7 +54,7 @@ def queryable_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
 GATHER_SPAN = 1 << 18
 
 
-@dataclass(frozen=True)
+@record
 class VariableInfo:
     """What a driver knows of one variable, without reading its values."""
 
@@ -66,7 +67,7 @@ class VariableInfo:
     """Why Quarry cannot index or query this variable; ``None`` if it can."""
     decoding: str | None = None
     """How stored values become the values read (missing markers, packing), if at all."""
-    attrs: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    attrs: dict[str, Any] = field(default_factory=dict, compare=False)
     """The variable's attributes (units, long_name, ...), as plain JSON values."""
     dims: tuple[str, ...] | None = None
     """Dimension names, where the format has them (NetCDF, Zarr): a 1-D variable

@@ -21,17 +21,17 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from quarry.formats.base import Driver, VariableInfo
+from quarry.records import record
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
 
-@dataclass(frozen=True)
+@record
 class Listing:
     """What a build saw of a file: its format (a backend's name), the step
     context its format names, and its variables.

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from quarry.errors import SourceError, UnsupportedVariableError
 from quarry.formats import cf
 from quarry.formats.base import VariableInfo, read_flat, variable_problem
+from quarry.records import as_dict, record
 
 if TYPE_CHECKING:
     import numpy as np
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 SIDECAR_SUFFIX = ".qraw.json"
 
 
-@dataclass(frozen=True)
+@record
 class RawLayout:
     """How an array lies in a file: dtype (with byte order), shape, C or
     Fortran order, the byte offset of its first element, and an optional
@@ -78,7 +78,7 @@ def register(data_path: str, layout: RawLayout, directory: str | None = None) ->
     target = sidecar_path(data_path, directory)
     tmp = target + ".tmp"
     with open(tmp, "w") as f:
-        json.dump({"format": "quarry-raw", "version": 1, **asdict(layout)}, f, indent=1)
+        json.dump({"format": "quarry-raw", "version": 1, **as_dict(layout)}, f, indent=1)
     os.replace(tmp, target)
     return target
 

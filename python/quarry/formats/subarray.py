@@ -11,10 +11,10 @@ index built over the whole variable still answers for a part of it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from quarry.errors import SubarrayError
+from quarry.records import record, replace
 
 if TYPE_CHECKING:
     import numpy as np
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 Subscript = int | tuple[int | None, int | None, int | None]
 
 
-@dataclass(frozen=True)
+@record
 class Subarray:
     """A normalised basic index of an array of ``base_shape``: per axis a
     ``range`` (kept) or an ``int`` (dropped).

@@ -14,7 +14,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,6 +25,7 @@ from quarry.formats.base import Driver, VariableInfo, fingerprint
 from quarry.index import layout
 from quarry.index.manifest import Manifest, Shard, SourceRecord, VariableEntry
 from quarry.index.options import BuildOptions
+from quarry.records import field, record
 from quarry.version import VERSION
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ def check_unchanged(path: str, before: dict[str, Any]) -> None:
         raise SourceError(f"{path} changed while it was being indexed; run again")
 
 
-@dataclass
+@record(frozen=False)
 class VariablePart:
     """A run of consecutive blocks of one variable, as one writer indexed them."""
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from quarry import _core
@@ -22,6 +21,7 @@ from quarry.expr.ast import Arith, variables
 from quarry.expr.parser import parse_expression
 from quarry.expr.postfix import postfix
 from quarry.formats.base import Driver, VariableInfo
+from quarry.records import record
 
 if TYPE_CHECKING:
     import numpy as np
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-@dataclass(frozen=True)
+@record
 class Derivation:
     """``name = expr``, as written by the user and recorded in the index.
 
@@ -59,7 +59,7 @@ class Derivation:
         return {"name": self.name, "expr": self.expr}
 
 
-@dataclass(frozen=True)
+@record
 class DerivedVariable:
     """One derived variable in one group: what it reads and how it computes."""
 

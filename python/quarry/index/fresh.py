@@ -49,11 +49,11 @@ import contextlib
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from quarry.errors import StaleIndexError
 from quarry.formats.base import fingerprint
+from quarry.records import record
 
 if TYPE_CHECKING:
     from quarry.index.manifest import Manifest
@@ -97,7 +97,7 @@ def same(now: Mapping[str, Any], recorded: Mapping[str, Any], fields: tuple[str,
     return all(now.get(f) == recorded.get(f) for f in fields)
 
 
-@dataclass(frozen=True)
+@record
 class Freshness:
     """What opening an index found: the source's stat now, and the variables
     whose values must be checked against their CRCs before they answer."""

@@ -12,17 +12,17 @@ series' files is :meth:`quarry.Series.build_indexes`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from quarry.errors import QuarryError
+from quarry.records import record
 
 if TYPE_CHECKING:
     from quarry.formats.base import VariableInfo
     from quarry.index.store import IndexStore
 
 
-@dataclass
+@record(frozen=False)
 class IndexReport:
     """What indexing one file of a series did: ``built`` or ``up to date``."""
 

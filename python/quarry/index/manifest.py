@@ -35,10 +35,10 @@ fields are kept as recorded: an index from before ``ctime_ns``, ``ino`` or
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from quarry.errors import CorruptIndexError
+from quarry.records import record, replace
 
 if TYPE_CHECKING:
     from quarry.formats.listing import Listing
@@ -71,7 +71,7 @@ def _ints(values: Sequence[Any], where: str) -> None:
         raise CorruptIndexError(f"the manifest's {where} holds something other than integers")
 
 
-@dataclass(frozen=True)
+@record
 class SourceRecord:
     """What the build recorded of its source: its file name, its stat as
     :func:`~quarry.formats.base.fingerprint` gives it (``stamp``, the keys
@@ -97,7 +97,7 @@ class SourceRecord:
         return {"name": self.name, **self.stamp, **read}
 
 
-@dataclass(frozen=True)
+@record
 class Shard:
     """A file of blocks written by one rank of a parallel build (named
     relative to the index) and its size in bytes."""
@@ -109,7 +109,7 @@ class Shard:
         return {"name": self.name, "size": self.size}
 
 
-@dataclass(frozen=True)
+@record
 class FollowedFile:
     """A file of a store that its writer only appends to (ADIOS2 BP5's
     ``md.idx``, ``md.0``, ``data.0``...), as it was when an index of the run
@@ -128,7 +128,7 @@ class FollowedFile:
         return [self.name, self.size, self.ino, self.crc32, self.start]
 
 
-@dataclass(frozen=True)
+@record
 class Follow:
     """An index published while following a run (``quarry index --follow``):
     it covers steps ``0 .. steps-1``; ``closed`` once the writer closed the
@@ -170,7 +170,7 @@ class Follow:
         )
 
 
-@dataclass(frozen=True)
+@record
 class VariableEntry:
     """One indexed variable: its dtype (NumPy's ``str``, as read), shape, the
     key kind its bins are kept in (``f64``, ``i64`` or ``u64``), the options
@@ -269,7 +269,7 @@ class VariableEntry:
         return doc
 
 
-@dataclass(frozen=True)
+@record
 class Manifest:
     """An index's manifest (see the module notes).
 

@@ -3,14 +3,14 @@ heavier to import, so queries never load it)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from quarry.records import record
 
 DEFAULT_BLOCK_LEN = 1 << 20
 DEFAULT_BINS = 1024
 DEFAULT_PRECISION = 2
 
 
-@dataclass(frozen=True)
+@record
 class BuildOptions:
     """How to bin and cut variables.
 

@@ -9,14 +9,15 @@ and without the cancellation of a raw sum of squares.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
+
+from quarry.records import as_dict, record
 
 if TYPE_CHECKING:
     from quarry import _core
 
 
-@dataclass(frozen=True)
+@record
 class VariableStats:
     count: int
     """Non-missing values."""
@@ -30,7 +31,7 @@ class VariableStats:
     """Sum of the non-missing values, in float64."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return as_dict(self)
 
 
 def combine(blocks: list[tuple[int, float, float, Any, Any]], n_rows: int) -> VariableStats:

@@ -17,7 +17,6 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,6 +25,7 @@ from quarry.formats.base import Driver, fingerprint
 from quarry.index.build import READ_SPAN, indexed_values
 from quarry.index.fresh import describe_blocks, record_checked, same, trusted
 from quarry.index.manifest import Manifest
+from quarry.records import field, record
 
 #: Reads ``rows [start, stop)`` of a variable, as a driver's ``read`` does.
 Reader = Callable[[str, int, int], Any]
@@ -87,7 +87,7 @@ def changed_blocks(recorded: Sequence[int], now: Sequence[int]) -> list[int]:
     ]
 
 
-@dataclass
+@record(frozen=False)
 class Verification:
     """What :meth:`quarry.Dataset.verify` found: per variable, the blocks
     whose values no longer have the recorded CRC-32 (``changed``), and the

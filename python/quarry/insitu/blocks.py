@@ -16,13 +16,13 @@ batch to the real writer: the index is written after the data, in batches.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from quarry.formats.base import VariableInfo, queryable_dtype, variable_problem
 from quarry.index.build import VariablePart, index_blocks
+from quarry.records import record
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -133,7 +133,7 @@ class BatchWriter:
         return [list(self._placed[k]) for _, k, _ in spans]
 
 
-@dataclass
+@record(frozen=False)
 class IndexedStep:
     """One step's variables as indexed: their infos and their parts (spans
     provisional until the batch is flushed)."""

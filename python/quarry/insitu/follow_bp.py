@@ -30,7 +30,6 @@ import secrets
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from quarry.errors import CorruptIndexError, QuarryError, SourceError, UnsupportedVariableError
@@ -42,6 +41,7 @@ from quarry.index.locate import find_index, place_new_index
 from quarry.index.manifest import Follow, FollowedFile, Manifest, Shard, SourceRecord
 from quarry.index.options import BuildOptions
 from quarry.insitu.blocks import index_arrays
+from quarry.records import field, record, replace
 
 if TYPE_CHECKING:
     import numpy as np
@@ -58,7 +58,7 @@ MAX_BATCH_STEPS = 4
 METADATA_FILES = {"md.idx": 64, "md.0": 0, "mmd.0": 0}
 
 
-@dataclass
+@record(frozen=False)
 class FollowReport:
     """What following a run did: the steps its index covers now, those this
     run indexed (the rest were published before), whether the writer closed
@@ -211,7 +211,7 @@ def _read_step(stream: Any, path: str, step: int) -> dict[str, npt.NDArray[np.ge
     return arrays
 
 
-@dataclass
+@record(frozen=False)
 class _IndexedStep:
     """A step indexed into its own shard (kept open and locked until a
     published manifest names it), with what its manifest entries need."""

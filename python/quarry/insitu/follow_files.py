@@ -32,19 +32,19 @@ import glob
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from quarry.errors import QuarryError
 from quarry.formats.sources import natural_key
 from quarry.index.locate import find_index, place_new_index
 from quarry.index.options import BuildOptions
+from quarry.records import field, record
 
 #: Names a pattern may match that are Quarry's own files, never data.
 _OWN = (".qidx", ".tmp", ".qshard", ".checked", ".qmd", ".qsel", ".qraw.json")
 
 
-@dataclass
+@record(frozen=False)
 class FilesReport:
     """What following a pattern did: the files indexed now, and those whose
     index was already up to date."""

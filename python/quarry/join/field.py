@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,6 +29,7 @@ from quarry.formats import open_source
 from quarry.formats.subarray import Subarray, Subscript
 from quarry.join.coords import coordinate_variables
 from quarry.join.grid import Axis, GridSpec
+from quarry.records import record
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from quarry.formats.base import Driver, VariableInfo
 
 
-@dataclass(frozen=True)
+@record
 class FieldSource:
     """Where a field is: the file, the variable (None: see the module), and
     the subscripts of a subarray (None: the whole variable).

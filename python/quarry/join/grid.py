@@ -25,12 +25,12 @@ are *outside*: NaN, or with ``clamp`` moved to the nearest edge first.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from quarry.errors import JoinArgumentError, JoinError
+from quarry.records import record
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     BoolArray = npt.NDArray[np.bool_]
 
 
-@dataclass(frozen=True)
+@record
 class GridSpec:
     """A regular grid as ``--grid`` writes it: the coordinate of element 0
     and the step between neighbours, per axis (axis 0 first).
@@ -122,7 +122,7 @@ e.g. --grid "origin=0,0,0 spacing=2.6,2.6,1.04"
     return GridSpec(origin, spacing)
 
 
-@dataclass(frozen=True)
+@record
 class Axis:
     """The coordinates of one axis of a field, kept increasing: a decreasing
     axis is stored negated (``descending``), and so are the positions

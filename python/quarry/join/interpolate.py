@@ -18,9 +18,7 @@ field under the name it was given.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -30,6 +28,7 @@ from quarry.join.field import Field
 from quarry.join.grid import GridSpec, parse_grid
 from quarry.join.groups import corner_sum, group_keys, interpolate_grouped, readable_by_rows
 from quarry.outputs.columns import HIT, ROW, OutputTable, output_attrs, own_name
+from quarry.records import field, record
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -51,7 +50,7 @@ class Selected(Protocol):
     def output_table(self, names: list[str], indices: bool = True) -> OutputTable: ...
 
 
-@dataclass(frozen=True)
+@record
 class Interpolated:
     """The join's table: columns by name (``table["bx"]``, ``table.columns``),
     each column's attributes, and the bytes each field's reads returned.
@@ -68,7 +67,7 @@ class Interpolated:
     output: OutputTable
     fields: tuple[str, ...]
     bytes_read: dict[str, int]
-    read_by: dict[str, str] = dataclasses.field(default_factory=dict)
+    read_by: dict[str, str] = field(default_factory=dict)
     """How each field was read: ``"mdbin"`` (by the MDBin groups of the
     particles' reorganised copy) or ``"box"`` (the box of all the hits)."""
 

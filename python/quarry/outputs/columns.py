@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from quarry.records import field, record
 
 if TYPE_CHECKING:
     import numpy as np
@@ -74,7 +75,7 @@ _DROPPED = frozenset(
 MISSING_MARKERS = ("_FillValue", "missing_value")
 
 
-@dataclass(frozen=True)
+@record
 class OutputTable:
     """Equal-length columns ready for a writer: Quarry's own columns first,
     then the variables', each variable's attributes, and the name of the

@@ -38,19 +38,19 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from quarry import _core
 from quarry.errors import ParallelError, QuarryError
 from quarry.parallel.mpi import share
 from quarry.pool import threads
+from quarry.records import record
 
 if TYPE_CHECKING:
     from quarry.query.selection import Selection
 
 
-@dataclass(frozen=True)
+@record
 class Local:
     """Answer in this process on ``jobs`` threads (None: as each dataset
     asks, see :func:`quarry.open`), calling ``progress`` with the rows
@@ -101,7 +101,7 @@ def _answer_here(
             sel.values(name)
 
 
-@dataclass(frozen=True)
+@record
 class Mpi:
     """Answer with every rank of the mpi4py communicator ``comm``, all of
     them calling with the same selections (collective). Counts end up on

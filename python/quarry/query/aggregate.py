@@ -13,13 +13,13 @@ population standard deviation (ddof=0); ``rms`` is ``sqrt(mean(v**2))``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from quarry import _core
 from quarry.errors import ShapeMismatchError
 from quarry.expr.ast import Arith, Var, to_text, variables
 from quarry.expr.postfix import postfix
+from quarry.records import record
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,7 +35,7 @@ Number = int | float
 SPAN = 1 << 22
 
 
-@dataclass(frozen=True)
+@record
 class AggregateValue:
     """One aggregate a query used, and whether the index or the data gave it."""
 

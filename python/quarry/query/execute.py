@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from quarry import _core
@@ -37,6 +36,7 @@ from quarry.expr.postfix import postfix
 from quarry.formats.base import Driver, VariableInfo
 from quarry.index.store import IndexStore
 from quarry.query.stats import Access, CountingDriver, Estimate, QueryStats, Work
+from quarry.records import field, record
 
 if TYPE_CHECKING:
     import numpy as np
@@ -66,7 +66,7 @@ LOOKUP_COST = 2048
 SCAN_COST = 8192
 
 
-@dataclass(frozen=True)
+@record
 class Table:
     """Rows of same-shaped variables, position by position, cut into blocks.
     Coordinate variables (1-D, over one of the table's dimensions) join it
@@ -121,7 +121,7 @@ def table_of(variables: list[VariableInfo], block_len: int) -> Table:
     return table
 
 
-@dataclass
+@record(frozen=False)
 class _Shared:
     """What every executor answering part of one table shares: whole-column
     caches (missing rows, scanned values) and the work done, so the parts

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from quarry import _core
 from quarry.errors import HistogramError, QuarryError
 from quarry.index.stats import column_stats
+from quarry.records import record
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -37,7 +37,7 @@ Bins = int | Sequence[float] | Sequence[int | Sequence[float]]
 Range = tuple[float, float] | Sequence[tuple[float, float]] | None
 
 
-@dataclass(frozen=True)
+@record
 class Histogram:
     """Counts and edges, like ``numpy.histogram`` (1-D: edges is one array)
     or ``numpy.histogramdd`` (N-d: a list of arrays); ``path`` says whether
@@ -67,7 +67,7 @@ class Histogram:
         }
 
 
-@dataclass(frozen=True)
+@record
 class Part:
     """What one table gives a histogram: its executor, the rows (None: all),
     the variables to bin and the weight variable."""

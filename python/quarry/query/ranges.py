@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,6 +41,7 @@ from quarry.expr.plan import (
     ufunc,
 )
 from quarry.query.execute import Intervals
+from quarry.records import field, record, replace
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 _EXACT_OPS = frozenset("+-*/")
 
 
-@dataclass
+@record(frozen=False)
 class Ranges:
     """Intervals of one variable, one per query of a batch (``queries``
     holds their positions in it), gathered in pieces and read as arrays in
@@ -83,7 +83,7 @@ class Ranges:
         return queries, Intervals(lo, lo_incl, hi, hi_incl, empty)
 
 
-@dataclass
+@record(frozen=False)
 class _Group:
     """Queries of one shape in a batch: the first, those whose literals are
     all floats (re-planned in their literals), and the rest (planned alone)."""
@@ -169,7 +169,7 @@ def plan_ranges(
     return ranges, others
 
 
-@dataclass
+@record(frozen=False)
 class _Form:
     """A shape whose queries are each one interval of ``var``."""
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from quarry import _core
@@ -11,6 +10,7 @@ from quarry.errors import QuarryError, ShapeMismatchError
 from quarry.pool import jobs, on_own_threads
 from quarry.query.execute import Executor, Table
 from quarry.query.stats import Access, QueryStats
+from quarry.records import replace
 
 if TYPE_CHECKING:
     import numpy as np

@@ -16,13 +16,13 @@ import importlib
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, overload
 
 from quarry.errors import QuarryError, QuerySyntaxError, SeriesMemberError
 from quarry.formats.sources import natural_key
 from quarry.outputs.columns import FILE, STEP, own_name
+from quarry.records import record
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 _STEP_NAME = re.compile(r"^(.*?)(\d+)$")
 
 
-@dataclass(frozen=True)
+@record
 class Member:
     """One (file, step group) of a series; ``group`` is the full path of the
     step group, the context its names resolve in (``None``: the whole file)."""

@@ -5,11 +5,10 @@ bin's rows from a check of a whole block."""
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from quarry import _core
+from quarry.records import as_dict, record
 
 if TYPE_CHECKING:
     import numpy as np
@@ -19,7 +18,7 @@ if TYPE_CHECKING:
     from quarry.formats.base import Driver, VariableInfo
 
 
-@dataclass(frozen=True)
+@record
 class QueryStats:
     """The work behind one selection's answers so far.
 
@@ -58,10 +57,10 @@ blocks_scanned=0, blocks_skipped=0)
 
     def to_dict(self) -> dict[str, int]:
         """The numbers by name, for ``--explain --json``."""
-        return dataclasses.asdict(self)
+        return as_dict(self)
 
 
-@dataclass(frozen=True)
+@record
 class Estimate:
     """What answering some ranges of one variable would cost either way, in
     rows of a scan (see :mod:`quarry.query.execute`'s cost constants), and
@@ -84,7 +83,7 @@ class Estimate:
         return "index" if self.index <= self.scan else "scan"
 
 
-@dataclass(frozen=True)
+@record
 class Access:
     """How one condition of a query was answered: ``"index"``, ``"scan"`` or
     ``"mdbin"``, and the estimate the choice was made on (None: there was no

@@ -14,13 +14,13 @@ read once and matched by sorting. Either way the match is exact.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from quarry.errors import TrackingError
 from quarry.index.layout import decode_edges
+from quarry.records import field, record, replace
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 INDEX_LOOKUP_SHARE = 0.25
 
 
-@dataclass
+@record(frozen=False)
 class TrackedStep:
     """Where the tracked particles are at one member of the series."""
 
@@ -67,7 +67,7 @@ class TrackedStep:
         }
 
 
-@dataclass
+@record(frozen=False)
 class Tracks:
     """Particles selected at one step, followed through every step."""
 

@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from quarry.errors import ReorgError
 from quarry.expr.keys import KEY_DTYPES, key_kind
+from quarry.records import record
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 MAX_AXIS_BINS = 1 << 24
 
 
-@dataclass(frozen=True)
+@record
 class Extent:
     """What a pass over a variable finds: its least and greatest non-missing
     value (None when it has none), whether it holds NaN, and its least and
@@ -105,7 +105,7 @@ def extent_of(values: npt.NDArray[Any]) -> Extent:
     return Extent(float(low), float(high), has_nan, float(finite_low), float(finite_high))
 
 
-@dataclass(frozen=True)
+@record
 class Axis:
     """The 1-D bins of one variable (see the module notes): ``low`` and
     ``high`` are its least and greatest value (infinities included), and

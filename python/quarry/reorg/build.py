@@ -24,7 +24,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,6 +34,7 @@ from quarry.formats.base import Driver, VariableInfo, fingerprint
 from quarry.index.layout import remove_debris
 from quarry.index.manifest import SourceRecord
 from quarry.pool import jobs as core_jobs
+from quarry.records import record
 from quarry.reorg.binning import Axis, Extent, extent_of, make_axis, mdbin_strides
 from quarry.reorg.layout import (
     ROWS,
@@ -64,7 +64,7 @@ DEFAULT_PART_ROWS = 1 << 22
 DEFAULT_BINS = 16
 
 
-@dataclass(frozen=True)
+@record
 class MemberPlan:
     """One table to reorganise: the copy's group ``name`` for it, the step and
     step group it is (None for a file without steps), and its variables, in
@@ -76,7 +76,7 @@ class MemberPlan:
     variables: tuple[VariableInfo, ...]
 
 
-@dataclass(frozen=True)
+@record
 class Binning:
     """How each variable is cut: bins of a size (``sizes``) or a number of
     equal bins (``counts``), one value per variable."""
@@ -295,7 +295,7 @@ def assemble(
     return manifest, tables
 
 
-@dataclass(frozen=True)
+@record
 class Clustered:
     """What one part hands back: its rows, CRCs and offset table."""
 

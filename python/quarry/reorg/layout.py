@@ -52,13 +52,13 @@ import json
 import os
 import secrets
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from quarry.errors import CorruptCopyError
 from quarry.index.manifest import SourceRecord
+from quarry.records import record
 from quarry.reorg.binning import Axis, mdbin_strides
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ ATTRIBUTE = "quarry_reorg"
 ROWS = "rows"
 
 
-@dataclass(frozen=True)
+@record
 class PartEntry:
     """One part of a member: its rows ``[first, first + rows)``, its slice of
     the offset table, and the CRC-32s of its source values and of its copy
@@ -103,7 +103,7 @@ class PartEntry:
         )
 
 
-@dataclass(frozen=True)
+@record
 class MemberEntry:
     """One reorganised table: its HDF5 group ``name``, the step and step
     group it came from (None for a file without steps), its rows, its axes
@@ -145,7 +145,7 @@ class MemberEntry:
         )
 
 
-@dataclass(frozen=True)
+@record
 class CopyManifest:
     """What a reorganised copy holds and what it was built from."""
 
@@ -369,7 +369,7 @@ def writing(path: str, members: list[tuple[str, int, list[Axis]]]) -> Iterator[C
         raise
 
 
-@dataclass(frozen=True)
+@record
 class MemberLayout:
     """Where one member's columns lie in the copy file, and its offset tables."""
 

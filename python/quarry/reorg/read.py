@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,6 +31,7 @@ from quarry.errors import ReorgError, StaleCopyError
 from quarry.formats.base import fingerprint
 from quarry.index.fresh import STAT_FIELDS, WRITE_FIELDS, read_checked, record_checked, same
 from quarry.index.fresh import trusted as trusted_stamp
+from quarry.records import record
 from quarry.reorg.binning import mdbin_strides
 from quarry.reorg.layout import (
     ROWS,
@@ -56,7 +56,7 @@ Reader = Callable[[str, int, int], Any]
 INSIDE, BOUNDARY, OUTSIDE = 2, 1, 0
 
 
-@dataclass(frozen=True)
+@record
 class Runs:
     """What a box reads: ``whole`` runs (every row a hit) and ``boundary``
     runs (rows to filter), each an ``(n, 3)`` array of ``(part, offset,
@@ -74,7 +74,7 @@ class Runs:
         return int(self.boundary[:, 2].sum())
 
 
-@dataclass(frozen=True)
+@record
 class Answer:
     """The rows a box selects (source row numbers, ascending) and the values
     of the variables asked for at those rows, in the same order. Where the

@@ -21,10 +21,10 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from quarry.errors import QuarryError
+from quarry.records import record
 from quarry.service.catalog import Entry, watch_stat
 from quarry.service.config import Limits, ServiceError, inside, refusal
 from quarry.service.sources import leaving_source
@@ -159,7 +159,7 @@ def _per_step(sel: Selection | SeriesSelection, entry: Entry) -> list[dict[str, 
     return [{"file": entry.path, "step": None, "count": sel.count()}]
 
 
-@dataclass(frozen=True)
+@record
 class Member:
     """The hits of one member: its step (None for a file without step
     groups), flat row ids and the values of each variable asked for."""
@@ -169,7 +169,7 @@ class Member:
     values: dict[str, npt.NDArray[Any]]
 
 
-@dataclass(frozen=True)
+@record
 class Hits:
     """The hits of a query: one member, or one per step of a series."""
 

@@ -29,10 +29,10 @@ import sqlite3
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from quarry.errors import QuarryError
+from quarry.records import record
 from quarry.service.config import ServiceError, inside
 from quarry.service.sources import leaving_source
 
@@ -71,7 +71,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 OWN_SUFFIXES = (".qidx", ".qmd", ".checked", ".qraw.json", ".qsel", ".tmp", ".qshard", ".sqlite")
 
 
-@dataclass(frozen=True)
+@record
 class Entry:
     """One catalogued data file: ``path`` relative to its ``root`` (``/``
     separated), its real path, format, size, modification time (ns), the

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import hmac
 import os
-from dataclasses import dataclass, field
 from typing import Any
 
 from quarry.errors import QuarryError
+from quarry.records import field, record
 
 
 class ServiceError(QuarryError):
@@ -67,7 +67,7 @@ def refusal(exc: QuarryError, real: str, shown: str) -> ServiceError:
     return ServiceError(400, text)
 
 
-@dataclass(frozen=True)
+@record
 class Limits:
     """What one request may cost the server.
 
@@ -91,7 +91,7 @@ class Limits:
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-@dataclass(frozen=True)
+@record
 class Config:
     """A server's roots (real paths), catalog file, token (None: writes are
     disabled), limits, worker threads, whether it rebuilds indexes itself and

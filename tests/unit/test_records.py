@@ -1,0 +1,162 @@
+"""quarry.records behaves as the dataclasses it replaces: the same class declared
+both ways gives the same constructions, equality, hashes, reprs, errors,
+copies, pickles and pattern matches."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from quarry.records import as_dict, field, record, replace
+
+
+@dataclasses.dataclass(frozen=True)
+class DPoint:
+    x: int
+    y: int = 0
+    tag: str = dataclasses.field(default="", compare=False, repr=False)
+    seen: list[int] = dataclasses.field(default_factory=list, compare=False)
+
+
+@record
+class RPoint:
+    x: int
+    y: int = 0
+    tag: str = field(default="", compare=False, repr=False)
+    seen: list[int] = field(default_factory=list, compare=False)
+
+
+@record
+class RPoint3(RPoint):
+    z: int = 0
+
+
+@record(frozen=False)
+class Tally:
+    hits: int
+    names: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.names = [*self.names, "made"]
+
+
+values = st.integers(-5, 5)
+texts = st.sampled_from(["", "a", "b"])
+
+
+@given(values, values, texts, values, values, texts)
+def test_equality_and_hashing_follow_the_compared_fields_as_dataclasses_do(x1, y1, t1, x2, y2, t2):
+    d1, d2 = DPoint(x1, y1, t1), DPoint(x2, y2, t2)
+    r1, r2 = RPoint(x1, y1, t1), RPoint(x2, y2, t2)
+    assert (r1 == r2) == (d1 == d2)
+    assert (r1 != r2) == (d1 != d2)
+    if r1 == r2:
+        assert hash(r1) == hash(r2)
+    assert repr(r1) == repr(d1).replace("DPoint", "RPoint")
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [
+        ((1,), {}),
+        ((1, 2), {}),
+        ((), {"x": 1, "y": 2}),
+        ((1,), {"tag": "t"}),
+        ((1, 2, "t", [3]), {}),
+    ],
+)
+def test_constructions_match_dataclasses(args, kwargs):
+    d, r = DPoint(*args, **kwargs), RPoint(*args, **kwargs)
+    assert (r.x, r.y, r.tag, r.seen) == (d.x, d.y, d.tag, d.seen)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [((), {}), ((1, 2, "t", [], 5), {}), ((1,), {"x": 2}), ((1,), {"nope": 2})],
+)
+def test_bad_constructions_raise_type_error_like_dataclasses(args, kwargs):
+    with pytest.raises(TypeError):
+        DPoint(*args, **kwargs)
+    with pytest.raises(TypeError):
+        RPoint(*args, **kwargs)
+
+
+def test_default_factories_make_a_fresh_value_per_instance():
+    a, b = RPoint(1), RPoint(1)
+    assert a.seen == [] and a.seen is not b.seen
+
+
+def test_frozen_records_refuse_assignment_and_deletion():
+    p = RPoint(1)
+    with pytest.raises(AttributeError, match="frozen RPoint"):
+        p.x = 2  # type: ignore[misc]
+    with pytest.raises(AttributeError, match="frozen RPoint"):
+        del p.x  # type: ignore[misc]
+    assert p.x == 1
+
+
+def test_mutable_records_assign_run_post_init_and_are_unhashable():
+    t = Tally(1)
+    t.hits += 1
+    assert (t.hits, t.names) == (2, ["made"])
+    assert t == Tally(2)
+    with pytest.raises(TypeError):
+        hash(t)
+
+
+def test_inheritance_appends_fields_and_keeps_types_apart():
+    p3 = RPoint3(1, 2, z=3)
+    assert (p3.x, p3.y, p3.z) == (1, 2, 3)
+    assert p3 != RPoint(1, 2)
+    assert RPoint3.__match_args__ == ("x", "y", "tag", "seen", "z")
+
+
+def test_a_field_without_default_after_one_with_is_refused():
+    with pytest.raises(TypeError, match="'b' without a default follows 'a'"):
+
+        @record
+        class Bad:
+            a: int = 0
+            b: int  # type: ignore[misc]
+
+
+def test_pattern_matching_reads_fields_in_order():
+    match RPoint(4, 5):
+        case RPoint(x, y):
+            assert (x, y) == (4, 5)
+        case _:
+            pytest.fail("no match")
+
+
+def test_replace_and_as_dict_match_dataclasses():
+    d, r = DPoint(1, 2, "t", [7]), RPoint(1, 2, "t", [7])
+    assert as_dict(replace(r, y=9)) == dataclasses.asdict(dataclasses.replace(d, y=9))
+    with pytest.raises(TypeError):
+        replace(r, nope=1)
+
+
+def test_copies_and_pickles_are_equal_and_still_frozen():
+    p = RPoint(1, 2, "t", [3])
+    for other in (copy.copy(p), copy.deepcopy(p), pickle.loads(pickle.dumps(p))):
+        assert other == p and other.tag == "t" and other.seen == [3]
+        with pytest.raises(AttributeError):
+            other.x = 5  # type: ignore[misc]
+
+
+def test_the_count_path_imports_neither_dataclasses_nor_inspect(tmp_path):
+    """Why records exist: a count answered by the index stays clear of both."""
+    code = (
+        "import sys\n"
+        "from quarry.cli.main import main\n"
+        "import quarry.query, quarry.index, quarry.expr, quarry.formats.sources\n"
+        "print(sorted({'dataclasses', 'inspect'} & set(sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
