@@ -7,8 +7,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import pickle
-import subprocess
-import sys
 
 import pytest
 from hypothesis import given
@@ -148,15 +146,3 @@ def test_copies_and_pickles_are_equal_and_still_frozen():
         assert other == p and other.tag == "t" and other.seen == [3]
         with pytest.raises(AttributeError):
             other.x = 5  # type: ignore[misc]
-
-
-def test_the_count_path_imports_neither_dataclasses_nor_inspect(tmp_path):
-    """Why records exist: a count answered by the index stays clear of both."""
-    code = (
-        "import sys\n"
-        "from quarry.cli.main import main\n"
-        "import quarry.query, quarry.index, quarry.expr, quarry.formats.sources\n"
-        "print(sorted({'dataclasses', 'inspect'} & set(sys.modules)))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
