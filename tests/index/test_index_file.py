@@ -155,3 +155,63 @@ def test_a_slow_disk_holds_the_indexing_back(tmp_path, monkeypatch):
         assert ds.query("x > 0.5").count() == int((ds.query("x > -inf").values("x") > 0.5).sum())
     assert len(ahead) == 40
     assert max(ahead) <= build.MAX_WRITES_IN_FLIGHT + 1
+
+
+@pytest.mark.parametrize("dtype", ["<f8", "<f4", "<i8", "<u2", ">i4"])
+@pytest.mark.parametrize("size", [1, 1000, 65_536, 65_537, 300_001])
+def test_edges_from_a_whole_read_are_the_sampled_ones(tmp_path, dtype, size):
+    """A variable the build reads whole gets its edges from that read: the same
+    edges as the 64 sampled reads every rank of a sharded build takes."""
+    import h5py
+
+    from quarry.formats.hdf5 import HDF5Driver
+    from quarry.index.build import edges_of
+    from quarry.index.options import BuildOptions
+
+    rng = np.random.default_rng(size)
+    values = (rng.normal(size=size) * 1000).astype(dtype)
+    if np.dtype(dtype).kind == "f":
+        values[rng.random(size) < 0.05] = np.nan
+    path = str(tmp_path / "v.h5")
+    with h5py.File(path, "w") as f:
+        f["v"] = values
+    drv = HDF5Driver(path)
+    try:
+        (var,) = drv.variables()
+        opts = BuildOptions()
+        sampled = edges_of(drv, var, opts)
+        whole = edges_of(drv, var, opts, whole=drv.read(var.path, 0, var.size))
+        assert sampled.dtype == whole.dtype and np.array_equal(sampled, whole)
+    finally:
+        drv.close()
+
+
+def test_a_small_variable_is_read_once(tmp_path, monkeypatch):
+    """Each variable that fits one read is read once, edges included (64 small
+    sample reads per variable were most of a small step's build)."""
+    import h5py
+
+    import quarry
+    from quarry.formats.hdf5 import HDF5Driver
+
+    rng = np.random.default_rng(3)
+    path = str(tmp_path / "steps.h5")
+    with h5py.File(path, "w") as f:
+        for step in range(3):
+            f[f"Step#{step}/x"] = rng.normal(size=100_000)
+            f[f"Step#{step}/y"] = rng.normal(size=100_000)
+    reads: list[tuple[str, int, int]] = []
+    read = HDF5Driver.read
+
+    def counted(self, path, start, stop):
+        reads.append((path, start, stop))
+        return read(self, path, start, stop)
+
+    monkeypatch.setattr(HDF5Driver, "read", counted)
+    with quarry.open(path) as ds:
+        ds.build_index()
+    assert sorted(reads) == sorted((f"/Step#{s}/{v}", 0, 100_000) for s in range(3) for v in "xy")
+    monkeypatch.setattr(HDF5Driver, "read", read)
+    with quarry.open(path) as ds, h5py.File(path) as f:
+        x = f["Step#2/x"][:]
+        assert ds.query("/Step#2/x > 0.3").count() == int((x > 0.3).sum())

@@ -44,17 +44,28 @@ SAMPLE_SPANS = 64
 SAMPLE_SPAN_LEN = 1 << 10
 
 
-def _sample(driver: Driver, var: VariableInfo) -> npt.NDArray[np.generic]:
+def _sample(
+    driver: Driver, var: VariableInfo, whole: npt.NDArray[np.generic] | None
+) -> npt.NDArray[np.generic]:
     if var.size <= SAMPLE_SPANS * SAMPLE_SPAN_LEN:
-        return driver.read(var.path, 0, var.size)
+        return whole if whole is not None else driver.read(var.path, 0, var.size)
     starts = np.linspace(0, var.size - SAMPLE_SPAN_LEN, SAMPLE_SPANS).astype(np.int64)
+    if whole is not None:
+        return np.concatenate([whole[s : s + SAMPLE_SPAN_LEN] for s in starts])
     return np.concatenate([driver.read(var.path, int(s), int(s) + SAMPLE_SPAN_LEN) for s in starts])
 
 
-def edges_of(driver: Driver, var: VariableInfo, opts: BuildOptions) -> npt.NDArray[np.generic]:
+def edges_of(
+    driver: Driver,
+    var: VariableInfo,
+    opts: BuildOptions,
+    whole: npt.NDArray[np.generic] | None = None,
+) -> npt.NDArray[np.generic]:
     """The bin edges of ``var``: a pure function of the file, so every rank
-    that indexes some of its blocks computes the same ones."""
-    sample = _sample(driver, var).astype(KEY_DTYPES[key_kind(var.dtype)])
+    that indexes some of its blocks computes the same ones. ``whole``, the
+    variable's values when they are in memory already, gives the same sample
+    without reading it again (64 small reads: most of a small step's build)."""
+    sample = _sample(driver, var, whole).astype(KEY_DTYPES[key_kind(var.dtype)])
     return _core.variable_edges(sample, opts.bins, opts.precision)
 
 
@@ -150,32 +161,46 @@ def index_blocks(
     parts: dict[str, VariablePart] = {}
     writes: dict[str, list[Future[list[tuple[int, int, int]]]]] = {}
     in_flight: deque[Future[list[tuple[int, int, int]]]] = deque()
+    step = max(opts.block_len, READ_SPAN // opts.block_len * opts.block_len)
+    edges: dict[str, npt.NDArray[np.generic]] = {}
+    spans: list[tuple[VariableInfo, int, int]] = []  # every read, in order
+    for var in variables:
+        if var.path not in runs:
+            continue
+        first, stop = runs[var.path]
+        end = min(stop * opts.block_len, var.size)
+        if not (first == 0 and 0 < end == var.size <= step):
+            # Sampled from the file now, before the reader thread starts:
+            # drivers are not all safe to read from two threads at once.
+            edges[var.path] = edges_of(driver, var, opts)
+        encoded = (
+            layout.encode_edges(edges[var.path], key_kind(var.dtype)) if var.path in edges else None
+        )
+        parts[var.path] = VariablePart(first, encoded)
+        writes[var.path] = []
+        spans += [(var, s, min(s + step, end)) for s in range(first * opts.block_len, end, step)]
     with ThreadPoolExecutor(1) as reader, ThreadPoolExecutor(1) as write_thread:
-        for var in variables:
-            if var.path not in runs:
-                continue
-            first, stop = runs[var.path]
-            edges = edges_of(driver, var, opts)
-            encoded = layout.encode_edges(edges, key_kind(var.dtype))
-            parts[var.path] = part = VariablePart(first, encoded)
-            writes[var.path] = pending_writes = []
-            step = max(opts.block_len, READ_SPAN // opts.block_len * opts.block_len)
-            end = min(stop * opts.block_len, var.size)
-            reads = [(s, min(s + step, end)) for s in range(first * opts.block_len, end, step)]
-            pending = reader.submit(driver.read, var.path, *reads[0]) if reads else None
-            for k in range(len(reads)):
-                assert pending is not None
-                values = pending.result()
-                if k + 1 < len(reads):
-                    pending = reader.submit(driver.read, var.path, *reads[k + 1])
-                built = _core.build_blocks(indexed_values(values), edges, opts.block_len)
-                part.source_crc32.extend(crc for _, crc in built)
-                pending_writes.append(write_thread.submit(writer.add_all, [b for b, _ in built]))
-                in_flight.append(pending_writes[-1])
-                while len(in_flight) > MAX_WRITES_IN_FLIGHT:  # a slow disk holds the indexing back
-                    in_flight.popleft().result()
-                if progress is not None:
-                    progress(len(values))
+        # The reader reads span k+1 (of this variable or the next) while the
+        # core indexes span k, and the writer writes span k-1.
+        pending = reader.submit(driver.read, spans[0][0].path, *spans[0][1:]) if spans else None
+        for k, (var, _, _) in enumerate(spans):
+            assert pending is not None
+            values = pending.result()
+            if k + 1 < len(spans):
+                following = spans[k + 1]
+                pending = reader.submit(driver.read, following[0].path, *following[1:])
+            part = parts[var.path]
+            if var.path not in edges:  # the variable is all in this one read
+                edges[var.path] = edges_of(driver, var, opts, whole=values)
+                part.edges = layout.encode_edges(edges[var.path], key_kind(var.dtype))
+            built = _core.build_blocks(indexed_values(values), edges[var.path], opts.block_len)
+            part.source_crc32.extend(crc for _, crc in built)
+            writes[var.path].append(write_thread.submit(writer.add_all, [b for b, _ in built]))
+            in_flight.append(writes[var.path][-1])
+            while len(in_flight) > MAX_WRITES_IN_FLIGHT:  # a slow disk holds the indexing back
+                in_flight.popleft().result()
+            if progress is not None:
+                progress(len(values))
         # Spans are known once the writes are done; waiting only here lets
         # one variable's writes overlap the next variable's indexing.
         for path, pending_writes in writes.items():
