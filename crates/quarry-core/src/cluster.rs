@@ -29,7 +29,9 @@ macro_rules! bin_float {
                 // picked apart at the end. Branch-free: the loop vectorises.
                 let scaled = (self - origin) / size;
                 let clipped = scaled.max(0.0).min(last as $t);
-                let bin = clipped as u64; // whole and in range: exact
+                // Whole and in range (`last` < 2^31): exact, and a 32-bit
+                // conversion vectorises where a 64-bit one does not.
+                let bin = clipped as i32 as u64;
                 if scaled.is_nan() { nan } else { bin }
             }
 
@@ -80,11 +82,15 @@ const CHUNK: usize = 4096;
 /// rounds, so the bins agree with the edges found from that formula.
 ///
 /// # Panics
-/// If a column's length is not the keys', or an axis has no bin.
+/// If a column's length is not the keys', or an axis has no bin or more
+/// than 2^31.
 pub fn add_bins(columns: &[(Floats<'_>, FloatAxis)], keys: &mut [u64]) {
     for (values, axis) in columns {
         assert_eq!(values.len(), keys.len(), "one key per value");
-        assert!(axis.count > 0, "an axis has at least one bin");
+        assert!(
+            axis.count > 0 && axis.count <= 1 << 31,
+            "an axis has 1 to 2^31 bins"
+        );
     }
     for (at, chunk) in (0..).step_by(CHUNK).zip(keys.chunks_mut(CHUNK)) {
         let rows = at..at + chunk.len();
@@ -98,6 +104,26 @@ pub fn add_bins(columns: &[(Floats<'_>, FloatAxis)], keys: &mut [u64]) {
 }
 
 fn add_axis<T: BinFloat>(values: &[T], keys: &mut [u64], axis: &FloatAxis) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2, checked just above.
+        unsafe { add_axis_avx2(values, keys, axis) };
+        return;
+    }
+    add_axis_portable(values, keys, axis);
+}
+
+/// [`add_axis_portable`] compiled for AVX2: eight floats a step, some
+/// four times faster than the baseline x86-64 build's scalar loop.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn add_axis_avx2<T: BinFloat>(values: &[T], keys: &mut [u64], axis: &FloatAxis) {
+    add_axis_portable(values, keys, axis);
+}
+
+#[inline(always)]
+#[allow(clippy::inline_always)] // inlined into the AVX2 copy, so it is compiled for AVX2
+fn add_axis_portable<T: BinFloat>(values: &[T], keys: &mut [u64], axis: &FloatAxis) {
     let (origin, size) = (T::from_f64(axis.origin), T::from_f64(axis.size));
     let (last, stride) = (axis.count - 1, axis.stride);
     for (key, &v) in keys.iter_mut().zip(values) {
@@ -206,6 +232,155 @@ fn radix_sort(words: &mut [u64], spare: &mut [u64], bits: u32) -> bool {
     in_spare
 }
 
+/// Buffers a worker keeps between parts: a counting sort's histogram and a
+/// radix sort's words. Reused, so a worker touches fresh memory once, not
+/// once per part (first touches of large buffers dominate otherwise).
+#[derive(Default)]
+pub struct Scratch {
+    counts: Vec<u32>,
+    words: Vec<u64>,
+    spare: Vec<u64>,
+}
+
+/// Key ranges up to this many counters, or twice the rows, are ordered by a
+/// counting sort; wider ones by [`stable_order`]'s radix sort.
+const COUNTING_FLOOR: u64 = 1 << 16;
+
+/// Put in `order` the rows in ascending key order, rows of one key in
+/// ascending row order, and return the offset table of the keys present:
+/// what [`stable_order`] gives, as 32-bit rows. Keys spanning a range of at
+/// most twice the rows (an `MDBin` part's usually do: its rows cover a few
+/// bins of its slowest variable) are ordered by a counting sort: one
+/// histogram pass, its prefix sums (which are the offset table), one
+/// scatter of the rows.
+///
+/// # Panics
+/// If `order` is not as long as `keys`, or holds more than `u32::MAX` rows.
+///
+/// # Examples
+/// ```
+/// use quarry_core::cluster::{order_rows, Scratch};
+/// let mut order = vec![0; 5];
+/// let table = order_rows(&[9, 3, 9, 4, 3], &mut order, &mut Scratch::default());
+/// assert_eq!(order, vec![1, 4, 3, 0, 2]);
+/// assert_eq!((table.keys, table.starts), (vec![3, 4, 9], vec![0, 2, 3]));
+/// ```
+pub fn order_rows(keys: &[u64], order: &mut [u32], scratch: &mut Scratch) -> Table {
+    assert_eq!(order.len(), keys.len(), "one slot per key");
+    assert!(u32::try_from(keys.len()).is_ok(), "at most u32::MAX rows");
+    let (Some(&low), Some(&high)) = (keys.iter().min(), keys.iter().max()) else {
+        return Table {
+            keys: Vec::new(),
+            starts: Vec::new(),
+        };
+    };
+    if high - low >= COUNTING_FLOOR.max(2 * keys.len() as u64) {
+        let n = keys.len();
+        scratch.words.resize(n, 0);
+        scratch.spare.resize(n, 0);
+        let table = stable_order(keys, &mut scratch.words[..n], &mut scratch.spare[..n]);
+        for (slot, &row) in order.iter_mut().zip(&scratch.words[..n]) {
+            *slot = row as u32;
+        }
+        return table;
+    }
+    let counts = &mut scratch.counts;
+    counts.clear();
+    counts.resize((high - low) as usize + 1, 0);
+    for &key in keys {
+        counts[(key - low) as usize] += 1;
+    }
+    // Each counter becomes where its key's rows start: the offset table.
+    let (mut present, mut starts, mut at) = (Vec::new(), Vec::new(), 0u32);
+    for (key, count) in (low..).zip(counts.iter_mut()) {
+        if *count > 0 {
+            present.push(key);
+            starts.push(i64::from(at));
+        }
+        let here = *count;
+        *count = at;
+        at += here;
+    }
+    for (row, &key) in (0u32..).zip(keys) {
+        let slot = &mut counts[(key - low) as usize];
+        order[*slot as usize] = row;
+        *slot += 1;
+    }
+    Table {
+        keys: present,
+        starts,
+    }
+}
+
+/// Plain numbers whose memory is their bytes (no padding, every bit pattern
+/// valid): what a column of a copy holds.
+pub trait Plain: Copy + Default + Send + Sync {}
+impl Plain for u8 {}
+impl Plain for u16 {}
+impl Plain for u32 {}
+impl Plain for u64 {}
+impl Plain for i64 {}
+
+/// The bytes of `values`, in memory order.
+pub fn as_bytes<T: Plain>(values: &[T]) -> &[u8] {
+    // SAFETY: `Plain` is implemented only for primitive integers, which have
+    // no padding and no invalid bit patterns, so their memory is
+    // `size_of_val(values)` initialised bytes.
+    unsafe {
+        std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values))
+    }
+}
+
+/// Values handed to a sink at a time: a chunk stays in cache between being
+/// gathered, checksummed and written.
+const SINK_CHUNK: usize = 1 << 16;
+
+/// Hand `sink` the bytes of `values` taken in `order` (`values[order[i]]`),
+/// a chunk at a time in `buf` (reused), and return their CRC-32: a column of
+/// a copy, gathered, checksummed and written in one pass.
+pub fn gather_into<T: Plain, E>(
+    values: &[T],
+    order: &[u32],
+    buf: &mut Vec<T>,
+    mut sink: impl FnMut(&[u8]) -> Result<(), E>,
+) -> Result<u32, E> {
+    let mut hasher = crc32fast::Hasher::new();
+    for rows in order.chunks(SINK_CHUNK) {
+        buf.clear();
+        buf.extend(rows.iter().map(|&row| values[row as usize]));
+        let bytes = as_bytes(buf);
+        hasher.update(bytes);
+        sink(bytes)?;
+    }
+    Ok(hasher.finalize())
+}
+
+/// Hand `sink` the rows `first + order[i]` as `T` (a copy's row positions),
+/// a chunk at a time in `buf`, and return their CRC-32.
+///
+/// # Panics
+/// If a row does not fit `T` (the caller picks a type that holds them all).
+pub fn rows_into<T: Plain + TryFrom<u64>, E>(
+    order: &[u32],
+    first: u64,
+    buf: &mut Vec<T>,
+    mut sink: impl FnMut(&[u8]) -> Result<(), E>,
+) -> Result<u32, E> {
+    let mut hasher = crc32fast::Hasher::new();
+    for rows in order.chunks(SINK_CHUNK) {
+        buf.clear();
+        buf.extend(rows.iter().map(|&row| {
+            T::try_from(first + u64::from(row))
+                .ok()
+                .expect("rows fit T")
+        }));
+        let bytes = as_bytes(buf);
+        hasher.update(bytes);
+        sink(bytes)?;
+    }
+    Ok(hasher.finalize())
+}
+
 /// The distinct keys of an ascending sequence and where each starts.
 fn offset_table(sorted: impl Iterator<Item = u64>) -> (Vec<u64>, Vec<i64>) {
     let mut present: Vec<u64> = Vec::new();
@@ -267,6 +442,42 @@ mod tests {
                 let want = 7 + 3 * scaled as u64;
                 prop_assert_eq!(*key, want);
             }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn counting_order_is_the_stable_sort(keys in prop::collection::vec(0u64..(1 << 40), 0..400),
+                                             small in 1u64..50, shift in 0u64..(1 << 40)) {
+            // Narrow ranges (counting sort, from any base) and wide ones (radix).
+            let narrow: Vec<u64> = keys.iter().map(|k| shift + k % small).collect();
+            let mut scratch = Scratch::default();
+            for keys in [keys.clone(), narrow] {
+                let mut want_order = vec![0; keys.len()];
+                let mut spare = vec![0; keys.len()];
+                let want = stable_order(&keys, &mut want_order, &mut spare);
+                let mut order = vec![0u32; keys.len()];
+                let got = order_rows(&keys, &mut order, &mut scratch);
+                let order: Vec<u64> = order.iter().map(|&r| u64::from(r)).collect();
+                prop_assert_eq!(order, want_order);
+                prop_assert_eq!((got.keys, got.starts), (want.keys, want.starts));
+            }
+        }
+
+        #[test]
+        fn gathered_chunks_are_the_values_in_order(values in prop::collection::vec(any::<u16>(), 1..200_000),
+                                                   first in 0u64..(1 << 33)) {
+            let n = values.len() as u32;
+            let order: Vec<u32> = (0..n).map(|i| (i * 7919) % n).collect();
+            let mut out = Vec::new();
+            let crc = gather_into(&values, &order, &mut Vec::new(), |b| { out.extend_from_slice(b); Ok::<(), ()>(()) }).unwrap();
+            let want: Vec<u16> = order.iter().map(|&r| values[r as usize]).collect();
+            prop_assert_eq!(&out, &as_bytes(&want).to_vec());
+            prop_assert_eq!(crc, crc32(&out, 0));
+            let mut rows = Vec::new();
+            rows_into::<i64, ()>(&order, first, &mut Vec::new(), |b| { rows.extend_from_slice(b); Ok(()) }).unwrap();
+            let want: Vec<i64> = order.iter().map(|&r| (first + u64::from(r)) as i64).collect();
+            prop_assert_eq!(rows, as_bytes(&want).to_vec());
         }
     }
 
