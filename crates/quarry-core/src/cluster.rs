@@ -1,14 +1,16 @@
 //! Clustering rows by a small integer key, as a reorganised copy (`MDBin`)
 //! orders them: each row's key is the sum over its variables of a 1-D bin
 //! number times a stride ([`add_bins`]), and the rows are put in ascending
-//! key order, rows of one key keeping their order ([`stable_order`]), with
-//! the table of where each key's run starts.
+//! key order, rows of one key keeping their order ([`group_rows`], then
+//! [`place`] for each column), with the table of where each key's run starts.
 //!
-//! Keys are bounded by the product of the variables' bin counts, so a least
-//! significant digit radix sort orders them in a few linear passes (a
-//! histogram per digit, its prefix sums, a scatter), where a comparison sort
-//! would need `n log n` steps. Everything here is plain arrays: the copy's
-//! file is the caller's.
+//! Keys are bounded by the product of the variables' bin counts, so they are
+//! ordered in linear passes, where a comparison sort would need `n log n`
+//! steps: a counting sort when a part's keys span a range not much wider
+//! than its rows (a histogram, its prefix sums, one scatter per column),
+//! else a least significant digit radix sort ([`stable_order`]: a histogram
+//! per digit, its prefix sums, a scatter). Everything here is plain arrays:
+//! the copy's file is the caller's.
 
 /// A float dtype whose values are binned in their own precision.
 pub trait BinFloat: Copy + Send + Sync {
@@ -232,27 +234,155 @@ fn radix_sort(words: &mut [u64], spare: &mut [u64], bits: u32) -> bool {
     in_spare
 }
 
-/// Buffers a worker keeps between parts: a counting sort's histogram and a
-/// radix sort's words. Reused, so a worker touches fresh memory once, not
-/// once per part (first touches of large buffers dominate otherwise).
+/// Buffers a worker keeps between parts, and how the last part's rows were
+/// grouped ([`group_rows`]). Reused, so a worker touches fresh memory once,
+/// not once per part (first touches of large buffers dominate otherwise).
 #[derive(Default)]
 pub struct Scratch {
+    /// Counted (else radix sorted): each row's key as its rank among the
+    /// keys present, and where each present key's rows start.
+    counted: bool,
+    ids: Vec<u32>,
+    starts: Vec<u32>,
     counts: Vec<u32>,
+    cursor: Vec<u32>,
+    /// Radix sort: the rows in key order.
+    order: Vec<u32>,
     words: Vec<u64>,
     spare: Vec<u64>,
 }
 
-/// Key ranges up to this many counters, or twice the rows, are ordered by a
+/// Key ranges up to this many counters, or twice the rows, are grouped by a
 /// counting sort; wider ones by [`stable_order`]'s radix sort.
 const COUNTING_FLOOR: u64 = 1 << 16;
 
+/// Group the rows of `keys` in ascending key order, rows of one key in
+/// ascending row order (a stable sort's order), noting in `scratch` how, for
+/// [`place`] and [`place_rows`]; returns the offset table of the keys
+/// present. Keys spanning a range of at most twice the rows (an `MDBin`
+/// part's usually do: its rows cover a few bins of its slowest variable) are
+/// counted: one histogram pass, whose prefix sums are the offset table and
+/// where each key's rows start, and one pass giving each row its key's rank
+/// among the keys present (so placing a column looks up a counter per key
+/// present, which stays in cache, not one per key of the range). Wider ones
+/// are radix sorted.
+///
+/// # Panics
+/// If there are more than `u32::MAX` rows.
+pub fn group_rows(keys: &[u64], scratch: &mut Scratch) -> Table {
+    assert!(u32::try_from(keys.len()).is_ok(), "at most u32::MAX rows");
+    let (Some(&low), Some(&high)) = (keys.iter().min(), keys.iter().max()) else {
+        scratch.counted = true;
+        scratch.ids.clear();
+        scratch.starts.clear();
+        return Table {
+            keys: Vec::new(),
+            starts: Vec::new(),
+        };
+    };
+    if high - low >= COUNTING_FLOOR.max(2 * keys.len() as u64) {
+        let n = keys.len();
+        scratch.words.resize(n, 0);
+        scratch.spare.resize(n, 0);
+        let table = stable_order(keys, &mut scratch.words[..n], &mut scratch.spare[..n]);
+        scratch.order.clear();
+        scratch
+            .order
+            .extend(scratch.words[..n].iter().map(|&row| row as u32));
+        scratch.counted = false;
+        return table;
+    }
+    let counts = &mut scratch.counts;
+    counts.clear();
+    counts.resize((high - low) as usize + 1, 0);
+    for &key in keys {
+        counts[(key - low) as usize] += 1;
+    }
+    // The offset table; each counter of a key present becomes its rank.
+    let (mut present, mut starts, mut at) = (Vec::new(), Vec::new(), 0u32);
+    scratch.starts.clear();
+    for (key, count) in (low..).zip(counts.iter_mut()) {
+        if *count > 0 {
+            present.push(key);
+            starts.push(i64::from(at));
+            scratch.starts.push(at);
+            at += *count;
+            *count = (present.len() - 1) as u32;
+        }
+    }
+    scratch.ids.clear();
+    scratch
+        .ids
+        .extend(keys.iter().map(|&key| counts[(key - low) as usize]));
+    scratch.counted = true;
+    Table {
+        keys: present,
+        starts,
+    }
+}
+
+/// Put in `out` the `values` of the rows [`group_rows`] grouped (`keys` and
+/// `scratch` as it left them) in their order. Counted rows are scattered:
+/// the values are read in order and each written at its key's next slot,
+/// so writes go to one cache line per key present, where gathering them
+/// would read each from anywhere in the part.
+///
+/// # Panics
+/// If `values`, `keys` and `out` differ in length.
+pub fn place<T: Plain>(values: &[T], keys: &[u64], scratch: &mut Scratch, out: &mut [T]) {
+    assert!(
+        values.len() == keys.len() && out.len() == keys.len(),
+        "one value per key"
+    );
+    if scratch.counted {
+        let cursor = &mut scratch.cursor;
+        cursor.clear();
+        cursor.extend_from_slice(&scratch.starts);
+        for (&value, &id) in values.iter().zip(&scratch.ids) {
+            let slot = &mut cursor[id as usize];
+            out[*slot as usize] = value;
+            *slot += 1;
+        }
+    } else {
+        for (slot, &row) in out.iter_mut().zip(&scratch.order) {
+            *slot = values[row as usize];
+        }
+    }
+}
+
+/// Put in `out` the row numbers `first + row` of the rows [`group_rows`]
+/// grouped, in their order (as [`place`] places values).
+///
+/// # Panics
+/// If `keys` and `out` differ in length, or a row does not fit `T` (the
+/// caller picks a type that holds them all).
+pub fn place_rows<T: Plain + TryFrom<u64>>(
+    first: u64,
+    keys: &[u64],
+    scratch: &mut Scratch,
+    out: &mut [T],
+) {
+    assert_eq!(out.len(), keys.len(), "one row per key");
+    let row = |r: u64| T::try_from(first + r).ok().expect("rows fit T");
+    if scratch.counted {
+        let cursor = &mut scratch.cursor;
+        cursor.clear();
+        cursor.extend_from_slice(&scratch.starts);
+        for (r, &id) in (0u64..).zip(&scratch.ids) {
+            let slot = &mut cursor[id as usize];
+            out[*slot as usize] = row(r);
+            *slot += 1;
+        }
+    } else {
+        for (slot, &r) in out.iter_mut().zip(&scratch.order) {
+            *slot = row(u64::from(r));
+        }
+    }
+}
+
 /// Put in `order` the rows in ascending key order, rows of one key in
 /// ascending row order, and return the offset table of the keys present:
-/// what [`stable_order`] gives, as 32-bit rows. Keys spanning a range of at
-/// most twice the rows (an `MDBin` part's usually do: its rows cover a few
-/// bins of its slowest variable) are ordered by a counting sort: one
-/// histogram pass, its prefix sums (which are the offset table), one
-/// scatter of the rows.
+/// what [`stable_order`] gives, as 32-bit rows, by [`group_rows`].
 ///
 /// # Panics
 /// If `order` is not as long as `keys`, or holds more than `u32::MAX` rows.
@@ -266,50 +396,9 @@ const COUNTING_FLOOR: u64 = 1 << 16;
 /// assert_eq!((table.keys, table.starts), (vec![3, 4, 9], vec![0, 2, 3]));
 /// ```
 pub fn order_rows(keys: &[u64], order: &mut [u32], scratch: &mut Scratch) -> Table {
-    assert_eq!(order.len(), keys.len(), "one slot per key");
-    assert!(u32::try_from(keys.len()).is_ok(), "at most u32::MAX rows");
-    let (Some(&low), Some(&high)) = (keys.iter().min(), keys.iter().max()) else {
-        return Table {
-            keys: Vec::new(),
-            starts: Vec::new(),
-        };
-    };
-    if high - low >= COUNTING_FLOOR.max(2 * keys.len() as u64) {
-        let n = keys.len();
-        scratch.words.resize(n, 0);
-        scratch.spare.resize(n, 0);
-        let table = stable_order(keys, &mut scratch.words[..n], &mut scratch.spare[..n]);
-        for (slot, &row) in order.iter_mut().zip(&scratch.words[..n]) {
-            *slot = row as u32;
-        }
-        return table;
-    }
-    let counts = &mut scratch.counts;
-    counts.clear();
-    counts.resize((high - low) as usize + 1, 0);
-    for &key in keys {
-        counts[(key - low) as usize] += 1;
-    }
-    // Each counter becomes where its key's rows start: the offset table.
-    let (mut present, mut starts, mut at) = (Vec::new(), Vec::new(), 0u32);
-    for (key, count) in (low..).zip(counts.iter_mut()) {
-        if *count > 0 {
-            present.push(key);
-            starts.push(i64::from(at));
-        }
-        let here = *count;
-        *count = at;
-        at += here;
-    }
-    for (row, &key) in (0u32..).zip(keys) {
-        let slot = &mut counts[(key - low) as usize];
-        order[*slot as usize] = row;
-        *slot += 1;
-    }
-    Table {
-        keys: present,
-        starts,
-    }
+    let table = group_rows(keys, scratch);
+    place_rows(0, keys, scratch, order);
+    table
 }
 
 /// Plain numbers whose memory is their bytes (no padding, every bit pattern
@@ -329,56 +418,6 @@ pub fn as_bytes<T: Plain>(values: &[T]) -> &[u8] {
     unsafe {
         std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values))
     }
-}
-
-/// Values handed to a sink at a time: a chunk stays in cache between being
-/// gathered, checksummed and written.
-const SINK_CHUNK: usize = 1 << 16;
-
-/// Hand `sink` the bytes of `values` taken in `order` (`values[order[i]]`),
-/// a chunk at a time in `buf` (reused), and return their CRC-32: a column of
-/// a copy, gathered, checksummed and written in one pass.
-pub fn gather_into<T: Plain, E>(
-    values: &[T],
-    order: &[u32],
-    buf: &mut Vec<T>,
-    mut sink: impl FnMut(&[u8]) -> Result<(), E>,
-) -> Result<u32, E> {
-    let mut hasher = crc32fast::Hasher::new();
-    for rows in order.chunks(SINK_CHUNK) {
-        buf.clear();
-        buf.extend(rows.iter().map(|&row| values[row as usize]));
-        let bytes = as_bytes(buf);
-        hasher.update(bytes);
-        sink(bytes)?;
-    }
-    Ok(hasher.finalize())
-}
-
-/// Hand `sink` the rows `first + order[i]` as `T` (a copy's row positions),
-/// a chunk at a time in `buf`, and return their CRC-32.
-///
-/// # Panics
-/// If a row does not fit `T` (the caller picks a type that holds them all).
-pub fn rows_into<T: Plain + TryFrom<u64>, E>(
-    order: &[u32],
-    first: u64,
-    buf: &mut Vec<T>,
-    mut sink: impl FnMut(&[u8]) -> Result<(), E>,
-) -> Result<u32, E> {
-    let mut hasher = crc32fast::Hasher::new();
-    for rows in order.chunks(SINK_CHUNK) {
-        buf.clear();
-        buf.extend(rows.iter().map(|&row| {
-            T::try_from(first + u64::from(row))
-                .ok()
-                .expect("rows fit T")
-        }));
-        let bytes = as_bytes(buf);
-        hasher.update(bytes);
-        sink(bytes)?;
-    }
-    Ok(hasher.finalize())
 }
 
 /// The distinct keys of an ascending sequence and where each starts.
@@ -465,19 +504,24 @@ mod tests {
         }
 
         #[test]
-        fn gathered_chunks_are_the_values_in_order(values in prop::collection::vec(any::<u16>(), 1..200_000),
-                                                   first in 0u64..(1 << 33)) {
-            let n = values.len() as u32;
-            let order: Vec<u32> = (0..n).map(|i| (i * 7919) % n).collect();
-            let mut out = Vec::new();
-            let crc = gather_into(&values, &order, &mut Vec::new(), |b| { out.extend_from_slice(b); Ok::<(), ()>(()) }).unwrap();
-            let want: Vec<u16> = order.iter().map(|&r| values[r as usize]).collect();
-            prop_assert_eq!(&out, &as_bytes(&want).to_vec());
-            prop_assert_eq!(crc, crc32(&out, 0));
-            let mut rows = Vec::new();
-            rows_into::<i64, ()>(&order, first, &mut Vec::new(), |b| { rows.extend_from_slice(b); Ok(()) }).unwrap();
-            let want: Vec<i64> = order.iter().map(|&r| (first + u64::from(r)) as i64).collect();
-            prop_assert_eq!(rows, as_bytes(&want).to_vec());
+        fn placed_values_are_the_values_in_order(keys in prop::collection::vec(0u64..(1 << 30), 1..3000),
+                                                 small in 1u64..50, first in 0u64..(1 << 33)) {
+            let narrow: Vec<u64> = keys.iter().map(|k| k % small).collect();
+            let mut scratch = Scratch::default();
+            for keys in [keys.clone(), narrow] {
+                let values: Vec<u16> = (0..keys.len()).map(|i| (i * 7919 % 65521) as u16).collect();
+                let mut want = vec![0; keys.len()];
+                stable_order(&keys, &mut want, &mut vec![0; keys.len()]);
+                group_rows(&keys, &mut scratch);
+                let mut out = vec![0u16; keys.len()];
+                place(&values, &keys, &mut scratch, &mut out);
+                let wanted: Vec<u16> = want.iter().map(|&r| values[r as usize]).collect();
+                prop_assert_eq!(out, wanted);
+                let mut rows = vec![0i64; keys.len()];
+                place_rows(first, &keys, &mut scratch, &mut rows);
+                let wanted: Vec<i64> = want.iter().map(|&r| (first + r) as i64).collect();
+                prop_assert_eq!(rows, wanted);
+            }
         }
     }
 

@@ -117,8 +117,13 @@ pub fn crc32<'py>(py: Python<'py>, data: &Bound<'py, PyUntypedArray>, start: u32
 #[derive(Default)]
 struct Worker {
     keys: Vec<u64>,
-    order: Vec<u32>,
     scratch: cluster::Scratch,
+    // A part of one column in MDBin order, by itemsize (and the wide rows).
+    out8: Vec<u8>,
+    out16: Vec<u16>,
+    out32: Vec<u32>,
+    out64: Vec<u64>,
+    rows64: Vec<i64>,
 }
 
 thread_local! {
@@ -284,39 +289,25 @@ fn write_part(
         None => w.keys.resize(rows, 0),
     }
     cluster::add_bins(floats, &mut w.keys);
-    w.order.resize(rows, 0);
-    let table = cluster::order_rows(&w.keys, &mut w.order, &mut w.scratch);
-    let order = &w.order[..];
+    let table = cluster::group_rows(&w.keys, &mut w.scratch);
+    let (keys, scratch) = (&w.keys[..], &mut w.scratch);
     let mut sources = Vec::with_capacity(columns.len());
     let mut written = Vec::with_capacity(columns.len() + 1);
     for (column, &offset) in columns.iter().zip(offsets) {
-        let mut at = offset;
         let (source, copy) = match column {
-            RawSlice::U8(v) => (
-                cluster::crc32(v, 0),
-                cluster::gather_into(v, order, &mut Vec::new(), sink_at(file, &mut at))?,
-            ),
-            RawSlice::U16(v) => (
-                cluster::crc32(cluster::as_bytes(v), 0),
-                cluster::gather_into(v, order, &mut Vec::new(), sink_at(file, &mut at))?,
-            ),
-            RawSlice::U32(v) => (
-                cluster::crc32(cluster::as_bytes(v), 0),
-                cluster::gather_into(v, order, &mut Vec::new(), sink_at(file, &mut at))?,
-            ),
-            RawSlice::U64(v) => (
-                cluster::crc32(cluster::as_bytes(v), 0),
-                cluster::gather_into(v, order, &mut Vec::new(), sink_at(file, &mut at))?,
-            ),
+            RawSlice::U8(v) => put(v, keys, scratch, &mut w.out8, file, offset)?,
+            RawSlice::U16(v) => put(v, keys, scratch, &mut w.out16, file, offset)?,
+            RawSlice::U32(v) => put(v, keys, scratch, &mut w.out32, file, offset)?,
+            RawSlice::U64(v) => put(v, keys, scratch, &mut w.out64, file, offset)?,
         };
         sources.push(source);
         written.push(copy);
     }
-    let mut at = offsets[columns.len()];
+    let at = offsets[columns.len()];
     written.push(if wide_rows {
-        cluster::rows_into::<i64, _>(order, first, &mut Vec::new(), sink_at(file, &mut at))?
+        put_rows(first, keys, scratch, &mut w.rows64, file, at)?
     } else {
-        cluster::rows_into::<u32, _>(order, first, &mut Vec::new(), sink_at(file, &mut at))?
+        put_rows(first, keys, scratch, &mut w.out32, file, at)?
     });
     for (k, &offset) in offsets.iter().enumerate() {
         let size = match columns.get(k) {
@@ -337,17 +328,74 @@ fn write_part(
     Ok((sources, written, table))
 }
 
-/// Writes at `at` in `file`, moving `at` past what it wrote.
-fn sink_at<'a>(
-    file: &'a std::fs::File,
-    at: &'a mut u64,
-) -> impl FnMut(&[u8]) -> std::io::Result<()> + 'a {
-    use std::os::unix::fs::FileExt;
-    move |bytes: &[u8]| {
-        file.write_all_at(bytes, *at)?;
-        *at += bytes.len() as u64;
-        Ok(())
+/// Make room for `len` values in `out`, a fresh allocation asking for huge
+/// pages: placing a part's column writes to one spot per `MDBin` present,
+/// thousands of them across megabytes, and with 4 KiB pages nearly every
+/// write would miss the TLB.
+fn reserve_huge<T>(out: &mut Vec<T>, len: usize) {
+    if out.capacity() >= len {
+        return;
     }
+    *out = Vec::with_capacity(len);
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let start = out.as_ptr() as usize;
+        let end = start + len * std::mem::size_of::<T>();
+        let (first, last) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
+        if last > first {
+            // SAFETY: advice on whole pages of memory this Vec owns and has
+            // not touched yet; a refusal (huge pages off) changes nothing.
+            unsafe {
+                libc::madvise(
+                    first as *mut libc::c_void,
+                    last - first,
+                    libc::MADV_HUGEPAGE,
+                )
+            };
+        }
+    }
+}
+
+/// Place `values` in the grouped order in `out` and write them at `at` in
+/// `file` in one sequential write; returns the CRC-32 of `values` and of
+/// what was written.
+fn put<T: cluster::Plain>(
+    values: &[T],
+    keys: &[u64],
+    scratch: &mut cluster::Scratch,
+    out: &mut Vec<T>,
+    file: &std::fs::File,
+    at: u64,
+) -> std::io::Result<(u32, u32)> {
+    use std::os::unix::fs::FileExt;
+    reserve_huge(out, values.len());
+    out.resize(values.len(), T::default());
+    cluster::place(values, keys, scratch, out);
+    let bytes = cluster::as_bytes(out);
+    file.write_all_at(bytes, at)?;
+    Ok((
+        cluster::crc32(cluster::as_bytes(values), 0),
+        cluster::crc32(bytes, 0),
+    ))
+}
+
+/// The rows `first + row` in the grouped order, written at `at` as [`put`].
+fn put_rows<T: cluster::Plain + TryFrom<u64>>(
+    first: u64,
+    keys: &[u64],
+    scratch: &mut cluster::Scratch,
+    out: &mut Vec<T>,
+    file: &std::fs::File,
+    at: u64,
+) -> std::io::Result<u32> {
+    use std::os::unix::fs::FileExt;
+    reserve_huge(out, keys.len());
+    out.resize(keys.len(), T::default());
+    cluster::place_rows(first, keys, scratch, out);
+    let bytes = cluster::as_bytes(out);
+    file.write_all_at(bytes, at)?;
+    Ok(cluster::crc32(bytes, 0))
 }
 
 /// Start writing `len` bytes at `offset` of `file` to the disk, without
