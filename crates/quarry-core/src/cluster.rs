@@ -16,7 +16,7 @@
 pub trait BinFloat: Copy + Send + Sync {
     /// `floor((self - origin) / size)` clipped to `[0, last]`, in the
     /// value's own dtype; `nan` where that is NaN (a NaN value).
-    fn bin(self, origin: Self, size: Self, last: u64, nan: u64) -> u64;
+    fn bin(self, origin: Self, size: Self, last: u32, nan: u32) -> u32;
     /// `value` rounded to this dtype, as `NumPy` converts a Python float.
     fn from_f64(value: f64) -> Self;
 }
@@ -25,15 +25,15 @@ macro_rules! bin_float {
     ($($t:ty),*) => {$(
         impl BinFloat for $t {
             #[inline]
-            fn bin(self, origin: Self, size: Self, last: u64, nan: u64) -> u64 {
+            fn bin(self, origin: Self, size: Self, last: u32, nan: u32) -> u32 {
                 // Clipped to [0, last] first, floor is truncation; NaN is
                 // lost by max and min (they return the number), so it is
                 // picked apart at the end. Branch-free: the loop vectorises.
                 let scaled = (self - origin) / size;
                 let clipped = scaled.max(0.0).min(last as $t);
-                // Whole and in range (`last` < 2^31): exact, and a 32-bit
-                // conversion vectorises where a 64-bit one does not.
-                let bin = clipped as i32 as u64;
+                // Whole and in range (`last` < 2^31): exact, and 32-bit
+                // lanes vectorise where 64-bit ones do not.
+                let bin = clipped as i32 as u32;
                 if scaled.is_nan() { nan } else { bin }
             }
 
@@ -127,9 +127,24 @@ unsafe fn add_axis_avx2<T: BinFloat>(values: &[T], keys: &mut [u64], axis: &Floa
 #[allow(clippy::inline_always)] // inlined into the AVX2 copy, so it is compiled for AVX2
 fn add_axis_portable<T: BinFloat>(values: &[T], keys: &mut [u64], axis: &FloatAxis) {
     let (origin, size) = (T::from_f64(axis.origin), T::from_f64(axis.size));
-    let (last, stride) = (axis.count - 1, axis.stride);
-    for (key, &v) in keys.iter_mut().zip(values) {
-        *key += stride * v.bin(origin, size, last, axis.count);
+    // Checked by add_bins: at most 2^31 bins.
+    let (last, nan) = ((axis.count - 1) as u32, axis.count as u32);
+    for (keys, values) in keys.chunks_mut(CHUNK).zip(values.chunks(CHUNK)) {
+        // The bins first, in 32-bit lanes; then the keys, in 64-bit ones.
+        let mut bins = [0u32; CHUNK];
+        for (bin, &v) in bins.iter_mut().zip(values) {
+            *bin = v.bin(origin, size, last, nan);
+        }
+        if let Ok(stride) = u32::try_from(axis.stride) {
+            // 32 by 32 bits: one widening multiply a lane.
+            for (key, &bin) in keys.iter_mut().zip(&bins) {
+                *key += u64::from(bin) * u64::from(stride);
+            }
+        } else {
+            for (key, &bin) in keys.iter_mut().zip(&bins) {
+                *key += u64::from(bin) * axis.stride;
+            }
+        }
     }
 }
 
