@@ -284,6 +284,7 @@ fn write_part(
         RawSlice::U64(v) => v.len(),
     });
     w.keys.clear();
+    reserve_huge(&mut w.keys, rows);
     match base {
         Some(k) => w.keys.extend_from_slice(k),
         None => w.keys.resize(rows, 0),
@@ -331,7 +332,8 @@ fn write_part(
 /// Make room for `len` values in `out`, a fresh allocation asking for huge
 /// pages: placing a part's column writes to one spot per `MDBin` present,
 /// thousands of them across megabytes, and with 4 KiB pages nearly every
-/// write would miss the TLB.
+/// write would miss the TLB; and a first touch of fresh memory costs a page
+/// fault per page (several microseconds each on a virtual machine).
 fn reserve_huge<T>(out: &mut Vec<T>, len: usize) {
     if out.capacity() >= len {
         return;
