@@ -128,8 +128,14 @@ def summarise(
     )
 
 
-def measure(fn: Callable[[], object], runs: int = 7, warmup: int = 1) -> dict[str, float]:
-    """Time ``fn``: ``warmup`` untimed calls, then ``runs`` timed calls.
+def measure(
+    fn: Callable[[], object],
+    runs: int = 7,
+    warmup: int = 1,
+    setup: Callable[[], object] | None = None,
+) -> dict[str, float]:
+    """Time ``fn``: ``warmup`` untimed calls, then ``runs`` timed calls, each
+    call after ``setup`` (untimed; e.g. dropping a file from the page cache).
 
     Returns :meth:`Timing.as_dict` (JSON-ready).
 
@@ -141,10 +147,14 @@ def measure(fn: Callable[[], object], runs: int = 7, warmup: int = 1) -> dict[st
     """
     _snap()
     for _ in range(warmup):
+        if setup is not None:
+            setup()
         fn()
     before = load()
     times = []
     for _ in range(runs):
+        if setup is not None:
+            setup()
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)

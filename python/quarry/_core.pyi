@@ -16,6 +16,7 @@ __all__ = [
     "__version__",
     "add_bins",
     "build_blocks",
+    "cluster_part",
     "count_ranges",
     "crc32",
     "evaluate",
@@ -178,6 +179,25 @@ def stable_order(
     """The rows in ascending key order, rows of one key ascending (a stable
     sort's order; uint64, to view as int64), with the keys present and where
     each one's rows start."""
+
+def cluster_part(
+    columns: list[npt.NDArray[np.unsignedinteger[Any]]],
+    floats: list[npt.NDArray[np.floating[Any]]],
+    axes: list[tuple[float, float, int, int]],
+    keys: npt.NDArray[np.uint64] | None,
+    first: int,
+    wide_rows: bool,
+    fd: int,
+    offsets: list[int],
+) -> tuple[list[int], list[int], npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
+    """Cluster one part of a reorganised copy and write it, without the GIL.
+    Each row's key is ``keys`` (None: zeros) plus the bins of ``floats`` (as
+    :func:`add_bins`); the rows are put in stable key order; each of
+    ``columns`` (viewed as uint8/16/32/64) is gathered in that order and
+    written to the open file ``fd`` at its offset in ``offsets``, then the
+    rows ``first + order`` (uint32, or int64 when ``wide_rows``) at the last.
+    Returns the CRC-32 of each column as given, of each column and of the
+    rows as written, the keys present and where each one's rows start."""
 
 def crc32(data: npt.NDArray[np.uint8], start: int = 0) -> int:
     """The CRC-32 of ``data``'s bytes continuing from ``start`` (``zlib.crc32``'s)."""

@@ -1,4 +1,4 @@
-"""The core's clustering (MDBin numbers binned in one pass, a radix sort)
+"""The core's clustering (MDBin numbers binned in one pass, a counting or radix sort)
 orders every part exactly as NumPy's stable argsort of the MDBin numbers that
 :meth:`Axis.assign` gives: the copy the faster path builds is the one the
 NumPy path built, rows ascending within a bin, offset tables included."""
@@ -10,6 +10,7 @@ import os
 import tempfile
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -87,20 +88,42 @@ def test_the_copy_is_the_numpy_ordering(dtypes, draw):
         write(path, data, "contiguous")
         with quarry.open(path, jobs=2) as ds:
             ds.reorganize(list(data), bins=bins, part_rows=part_rows)
-        member = open_copy(path).members[0]
-        axes = list(member.entry.axes)
-        columns = [v.reshape(-1) for v in data.values()]
-        rows = np.asarray(member.column("rows"))
-        layout = member._layout
-        for part in member.entry.parts:
-            span = slice(part.first, part.first + part.rows)
-            number = numpy_mdbin([c[span] for c in columns], axes)
-            order = np.argsort(number, kind="stable")
-            np.testing.assert_array_equal(rows[span], order + part.first)
-            for axis, values in zip(axes, columns, strict=True):
-                got = np.asarray(member.column(axis.path))[span]
-                np.testing.assert_array_equal(got, values[span][order])
-            first, count = part.table
-            present, starts = np.unique(number[order], return_index=True)
-            np.testing.assert_array_equal(layout.bins[first : first + count], present)
-            np.testing.assert_array_equal(layout.starts[first : first + count], starts)
+        assert_numpy_ordering(path, data)
+
+
+def assert_numpy_ordering(path: str, data: dict[str, np.ndarray]) -> None:
+    """Each part of the copy of ``path`` (of ``data``'s variables): rows in
+    NumPy's stable order of the MDBin numbers, values the source's at those
+    rows, its offset table the bins present and where each starts."""
+    member = open_copy(path).members[0]
+    axes = list(member.entry.axes)
+    columns = [v.reshape(-1) for v in data.values()]
+    rows = np.asarray(member.column("rows"))
+    layout = member._layout
+    for part in member.entry.parts:
+        span = slice(part.first, part.first + part.rows)
+        number = numpy_mdbin([c[span] for c in columns], axes)
+        order = np.argsort(number, kind="stable")
+        np.testing.assert_array_equal(rows[span], order + part.first)
+        for axis, values in zip(axes, columns, strict=True):
+            got = np.asarray(member.column(axis.path))[span]
+            np.testing.assert_array_equal(got, values[span][order])
+        first, count = part.table
+        present, starts = np.unique(number[order], return_index=True)
+        np.testing.assert_array_equal(layout.bins[first : first + count], present)
+        np.testing.assert_array_equal(layout.starts[first : first + count], starts)
+
+
+@pytest.mark.parametrize("bins", [[3, 5], [2000, 2000]])
+def test_narrow_and_wide_key_ranges(tmp_path, bins):
+    """A part whose MDBin numbers span few values is ordered by a counting
+    sort, one whose numbers span many more values than it has rows by a
+    radix sort: both give NumPy's stable order."""
+    rng = np.random.default_rng(7)
+    data = {"a": rng.normal(size=5000).astype("f4"), "b": rng.random(5000)}
+    data["b"][::97] = np.nan
+    path = str(tmp_path / "t.h5")
+    write(path, data, "contiguous")
+    with quarry.open(path, jobs=2) as ds:
+        ds.reorganize(list(data), bins=bins, part_rows=1500)
+    assert_numpy_ordering(path, data)

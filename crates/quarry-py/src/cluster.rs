@@ -2,7 +2,8 @@
 //! CRC-32 a reorganised copy records of its parts.
 
 use numpy::{
-    IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1, PyUntypedArray, PyUntypedArrayMethods,
+    IntoPyArray, PyArray1, PyArrayDescrMethods, PyArrayMethods, PyReadonlyArray1, PyUntypedArray,
+    PyUntypedArrayMethods,
 };
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -28,8 +29,10 @@ pub fn add_bins<'py>(
     if columns.len() != axes.len() {
         return Err(wrong("one axis per column").into());
     }
-    if columns.iter().any(|c| c.len() != keys.len()) || axes.iter().any(|a| a.2 == 0) {
-        return Err(wrong("one key per value and at least one bin per axis").into());
+    if columns.iter().any(|c| c.len() != keys.len())
+        || axes.iter().any(|a| a.2 == 0 || a.2 > 1 << 31)
+    {
+        return Err(wrong("one key per value and 1 to 2^31 bins per axis").into());
     }
     let held = columns
         .iter()
@@ -108,4 +111,313 @@ pub fn crc32<'py>(py: Python<'py>, data: &Bound<'py, PyUntypedArray>, start: u32
     let data = contiguous::<u8>(data)?;
     let data = data.as_slice()?;
     Ok(detach(py, || cluster::crc32(data, start)))
+}
+
+/// A worker's buffers, kept between the parts it clusters.
+#[derive(Default)]
+struct Worker {
+    keys: Vec<u64>,
+    scratch: cluster::Scratch,
+    // A part of one column in MDBin order, by itemsize (and the wide rows).
+    out8: Vec<u8>,
+    out16: Vec<u16>,
+    out32: Vec<u32>,
+    out64: Vec<u64>,
+    rows64: Vec<i64>,
+}
+
+thread_local! {
+    static WORKER: std::cell::RefCell<Worker> = std::cell::RefCell::default();
+}
+
+/// One column of a part, as the raw unsigned integers of its itemsize.
+enum Raw<'py> {
+    U8(PyReadonlyArray1<'py, u8>),
+    U16(PyReadonlyArray1<'py, u16>),
+    U32(PyReadonlyArray1<'py, u32>),
+    U64(PyReadonlyArray1<'py, u64>),
+}
+
+enum RawSlice<'a> {
+    U8(&'a [u8]),
+    U16(&'a [u16]),
+    U32(&'a [u32]),
+    U64(&'a [u64]),
+}
+
+/// Cluster one part of a reorganised copy and write it, without the GIL:
+/// each row's key is `keys` (uint64, or None for zeros) plus the bins of
+/// `floats` (float32/float64 arrays with their `(origin, size, count,
+/// stride)`, as [`add_bins`]); the rows are put in stable key order; each
+/// of `columns` (the part's values, viewed as uint8/16/32/64) is gathered in
+/// that order and written to the open file `fd` at its byte offset in
+/// `offsets`, and then the rows `first + order` (uint32, or int64 when
+/// `wide_rows`) at the last offset, in large sequential writes.
+///
+/// Returns the CRC-32 of each column as given, of each column as written
+/// and of the rows as written, the keys present (uint64) and where each
+/// one's rows start (int64).
+#[pyfunction]
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
+pub fn cluster_part<'py>(
+    py: Python<'py>,
+    columns: Vec<Bound<'py, PyUntypedArray>>,
+    floats: Vec<Bound<'py, PyUntypedArray>>,
+    axes: Vec<(f64, f64, u64, u64)>,
+    keys: Option<Bound<'py, PyUntypedArray>>,
+    first: u64,
+    wide_rows: bool,
+    fd: i32,
+    offsets: Vec<u64>,
+) -> Result<(
+    Vec<u32>,
+    Vec<u32>,
+    Bound<'py, PyArray1<u64>>,
+    Bound<'py, PyArray1<i64>>,
+)> {
+    let wrong = |why: &str| PyTypeError::new_err(format!("cluster_part: {why}"));
+    let rows = columns.first().map_or(0, PyUntypedArrayMethods::len);
+    if floats.len() != axes.len() || offsets.len() != columns.len() + 1 {
+        return Err(
+            wrong("one axis per float column and one offset per column and the rows").into(),
+        );
+    }
+    if columns.iter().chain(&floats).any(|c| c.len() != rows)
+        || axes.iter().any(|a| a.2 == 0 || a.2 > 1 << 31)
+    {
+        return Err(wrong("columns of one length and 1 to 2^31 bins per axis").into());
+    }
+    if u32::try_from(rows).is_err() || (!wide_rows && first + rows as u64 > 1 << 32) {
+        return Err(wrong("at most u32::MAX rows a part, and rows that fit their dtype").into());
+    }
+    let raw = columns
+        .iter()
+        .map(|c| {
+            Ok(match c.dtype().itemsize() {
+                1 => Raw::U8(contiguous::<u8>(c)?),
+                2 => Raw::U16(contiguous::<u16>(c)?),
+                4 => Raw::U32(contiguous::<u32>(c)?),
+                _ => Raw::U64(contiguous::<u64>(c)?),
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let slices = raw
+        .iter()
+        .map(|r| {
+            Ok(match r {
+                Raw::U8(v) => RawSlice::U8(v.as_slice()?),
+                Raw::U16(v) => RawSlice::U16(v.as_slice()?),
+                Raw::U32(v) => RawSlice::U32(v.as_slice()?),
+                Raw::U64(v) => RawSlice::U64(v.as_slice()?),
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let held = floats
+        .iter()
+        .map(|c| {
+            Ok(match contiguous::<f32>(c) {
+                Ok(v) => Either::F32(v),
+                Err(_) => Either::F64(contiguous::<f64>(c)?),
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let mut binned = Vec::with_capacity(held.len());
+    for (h, &(origin, size, count, stride)) in held.iter().zip(&axes) {
+        let values = match h {
+            Either::F32(v) => cluster::Floats::F32(v.as_slice()?),
+            Either::F64(v) => cluster::Floats::F64(v.as_slice()?),
+        };
+        binned.push((
+            values,
+            cluster::FloatAxis {
+                origin,
+                size,
+                count,
+                stride,
+            },
+        ));
+    }
+    let base = keys.as_ref().map(contiguous::<u64>).transpose()?;
+    let base = base.as_ref().map(|k| k.as_slice()).transpose()?;
+    if base.is_some_and(|k| k.len() != rows) {
+        return Err(wrong("one key per row").into());
+    }
+    // The caller's file, borrowed: it stays open after this call.
+    let file = std::mem::ManuallyDrop::new(unsafe_file(fd));
+    let (sources, written, table) = detach(py, || {
+        WORKER.with_borrow_mut(|w| {
+            write_part(w, &slices, &binned, base, first, wide_rows, &file, &offsets)
+        })
+    })
+    .map_err(PyErr::from)?;
+    Ok((
+        sources,
+        written,
+        table.keys.into_pyarray(py),
+        table.starts.into_pyarray(py),
+    ))
+}
+
+fn unsafe_file(fd: i32) -> std::fs::File {
+    use std::os::fd::FromRawFd;
+    // SAFETY: the caller (quarry.reorg.layout.CopyWriter) holds `fd` open
+    // for the whole call, and the File is never dropped (ManuallyDrop), so
+    // the descriptor is neither closed here nor used after it is closed.
+    unsafe { std::fs::File::from_raw_fd(fd) }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write_part(
+    w: &mut Worker,
+    columns: &[RawSlice<'_>],
+    floats: &[(cluster::Floats<'_>, cluster::FloatAxis)],
+    base: Option<&[u64]>,
+    first: u64,
+    wide_rows: bool,
+    file: &std::fs::File,
+    offsets: &[u64],
+) -> std::io::Result<(Vec<u32>, Vec<u32>, cluster::Table)> {
+    let rows = columns.first().map_or(0, |c| match c {
+        RawSlice::U8(v) => v.len(),
+        RawSlice::U16(v) => v.len(),
+        RawSlice::U32(v) => v.len(),
+        RawSlice::U64(v) => v.len(),
+    });
+    w.keys.clear();
+    reserve_huge(&mut w.keys, rows);
+    match base {
+        Some(k) => w.keys.extend_from_slice(k),
+        None => w.keys.resize(rows, 0),
+    }
+    cluster::add_bins(floats, &mut w.keys);
+    let table = cluster::group_rows(&w.keys, &mut w.scratch);
+    let (keys, scratch) = (&w.keys[..], &mut w.scratch);
+    let mut sources = Vec::with_capacity(columns.len());
+    let mut written = Vec::with_capacity(columns.len() + 1);
+    for (column, &offset) in columns.iter().zip(offsets) {
+        let (source, copy) = match column {
+            RawSlice::U8(v) => put(v, keys, scratch, &mut w.out8, file, offset)?,
+            RawSlice::U16(v) => put(v, keys, scratch, &mut w.out16, file, offset)?,
+            RawSlice::U32(v) => put(v, keys, scratch, &mut w.out32, file, offset)?,
+            RawSlice::U64(v) => put(v, keys, scratch, &mut w.out64, file, offset)?,
+        };
+        sources.push(source);
+        written.push(copy);
+    }
+    let at = offsets[columns.len()];
+    written.push(if wide_rows {
+        put_rows(first, keys, scratch, &mut w.rows64, file, at)?
+    } else {
+        put_rows(first, keys, scratch, &mut w.out32, file, at)?
+    });
+    for (k, &offset) in offsets.iter().enumerate() {
+        let size = match columns.get(k) {
+            Some(RawSlice::U8(_)) => 1,
+            Some(RawSlice::U16(_)) => 2,
+            Some(RawSlice::U32(_)) => 4,
+            Some(RawSlice::U64(_)) => 8,
+            None => {
+                if wide_rows {
+                    8
+                } else {
+                    4
+                }
+            }
+        };
+        start_writeback(file, offset, size * rows as u64);
+    }
+    Ok((sources, written, table))
+}
+
+/// Make room for `len` values in `out`, a fresh allocation asking for huge
+/// pages: placing a part's column writes to one spot per `MDBin` present,
+/// thousands of them across megabytes, and with 4 KiB pages nearly every
+/// write would miss the TLB; and a first touch of fresh memory costs a page
+/// fault per page (several microseconds each on a virtual machine).
+fn reserve_huge<T>(out: &mut Vec<T>, len: usize) {
+    if out.capacity() >= len {
+        return;
+    }
+    *out = Vec::with_capacity(len);
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let start = out.as_ptr() as usize;
+        let end = start + len * std::mem::size_of::<T>();
+        let (first, last) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
+        if last > first {
+            // SAFETY: advice on whole pages of memory this Vec owns and has
+            // not touched yet; a refusal (huge pages off) changes nothing.
+            unsafe {
+                libc::madvise(
+                    first as *mut libc::c_void,
+                    last - first,
+                    libc::MADV_HUGEPAGE,
+                )
+            };
+        }
+    }
+}
+
+/// Place `values` in the grouped order in `out` and write them at `at` in
+/// `file` in one sequential write; returns the CRC-32 of `values` and of
+/// what was written.
+fn put<T: cluster::Plain>(
+    values: &[T],
+    keys: &[u64],
+    scratch: &mut cluster::Scratch,
+    out: &mut Vec<T>,
+    file: &std::fs::File,
+    at: u64,
+) -> std::io::Result<(u32, u32)> {
+    use std::os::unix::fs::FileExt;
+    reserve_huge(out, values.len());
+    out.resize(values.len(), T::default());
+    cluster::place(values, keys, scratch, out);
+    let bytes = cluster::as_bytes(out);
+    file.write_all_at(bytes, at)?;
+    Ok((
+        cluster::crc32(cluster::as_bytes(values), 0),
+        cluster::crc32(bytes, 0),
+    ))
+}
+
+/// The rows `first + row` in the grouped order, written at `at` as [`put`].
+fn put_rows<T: cluster::Plain + TryFrom<u64>>(
+    first: u64,
+    keys: &[u64],
+    scratch: &mut cluster::Scratch,
+    out: &mut Vec<T>,
+    file: &std::fs::File,
+    at: u64,
+) -> std::io::Result<u32> {
+    use std::os::unix::fs::FileExt;
+    reserve_huge(out, keys.len());
+    out.resize(keys.len(), T::default());
+    cluster::place_rows(first, keys, scratch, out);
+    let bytes = cluster::as_bytes(out);
+    file.write_all_at(bytes, at)?;
+    Ok(cluster::crc32(bytes, 0))
+}
+
+/// Start writing `len` bytes at `offset` of `file` to the disk, without
+/// waiting: the copy's closing fsync (which stays, and is what makes it
+/// durable) then finds most of it written while later parts were being
+/// clustered, instead of all of it at the end.
+fn start_writeback(file: &std::fs::File, offset: u64, len: u64) {
+    use std::os::fd::AsRawFd;
+    #[cfg(target_os = "linux")]
+    // SAFETY: a plain system call on an open descriptor; no memory is shared.
+    unsafe {
+        // A hint: a failure here (an old kernel, a file system without it)
+        // leaves the work to the closing fsync, which reports real errors.
+        libc::sync_file_range(
+            file.as_raw_fd(),
+            offset as libc::off64_t,
+            len as libc::off64_t,
+            libc::SYNC_FILE_RANGE_WRITE,
+        );
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file.as_raw_fd(), offset, len);
 }

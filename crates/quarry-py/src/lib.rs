@@ -38,6 +38,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cluster::add_bins, m)?)?;
     m.add_function(wrap_pyfunction!(cluster::stable_order, m)?)?;
     m.add_function(wrap_pyfunction!(cluster::crc32, m)?)?;
+    m.add_function(wrap_pyfunction!(cluster::cluster_part, m)?)?;
     m.add_function(wrap_pyfunction!(scan::count_ranges, m)?)?;
     m.add_function(wrap_pyfunction!(scan::evaluate, m)?)?;
     m.add_function(wrap_pyfunction!(scan::scan_compare, m)?)?;

@@ -4,18 +4,23 @@
    value and whether it holds NaN; the parts' extents merged give each
    variable's :class:`~quarry.reorg.binning.Axis`.
 2. *Clustering*: every part reads its rows of each variable (one span per
-   variable), gives each row its 1-D bin per variable and its row-major MDBin
-   number, orders its rows by MDBin number (a stable order, so rows keep their
-   ascending order within a bin: a radix sort in the core, linear in the
-   rows, since MDBin numbers are small integers), writes the ordered values
-   and their original row numbers to its own rows of the copy, and hands back
-   its offset table.
+   variable) and hands them to the core in one call without the GIL
+   (:func:`quarry._core.cluster_part`): it gives each row its 1-D bin per
+   variable and its row-major MDBin number, orders the rows by MDBin number
+   (stable, so rows keep their ascending order within a bin: a counting
+   sort over the part's range of MDBin numbers, or a radix sort where that
+   range is much wider than the part), gathers each column in that order a
+   chunk at a time straight into the part's rows of the copy (large
+   sequential writes, checksummed on the way, their write-back to disk
+   started at once), and hands back the part's offset table and CRCs.
 
 Parts are ``part_rows`` consecutive rows and are the unit of parallel work:
 threads take parts in turn, and no data moves between them; only the small
 offset tables come back to be written with the manifest. Reads from the file
 are made one at a time (drivers such as netCDF4 are not thread-safe); the
-binning, sorting and writing of parts run on every thread at once.
+binning, sorting and writing of parts run on every thread at once. A worker
+holds one part of each variable at a time (a memory-mapped source lends
+it without a copy) and keeps its buffers from part to part.
 """
 
 from __future__ import annotations
@@ -37,7 +42,6 @@ from quarry.pool import jobs as core_jobs
 from quarry.records import record
 from quarry.reorg.binning import Axis, Extent, extent_of, make_axis, mdbin_strides
 from quarry.reorg.layout import (
-    ROWS,
     CopyManifest,
     CopyWriter,
     MemberEntry,
@@ -316,24 +320,33 @@ def _cluster(
     stop: int,
     progress: Callable[[int], object] | None,
 ) -> Clustered:
-    """Bin, order and write rows ``[start, stop)`` of one member."""
-    columns, source_crcs = [], []
-    for var in plan.variables:
-        values = read(var.path, start, stop)
-        source_crcs.append(crc32(values))
-        columns.append(values)
-    mdbin = mdbin_numbers(columns, axes)
-    order, bins, starts = _core.stable_order(mdbin)
-    order = order.view(np.int64)  # row numbers, as NumPy indexes with
-    copy_crcs = []
-    for k, (values, axis) in enumerate(zip(columns, axes, strict=True)):
-        ordered = np.take(values, order).astype(column_dtype(axis), copy=False)
-        copy_crcs.append(crc32(ordered))
-        writer.write(plan.name, str(k), start, ordered)
-    rows = order.astype(rows_dtype(plan.variables[0].size))
-    rows += rows.dtype.type(start)
-    copy_crcs.append(crc32(rows))
-    writer.write(plan.name, ROWS, start, rows)
+    """Bin, order and write rows ``[start, stop)`` of one member: the core
+    does it in one call without the GIL (:func:`quarry._core.cluster_part`),
+    gathering each column in MDBin order a chunk at a time straight into
+    the copy's file, so a part is never held twice."""
+    as_read = [read(var.path, start, stop) for var in plan.variables]
+    columns = [
+        np.ascontiguousarray(values, column_dtype(axis))
+        for values, axis in zip(as_read, axes, strict=True)
+    ]
+    floats, float_axes, keys = core_binning(columns, axes)
+    rows_wide = rows_dtype(plan.variables[0].size).itemsize == 8
+    source_crcs, copy_crcs, bins, starts = _core.cluster_part(
+        [c.view(f"u{c.dtype.itemsize}") for c in columns],
+        floats,
+        float_axes,
+        keys,
+        start,
+        rows_wide,
+        writer.fileno(),
+        writer.part_offsets(plan.name, len(columns), start),
+    )
+    # The source's CRC is of its values as read (the core's, of the native
+    # values, is the same bytes unless they had to be converted).
+    source_crcs = [
+        crc if native.dtype == values.dtype else crc32(values)
+        for crc, native, values in zip(source_crcs, columns, as_read, strict=True)
+    ]
     if progress is not None:
         progress(stop - start)
     return Clustered(
@@ -341,11 +354,44 @@ def _cluster(
     )
 
 
+def core_binning(
+    columns: list[npt.NDArray[Any]], axes: list[Axis]
+) -> tuple[
+    list[npt.NDArray[Any]], list[tuple[float, float, int, int]], npt.NDArray[np.uint64] | None
+]:
+    """How the MDBin numbers of ``columns`` are made: the native float32
+    and float64 columns with their ``(origin, size, count, stride)``, binned
+    by the core (:func:`quarry._core.add_bins`, the arithmetic of
+    :meth:`Axis.assign`), and the sum of the other columns' bin numbers
+    times their strides (by :meth:`Axis.assign`; None when there are none).
+
+    Examples
+    --------
+    >>> from quarry.reorg.binning import Axis
+    >>> x = Axis("/x", "<f4", 0.0, 1.0, 0.0, 0.5, 2, True)
+    >>> n = Axis("/n", ">i2", 0, 9, 0, 5, 2, False)
+    >>> values = [np.array([0.0, 0.7, np.nan], "f4"), np.array([9, 0, 5], ">i2")]
+    >>> floats, float_axes, keys = core_binning(values, [x, n])
+    >>> float_axes, keys.tolist()
+    ([(0.0, 0.5, 2, 2)], [1, 0, 1])
+    """
+    strides = mdbin_strides(axes)
+    keys: npt.NDArray[np.uint64] | None = None
+    floats, float_axes = [], []
+    for values, axis, stride in zip(columns, axes, strides, strict=True):
+        if axis.kind == "f64" and values.dtype in (np.float32, np.float64):
+            floats.append(values)
+            float_axes.append((float(axis.origin), float(axis.size), axis.count, stride))
+        else:
+            if keys is None:
+                keys = np.zeros(len(values), np.uint64)
+            keys += axis.assign(values, np.uint64) * np.uint64(stride)
+    return floats, float_axes, keys
+
+
 def mdbin_numbers(columns: list[npt.NDArray[Any]], axes: list[Axis]) -> npt.NDArray[np.uint64]:
-    """The row-major MDBin number of each row of ``columns`` (one per axis).
-    Native float32 and float64 columns are binned by the core in one pass
-    over the numbers (:func:`quarry._core.add_bins`, the arithmetic of
-    :meth:`Axis.assign`); the others by :meth:`Axis.assign`.
+    """The row-major MDBin number of each row of ``columns`` (one per axis),
+    as :func:`core_binning` makes them.
 
     Examples
     --------
@@ -356,15 +402,8 @@ def mdbin_numbers(columns: list[npt.NDArray[Any]], axes: list[Axis]) -> npt.NDAr
     >>> mdbin_numbers(values, [x, n]).tolist()
     [1, 2, 5]
     """
-    strides = mdbin_strides(axes)
-    mdbin = np.zeros(len(columns[0]) if columns else 0, np.uint64)
-    floats, float_axes = [], []
-    for values, axis, stride in zip(columns, axes, strides, strict=True):
-        if axis.kind == "f64" and values.dtype in (np.float32, np.float64):
-            floats.append(values)
-            float_axes.append((float(axis.origin), float(axis.size), axis.count, stride))
-        else:
-            mdbin += axis.assign(values, np.uint64) * np.uint64(stride)
+    floats, float_axes, keys = core_binning(columns, axes)
+    mdbin = keys if keys is not None else np.zeros(len(columns[0]) if columns else 0, np.uint64)
     if floats:
         _core.add_bins(floats, float_axes, mdbin)
     return mdbin

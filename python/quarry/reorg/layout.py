@@ -39,8 +39,9 @@ each column and of ``rows`` (checked by :func:`quarry.reorg.read.verify_copy`);
 ``table_crc32`` covers the offset tables, checked at every open.
 
 The columns are allocated when the file is made (``H5D_ALLOC_TIME_EARLY``,
-never filled), so every worker writes its parts through a memory map at the
-dataset's file offset, without HDF5's lock; the file is written under a
+never filled), so every worker writes its parts at the dataset's file
+offset (the core's positioned writes on :meth:`CopyWriter.fileno`), without
+HDF5's lock; the file is written under a
 temporary name beside the copy, locked, and renamed into place when complete.
 """
 
@@ -300,17 +301,21 @@ class CopyWriter:
         column = name.removeprefix("columns/")
         self.offsets[(group.name.lstrip("/"), column)] = (dataset.get_offset(), dtype, rows)
 
-    def write(self, member: str, column: str, first: int, values: npt.NDArray[Any]) -> None:
-        """Put ``values`` at rows ``[first, first + len(values))`` of a column."""
-        offset, dtype, rows = self.offsets[(member, column)]
-        if not len(values):
-            return
-        assert offset is not None and first + len(values) <= rows
-        data = np.ascontiguousarray(values, dtype).data.cast("B")
-        at = offset + first * dtype.itemsize
-        while len(data):  # pwrite releases the GIL; a large write may come back short
-            done = os.pwrite(self._fd, data, at)
-            data, at = data[done:], at + done
+    def fileno(self) -> int:
+        """The temporary's descriptor: the core writes parts through it
+        (open until :meth:`publish`, :meth:`close` or :meth:`abort`)."""
+        return self._fd
+
+    def part_offsets(self, member: str, columns: int, first: int) -> list[int]:
+        """The file offsets of row ``first`` of a member's ``columns``
+        variables' columns, then of its ``rows``: where a part's writes go."""
+        names = [str(k) for k in range(columns)] + [ROWS]
+        at = []
+        for name in names:
+            offset, dtype, rows = self.offsets[(member, name)]
+            assert offset is not None and first <= rows
+            at.append(offset + first * dtype.itemsize)
+        return at
 
     def close(self) -> None:
         """An attached writer's end: its writes made durable, its file closed."""
