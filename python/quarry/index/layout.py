@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from quarry import _core
 from quarry.errors import CorruptIndexError
-from quarry.index.manifest import Manifest, VariableEntry
+from quarry.index.manifest import Manifest, ManifestText, VariableEntry
 
 if TYPE_CHECKING:
     import numpy as np
@@ -257,16 +257,27 @@ class IndexWriter(BlockWriter):
         self.publish_as = path
         super().__init__(_temporary_beside(path), _HEADER.pack(MAGIC, VERSION, 0))
 
-    def commit(self, manifest: Manifest) -> None:
+    def commit(
+        self,
+        manifest: Manifest,
+        replaces: Manifest | None = None,
+        text: ManifestText | None = None,
+    ) -> None:
         """Write the manifest and put the file in place of any old index,
-        whose shards (if it had any) are removed afterwards."""
-        body = json.dumps(manifest.to_json(), separators=(",", ":")).encode()
+        whose shards (if it had any) are removed afterwards. For a caller
+        that publishes again and again (a followed run, whose manifest grows
+        with every step): ``replaces``, the manifest it published there, so
+        that its shards are known without reading it again, and ``text``,
+        the :class:`~quarry.index.manifest.ManifestText` that encoded it."""
+        import numpy as np
+
+        body = (text or ManifestText()).encode(manifest)
+        crc = _core.crc32(np.frombuffer(body, np.uint8))  # zlib's, faster on a long manifest
         self._file.write(body)
-        self._file.write(
-            _TRAILER.pack(self._offset, len(body), zlib.crc32(body), VERSION, END_MAGIC)
-        )
+        self._file.write(_TRAILER.pack(self._offset, len(body), crc, VERSION, END_MAGIC))
         self.finish()
-        old_shards = set(_shards_of(self.publish_as)) - {s.name for s in manifest.shards}
+        published = [s.name for s in replaces.shards] if replaces else _shards_of(self.publish_as)
+        old_shards = set(published) - {s.name for s in manifest.shards}
         # Renamed while still locked: until then its name is a temporary's.
         _publish(self.path, self.publish_as)
         self.release()
