@@ -105,7 +105,11 @@ def check(path: str, steps: int, pool: list[np.ndarray]) -> None:
 
 
 def follow_latency(work: str, steps: int, n: int, compute: float) -> dict[str, Any]:
-    """Seconds from the BP5 writer ending a step to the follower publishing its index."""
+    """Seconds from the BP5 writer ending a step to the follower publishing its index
+    (the follower's imports done before the writer starts, as a follower started ahead
+    of its run has them: a step's latency, not the follower's start)."""
+    import adios2  # noqa: F401  (follow_bp imports it when called)
+
     from quarry.insitu.follow_bp import follow_bp
 
     path = os.path.join(work, "run.bp")

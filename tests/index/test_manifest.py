@@ -159,3 +159,30 @@ def test_a_damaged_block_span_is_named_when_the_column_opens(indexed):
         assert ds.query("n > 0").count() == int((h5py.File(path)["n"][:] > 0).sum())
         with pytest.raises(CorruptIndexError, match=r"/x .*\[0, 16\] is not \[file, offset"):
             ds.query("x > 0").count()
+
+
+def test_a_kept_manifest_text_encodes_each_manifest_as_json_dumps(indexed):
+    """One ManifestText over manifests that share, replace (same path, another
+    entry), add and drop variables, reorder the listing, gain shards and a
+    follow: each encoded as json.dumps encodes its JSON."""
+    from dataclasses import replace
+
+    from quarry.index.manifest import Follow, FollowedFile, ManifestText, Shard
+
+    _, built = indexed
+    text = ManifestText()
+
+    def dumps(manifest):
+        return json.dumps(manifest.to_json(), separators=(",", ":")).encode()
+
+    x = built.variables["/x"]
+    kept = {p: e for p, e in built.variables.items() if p != "/n"}
+    grown = replace(
+        built,
+        variables={**kept, "/x": replace(x, bins=x.bins + 1), "/z": built.variables["/y"]},
+        shards=(Shard("run.h5.qidx.b-0001.qshard", 10),),
+        follow=Follow(2, False, (FollowedFile("md.idx", 96, 7, 5, 64),)),
+        listing=replace(built.listing, variables=built.listing.variables[::-1]),
+    )
+    for manifest in (built, grown, built, replace(built, listing=None)):
+        assert text.encode(manifest) == dumps(manifest)

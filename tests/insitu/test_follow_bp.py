@@ -253,3 +253,62 @@ def test_no_run_within_the_idle_timeout_is_said_plainly(tmp_path):
         follow_bp(path, idle_timeout=0.5)
     assert str(err.value).startswith(f"no BP5 run at {path} within 0.5 s")
     assert "\x1b" not in str(err.value) and "iostream" not in str(err.value)
+
+
+def test_a_step_is_published_at_once_and_each_manifest_is_its_json(tmp_path, monkeypatch):
+    """The writer ending a step to its index being published: ADIOS2 looks
+    for the step every POLL_SECS, not every second (its default, which made
+    half a second the median wait); no step waits a second for it. Every
+    manifest published is the JSON of the manifest it reads as, byte for
+    byte (each variable's text kept from one publish to the next), and a
+    manifest this follower published is never read again to find its shards."""
+    import threading
+    import time
+
+    from quarry.index import layout
+    from quarry.index.options import BuildOptions
+    from quarry.insitu import follow_bp as follow
+
+    monkeypatch.setattr(follow, "MAX_BATCH_STEPS", 1)
+    reads = []
+    real_shards_of = layout._shards_of
+    monkeypatch.setattr(layout, "_shards_of", lambda p: reads.append(p) or real_shards_of(p))
+    path = str(tmp_path / "run.bp")
+    index = path + ".qidx"
+    writer = Writer(path)
+    published: dict[int, float] = {}
+    bodies: list[bool] = []
+    ready = threading.Condition()
+
+    def on_published(step):
+        _, read = layout.read_manifest(index)
+        with open(index, "rb") as f:
+            data = f.read()
+        offset, length = (int.from_bytes(data[k : k + 8], "little") for k in (-32, -24))
+        body = data[offset : offset + length]
+        bodies.append(body == json.dumps(read.to_json(), separators=(",", ":")).encode())
+        with ready:
+            published[step] = time.monotonic()
+            ready.notify_all()
+
+    options = BuildOptions(block_len=1000)
+    thread = threading.Thread(
+        target=follow.follow_bp,
+        args=(path,),
+        kwargs={"options": options, "idle_timeout": 30, "published": on_published},
+    )
+    assert writer.do("step") == "ended 0"  # the run exists before the follower opens it
+    ended = {0: time.monotonic()}
+    thread.start()
+    for step in range(1, 7):
+        with ready:
+            assert ready.wait_for(lambda s=step: s - 1 in published, timeout=30)
+        assert writer.do("step") == f"ended {step}"
+        ended[step] = time.monotonic()
+    writer.close()
+    thread.join()
+    waits = [published[s] - ended[s] for s in range(1, 7)]
+    assert max(waits) < 0.6, waits
+    assert bodies == [True] * len(bodies) and len(bodies) == 7
+    assert len(reads) == 1  # at the first publish only: nothing published by this follower yet
+    assert [r["count"] for r in query(path)["per_step"]] == expected(7)

@@ -143,6 +143,12 @@ def test_values_not_written_as_handed_are_left_out(tmp_path):
         ix.add(1, {"x": x})
         raise KeyError("stop")
     assert ix.steps_indexed == [0]
+    # Found while the blocks were being copied: copied again without step 1.
+    assert sorted(IndexStore(path + ".qidx", path).manifest.variables) == ["/Step#0/x"]
+    assert sorted(os.listdir(tmp_path)) == ["run.h5", "run.h5.qidx"]
+    with quarry.open_series(path) as series:
+        counts = [r["count"] for r in series.query("x > 1000").per_step()]
+    assert counts == [int((x > 1000).sum()), int((x[::-1] > 1000).sum())]
 
 
 def test_a_finished_run_that_wrote_elsewhere_is_an_error(tmp_path):

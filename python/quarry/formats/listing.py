@@ -65,7 +65,7 @@ class Listing:
         return {
             "backend": self.backend,
             "step_context": self.step_context,
-            "variables": [_variable_json(v) for v in self.variables],
+            "variables": [variable_json(v) for v in self.variables],
         }
 
     @staticmethod
@@ -80,7 +80,8 @@ class Listing:
         )
 
 
-def _variable_json(v: VariableInfo) -> dict[str, Any]:
+def variable_json(v: VariableInfo) -> dict[str, Any]:
+    """``v`` as a listing's JSON holds it."""
     return {
         "path": v.path,
         "shape": list(v.shape),

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from quarry import _core
 from quarry.errors import CorruptIndexError
-from quarry.index.manifest import Manifest, VariableEntry
+from quarry.index.manifest import Manifest, ManifestText, VariableEntry
 
 if TYPE_CHECKING:
     import numpy as np
@@ -101,6 +101,43 @@ class BlockWriter:
             os.fdatasync(self._file.fileno())
         return spans
 
+    def add_copied(self, source: int, extents: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+        """Append blocks that lie in the open file ``source`` at ``(offset,
+        length)`` extents, in order; returns each one's ``[file, offset,
+        length]`` as :meth:`add_all` does, and syncs them as it does. The
+        bytes move inside the kernel (``copy_file_range``), adjacent extents
+        in one call, and the disk writes what is copied while the rest is
+        (a sync on another thread every :data:`COPY_SYNC_BYTES`), so copying
+        a staged index costs about the disk's time to write it."""
+        from concurrent.futures import Future, ThreadPoolExecutor
+
+        self._file.flush()
+        spans: list[tuple[int, int, int]] = []
+        runs: list[list[int]] = []
+        for offset, length in extents:
+            spans.append((self.file_number, self._offset, length))
+            self._offset += length
+            if runs and runs[-1][0] + runs[-1][1] == offset:
+                runs[-1][1] += length
+            else:
+                runs.append([offset, length])
+        target = self._file.fileno()
+        syncing: Future[None] | None = None
+        with ThreadPoolExecutor(1, thread_name_prefix="quarry-sync") as syncer:
+            unsynced = 0
+            for offset, length in runs:
+                for start in range(offset, offset + length, COPY_SYNC_BYTES):
+                    piece = min(COPY_SYNC_BYTES, offset + length - start)
+                    _copy_range(source, target, start, piece)
+                    unsynced += piece
+                    if unsynced >= COPY_SYNC_BYTES and (syncing is None or syncing.done()):
+                        syncing, unsynced = syncer.submit(os.fdatasync, target), 0
+            if syncing is not None:
+                syncing.result()
+        self._file.seek(self._offset)  # copy_file_range moved the descriptor, not the buffer
+        os.fdatasync(target)
+        return spans
+
     def finish(self) -> None:
         """Make every byte durable, keeping the file (and its lock) open."""
         self._file.flush()
@@ -136,6 +173,32 @@ class ShardWriter(BlockWriter):
     @property
     def size(self) -> int:
         return self._offset
+
+
+#: Bytes moved per read and write where the kernel cannot copy between files.
+_COPY_CHUNK = 16 << 20
+#: Bytes :meth:`BlockWriter.add_copied` copies before it has the disk write them.
+COPY_SYNC_BYTES = 32 << 20
+
+
+def _copy_range(source: int, target: int, offset: int, length: int) -> None:
+    """Append ``length`` bytes of ``source`` from ``offset`` at ``target``'s
+    position: inside the kernel where it can (Linux), else read and written."""
+    end = offset + length
+    with contextlib.suppress(AttributeError, OSError):  # no copy_file_range here: below
+        while offset < end:
+            moved = os.copy_file_range(source, target, end - offset, offset)
+            if moved == 0:
+                raise EOFError(f"the file to copy from ends before byte {end}")
+            offset += moved
+    while offset < end:
+        chunk = os.pread(source, min(_COPY_CHUNK, end - offset), offset)
+        if not chunk:
+            raise EOFError(f"the file to copy from ends before byte {end}")
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(target, view) :]
+        offset += len(chunk)
 
 
 def encode_edges(edges: npt.NDArray[np.generic], key: str) -> str:
@@ -194,16 +257,27 @@ class IndexWriter(BlockWriter):
         self.publish_as = path
         super().__init__(_temporary_beside(path), _HEADER.pack(MAGIC, VERSION, 0))
 
-    def commit(self, manifest: Manifest) -> None:
+    def commit(
+        self,
+        manifest: Manifest,
+        replaces: Manifest | None = None,
+        text: ManifestText | None = None,
+    ) -> None:
         """Write the manifest and put the file in place of any old index,
-        whose shards (if it had any) are removed afterwards."""
-        body = json.dumps(manifest.to_json(), separators=(",", ":")).encode()
+        whose shards (if it had any) are removed afterwards. For a caller
+        that publishes again and again (a followed run, whose manifest grows
+        with every step): ``replaces``, the manifest it published there, so
+        that its shards are known without reading it again, and ``text``,
+        the :class:`~quarry.index.manifest.ManifestText` that encoded it."""
+        import numpy as np
+
+        body = (text or ManifestText()).encode(manifest)
+        crc = _core.crc32(np.frombuffer(body, np.uint8))  # zlib's, faster on a long manifest
         self._file.write(body)
-        self._file.write(
-            _TRAILER.pack(self._offset, len(body), zlib.crc32(body), VERSION, END_MAGIC)
-        )
+        self._file.write(_TRAILER.pack(self._offset, len(body), crc, VERSION, END_MAGIC))
         self.finish()
-        old_shards = set(_shards_of(self.publish_as)) - {s.name for s in manifest.shards}
+        published = [s.name for s in replaces.shards] if replaces else _shards_of(self.publish_as)
+        old_shards = set(published) - {s.name for s in manifest.shards}
         # Renamed while still locked: until then its name is a temporary's.
         _publish(self.path, self.publish_as)
         self.release()

@@ -5,7 +5,8 @@ it indexed (their native bytes, as the driver read them; for a derived
 variable the computed float64 values). :func:`source_crcs` computes the same
 numbers from the source as it is now: one thread reads span after span
 (a driver reads one span at a time, as a build's reader does) while a pool of
-threads checksums the blocks of the span before (zlib releases the GIL), so
+threads checksums the blocks of the span before (with the core's CRC-32,
+``zlib.crc32``'s numbers several times faster, and without the GIL), so
 checking costs about one read of the columns.
 
 What this can and cannot see is in the README ("What a changed source does").
@@ -14,7 +15,6 @@ What this can and cannot see is in the README ("What a changed source does").
 from __future__ import annotations
 
 import time
-import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -46,6 +46,7 @@ def source_crcs(
     >>> crcs["/x"] == [zlib.crc32(data["/x"][a : a + 4]) for a in (0, 4, 8)]
     True
     """
+    from quarry import _core
     from quarry.pool import jobs as core_jobs
 
     step = max(block_len, READ_SPAN // block_len * block_len)
@@ -62,8 +63,8 @@ def source_crcs(
             values = indexed_values(pending.result())
             if k + 1 < len(spans):
                 pending = reader.submit(read, *spans[k + 1])
-            raw, size = values.data.cast("B"), block_len * values.itemsize
-            sums = [pool.submit(zlib.crc32, raw[a : a + size]) for a in range(0, len(raw), size)]
+            raw, size = values.reshape(-1).view(np.uint8), block_len * values.itemsize
+            sums = [pool.submit(_core.crc32, raw[a : a + size]) for a in range(0, len(raw), size)]
             out[path].extend(sums)
             # At most two spans in memory: this one and the one being read.
             for done in previous:

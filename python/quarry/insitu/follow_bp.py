@@ -38,7 +38,14 @@ from quarry.formats.listing import Listing
 from quarry.index import layout
 from quarry.index.build import assemble
 from quarry.index.locate import find_index, place_new_index
-from quarry.index.manifest import Follow, FollowedFile, Manifest, Shard, SourceRecord
+from quarry.index.manifest import (
+    Follow,
+    FollowedFile,
+    Manifest,
+    ManifestText,
+    Shard,
+    SourceRecord,
+)
 from quarry.index.options import BuildOptions
 from quarry.insitu.blocks import index_arrays
 from quarry.records import field, record, replace
@@ -51,6 +58,15 @@ if TYPE_CHECKING:
 
 #: Steps indexed before the index is published, when more are waiting.
 MAX_BATCH_STEPS = 4
+#: How often ADIOS2's reader looks for a step the writer has ended, while
+#: ``begin_step`` waits (BP5's ``BeginStepPollingFrequencySecs``, 1 s by
+#: default, which was most of the follower's latency). A look is a stat and
+#: a read of the small ``md.idx``: a hundred a second cost well under 1 % of a core.
+POLL_SECS = 0.01
+#: The longest one call to ``begin_step`` waits: the bindings hold Python's
+#: GIL while ADIOS2 waits, so a follower on a thread would stop the rest of
+#: its process for the whole idle timeout; it waits in slices instead.
+WAIT_SLICE_SECS = 0.05
 #: The BP5 files whose bytes are recorded: the metadata, small, appended at
 #: every step's end, and the bytes each begins with that the writer changes
 #: in place (``md.idx``'s 64-byte header holds the "writer active" flag,
@@ -123,7 +139,9 @@ def follow_bp(
     adios = adios2.Adios()
     io = adios.declare_io("quarry-follow")
     io.set_engine("BP5")
-    io.set_parameters({"OpenTimeoutSecs": str(idle_timeout)})
+    io.set_parameters(
+        {"OpenTimeoutSecs": str(idle_timeout), "BeginStepPollingFrequencySecs": str(POLL_SECS)}
+    )
     try:
         stream = adios2.Stream(io, path, "r")
     except Exception:  # the bindings' text (colour codes, "iostream error") tells a user nothing
@@ -133,13 +151,14 @@ def follow_bp(
             f"longer --idle-timeout"
         ) from None
     pending: list[_IndexedStep] = []
+    text = ManifestText()  # encodes each step's variables once, not at every publish
     ok, not_ready = adios2.bindings.StepStatus.OK, adios2.bindings.StepStatus.NotReady
     try:
         while True:
             # Steps waiting already are indexed before the index is published.
-            status = stream.begin_step(timeout=0.0 if pending else idle_timeout)
+            status = _begin_step(stream, 0.0 if pending else idle_timeout)
             if status == not_ready and pending:
-                manifest = _publish(path, index_path, manifest, pending, report, published)
+                manifest = _publish(path, index_path, manifest, pending, report, text, published)
                 pending = []
                 continue
             if status != ok:
@@ -161,11 +180,11 @@ def follow_bp(
             pending.append(_index_step(path, index_path, step, arrays, opts, build, number, seen))
             done = step + 1
             if len(pending) >= MAX_BATCH_STEPS:
-                manifest = _publish(path, index_path, manifest, pending, report, published)
+                manifest = _publish(path, index_path, manifest, pending, report, text, published)
                 pending = []
         if pending or (report.closed and manifest is not None):
             manifest = _publish(
-                path, index_path, manifest, pending, report, published, report.closed
+                path, index_path, manifest, pending, report, text, published, report.closed
             )
             pending = []
     finally:
@@ -196,6 +215,20 @@ def _resumable(index_path: str, path: str, opts: BuildOptions) -> Manifest | Non
     if any(e.bins != opts.bins or e.precision != opts.precision for e in entries):
         return None
     return manifest
+
+
+def _begin_step(stream: Any, timeout: float) -> Any:
+    """``stream.begin_step(timeout=timeout)``, waiting at most
+    :data:`WAIT_SLICE_SECS` in each call (the GIL is free between calls)."""
+    import adios2
+
+    not_ready = adios2.bindings.StepStatus.NotReady
+    deadline = time.monotonic() + timeout
+    while True:
+        left = max(0.0, deadline - time.monotonic())
+        status = stream.begin_step(timeout=min(WAIT_SLICE_SECS, left))
+        if status != not_ready or left <= WAIT_SLICE_SECS:
+            return status
 
 
 def _read_step(stream: Any, path: str, step: int) -> dict[str, npt.NDArray[np.generic]]:
@@ -253,6 +286,7 @@ def _publish(
     previous: Manifest | None,
     steps: list[_IndexedStep],
     report: FollowReport,
+    text: ManifestText,
     published: Callable[[int], object] | None,
     closed: bool = False,
 ) -> Manifest:
@@ -277,7 +311,7 @@ def _publish(
         listing=Listing("adios2", None, tuple(listed)),
         follow=Follow(covered, closed, _followed_files(path)),
     )
-    _commit(index_path, manifest)
+    _commit(index_path, manifest, previous, text)
     for indexed in steps:
         indexed.writer.release()
         report.indexed_now.append(indexed.step)
@@ -331,9 +365,11 @@ def _followed_files(path: str) -> tuple[FollowedFile, ...]:
     return tuple(files)
 
 
-def _commit(index_path: str, manifest: Manifest) -> None:
+def _commit(
+    index_path: str, manifest: Manifest, previous: Manifest | None, text: ManifestText
+) -> None:
     with layout.writing(index_path) as writer:
-        writer.commit(manifest)
+        writer.commit(manifest, replaces=previous, text=text)
 
 
 def _remove_profile(path: str) -> None:

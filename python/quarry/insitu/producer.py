@@ -68,12 +68,11 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
 
+    from quarry.formats.listing import Listing
     from quarry.index.manifest import Manifest
 
 #: H5Part's layout, Quarry's default: step 3 of ``energy`` is ``/Step#3/energy``.
 H5PART_TEMPLATE = "/Step#{step}/{name}"
-#: Bytes of blocks moved into the published index per write (each write syncs).
-COPY_CHUNK = 64 << 20
 _DONE = None
 
 
@@ -237,6 +236,8 @@ class InSituIndexer:
             self._staging.abort()
 
     def _publish(self, failed: bool) -> Manifest | None:
+        from concurrent.futures import ThreadPoolExecutor
+
         from quarry.formats import backend_for
         from quarry.formats.listing import Listing
 
@@ -248,20 +249,42 @@ class InSituIndexer:
             listing = Listing.of(backend.name, driver)
             in_file = {v.path: v for v in driver.variables()}
             steps = [s for s in self._steps if self._held(s, in_file, failed)]
-            steps = self._holding_as_handed(driver, steps, failed)
+            if not steps:
+                return None
+            # The file's values are read back while the blocks are copied
+            # into the index (the kernel copies; the disk syncs): nothing is
+            # published before the check has passed.
+            with ThreadPoolExecutor(1, thread_name_prefix="quarry-insitu-check") as checker:
+                checking = checker.submit(self._holding_as_handed, driver, steps, failed)
+                with layout.writing(self.index_path) as final:
+                    parts = self._copy_in_order(steps, in_file, final)
+                    held = checking.result()
+                    if len(held) == len(steps):
+                        return self._commit(final, held, in_file, parts, listing, failed)
+                    final.abort()
         finally:
             driver.close()
-        if not steps:
+        if not held:  # a failed run whose file holds none of its steps as handed
             return None
+        with layout.writing(self.index_path) as final:  # the steps held, copied again
+            parts = self._copy_in_order(held, in_file, final)
+            return self._commit(final, held, in_file, parts, listing, failed)
+
+    def _commit(
+        self,
+        final: layout.IndexWriter,
+        steps: list[IndexedStep],
+        in_file: dict[str, VariableInfo],
+        parts: dict[str, VariablePart],
+        listing: Listing | None,
+        failed: bool,
+    ) -> Manifest:
+        """Publish the index of ``steps`` (their blocks copied into ``final``),
+        the file's fingerprint taken now."""
         stamp, read_ns = _settled_fingerprint(self.path)
-        parts = {p: v for s in steps for p, v in s.parts.items()}
         order = [v for v in in_file.values() if v.path in parts]
-        with layout.writing(self.index_path) as final, open(self._staging.path, "rb") as staged:
-            parts = self._copy_in_order(staged, [v.path for v in order], parts, final)
-            manifest = assemble(
-                self.path, stamp, read_ns, order, self.options, parts, [], [], listing
-            )
-            final.commit(manifest)
+        manifest = assemble(self.path, stamp, read_ns, order, self.options, parts, [], [], listing)
+        final.commit(manifest)
         self.steps_indexed = sorted(s.step for s in steps)
         if failed:
             warnings.warn(
@@ -269,7 +292,7 @@ class InSituIndexer:
                 f"{len(steps)} of the {len(self._steps)} step(s) indexed "
                 f"({', '.join(map(str, self.steps_indexed))})",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
         return manifest
 
@@ -320,33 +343,23 @@ class InSituIndexer:
 
     def _copy_in_order(
         self,
-        staged: Any,
-        order: list[str],
-        parts: dict[str, VariablePart],
+        steps: list[IndexedStep],
+        in_file: dict[str, VariableInfo],
         final: layout.IndexWriter,
     ) -> dict[str, VariablePart]:
-        """Move the variables' blocks from the staging file into the index in
-        ``order``, :data:`COPY_CHUNK` bytes per write (and sync) at most."""
-        out: dict[str, VariablePart] = {}
-        waiting: list[tuple[str, list[bytes]]] = []
-
-        def write() -> None:
-            placed = iter(final.add_all([b for _, blobs in waiting for b in blobs]))
-            for path, blobs in waiting:
-                spans = [list(next(placed)) for _ in blobs]
-                out[path] = VariablePart(0, parts[path].edges, spans, parts[path].source_crc32)
-            waiting.clear()
-
-        size = 0
+        """Copy the blocks of ``steps`` from the staging file into the index
+        in the order the file lists their variables (``quarry index``'s);
+        their parts, with the spans they have there."""
+        handed = {p: v for s in steps for p, v in s.parts.items()}
+        order = [path for path in in_file if path in handed]
+        staged = {path: self._batch.placed(handed[path].spans) for path in order}
+        extents = [(offset, length) for path in order for _, offset, length in staged[path]]
+        with open(self._staging.path, "rb") as source:
+            placed = iter(final.add_copied(source.fileno(), extents))
+        out = {}
         for path in order:
-            spans = self._batch.placed(parts[path].spans)
-            blobs = [_pread(staged, offset, length) for _, offset, length in spans]
-            waiting.append((path, blobs))
-            size += sum(len(b) for b in blobs)
-            if size >= COPY_CHUNK:
-                write()
-                size = 0
-        write()
+            spans = [list(next(placed)) for _ in staged[path]]
+            out[path] = VariablePart(0, handed[path].edges, spans, handed[path].source_crc32)
         return out
 
 
@@ -396,10 +409,6 @@ class _Staging:
             self._aborted = True
             if self._writer is not None:
                 self._writer.abort()
-
-
-def _pread(staged: Any, offset: int, length: int) -> bytes:
-    return os.pread(staged.fileno(), length, offset)
 
 
 def _differing(driver: Any, steps: list[IndexedStep], opts: BuildOptions) -> dict[int, str]:
