@@ -165,9 +165,8 @@ def test_a_kept_manifest_text_encodes_each_manifest_as_json_dumps(indexed):
     """One ManifestText over manifests that share, replace (same path, another
     entry), add and drop variables, reorder the listing, gain shards and a
     follow: each encoded as json.dumps encodes its JSON."""
-    from dataclasses import replace
-
     from quarry.index.manifest import Follow, FollowedFile, ManifestText, Shard
+    from quarry.records import replace
 
     _, built = indexed
     text = ManifestText()
