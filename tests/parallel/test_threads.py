@@ -145,3 +145,45 @@ def test_a_thread_that_ran_alone_still_gets_every_core_back():
     worker.start()
     worker.join()
     assert seen == [1, every, every]
+
+
+def test_small_variables_built_side_by_side_give_the_serial_index(tmp_path):
+    """Steps of fewer blocks than threads are built side by side: the index's
+    bytes, its answers and the rows reported are those of one thread, with a
+    variable of many blocks (built by all threads together) among them."""
+    import h5py
+
+    rng = np.random.default_rng(33)
+    path = str(tmp_path / "steps.h5")
+    steps = {f"/Step#{s}/{v}": rng.normal(0, 1 + s, 700 + 13 * s) for s in range(9) for v in "xt"}
+    steps["/Step#4/t"] = steps["/Step#4/t"].astype("f4")
+    steps["/Step#3/big"] = rng.integers(-50, 50, 20_000).astype("i8")
+    with h5py.File(path, "w") as f:
+        for name, values in steps.items():
+            f[name] = values
+    built, reported = [], []
+    for n in (1, 2, 3):
+        index = str(tmp_path / f"{n}.qidx")
+        rows: list[int] = []
+        with quarry.open(path, index=index, jobs=n) as ds:
+            ds.build_index(
+                block_len=1024, bins=32, derive=["r=sqrt(x**2 + t**2)"], progress=rows.append
+            )
+            for name, values in steps.items():
+                assert ds.query(f"{name} > 0.5").count() == int(np.count_nonzero(values > 0.5))
+            x, t = steps["/Step#5/x"], steps["/Step#5/t"]
+            want = int(np.count_nonzero(np.sqrt(x**2 + t**2) > 2.0))
+            assert ds.query("/Step#5/r > 2.0").count() == want
+        with open(index, "rb") as f:
+            written = f.read()
+        _, manifest = layout.read_manifest(index)
+        manifest = replace(manifest, source=replace(manifest.source, read_ns=None))
+        built.append((written[: int.from_bytes(written[-32:-24], "little")], manifest))
+        reported.append(sum(rows))
+    assert built[0] == built[1] == built[2]
+    assert (
+        reported[0]
+        == reported[1]
+        == reported[2]
+        == sum(v.size for v in steps.values()) + sum(steps[f"/Step#{s}/x"].size for s in range(9))
+    )

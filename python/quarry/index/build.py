@@ -10,12 +10,12 @@ blocks into its own file, and one manifest is assembled from the parts.
 from __future__ import annotations
 
 import os
+import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -42,6 +42,8 @@ MAX_WRITES_IN_FLIGHT = 2
 #: at the default 1024 bins, enough for equal-weight cut points.
 SAMPLE_SPANS = 64
 SAMPLE_SPAN_LEN = 1 << 10
+
+W = TypeVar("W")
 
 
 def _sample(driver: Driver, var: VariableInfo) -> npt.NDArray[np.generic]:
@@ -144,43 +146,117 @@ def index_blocks(
     """Index blocks ``[first, stop)`` of each variable in ``runs`` into
     ``writer``. A reader thread reads span k+1 and a writer thread writes
     span k-1 while the core indexes span k (file I/O and the core both
-    release the GIL); the one writer thread keeps blocks in order. At most
-    :data:`MAX_WRITES_IN_FLIGHT` spans of blocks wait for it, so a disk slower
-    than the indexing bounds the memory instead of queueing the whole index."""
+    release the GIL); the one writer thread keeps each variable's blocks in
+    order. At most :data:`MAX_WRITES_IN_FLIGHT` spans of blocks wait for it,
+    so a disk slower than the indexing bounds the memory instead of queueing
+    the whole index.
+
+    With several threads (:func:`quarry.parallel.threads`), variables of
+    fewer blocks than threads (a step of a series) are indexed side by side,
+    each on one thread: their blocks are too few to share among the threads,
+    and handing each small call to the pool costs more than it gains."""
+    from quarry.pool import jobs
+
+    workers = jobs()
+    todo = [v for v in variables if v.path in runs]
+    small = [v for v in todo if runs[v.path][1] - runs[v.path][0] < workers]
     parts: dict[str, VariablePart] = {}
     writes: dict[str, list[Future[list[tuple[int, int, int]]]]] = {}
-    in_flight: deque[Future[list[tuple[int, int, int]]]] = deque()
-    with ThreadPoolExecutor(1) as reader, ThreadPoolExecutor(1) as write_thread:
-        for var in variables:
-            if var.path not in runs:
-                continue
-            first, stop = runs[var.path]
-            edges = edges_of(driver, var, opts)
-            encoded = layout.encode_edges(edges, key_kind(var.dtype))
-            parts[var.path] = part = VariablePart(first, encoded)
-            writes[var.path] = pending_writes = []
-            step = max(opts.block_len, READ_SPAN // opts.block_len * opts.block_len)
-            end = min(stop * opts.block_len, var.size)
-            reads = [(s, min(s + step, end)) for s in range(first * opts.block_len, end, step)]
-            pending = reader.submit(driver.read, var.path, *reads[0]) if reads else None
-            for k in range(len(reads)):
-                assert pending is not None
-                values = pending.result()
-                if k + 1 < len(reads):
-                    pending = reader.submit(driver.read, var.path, *reads[k + 1])
-                built = _core.build_blocks(indexed_values(values), edges, opts.block_len)
-                part.source_crc32.extend(crc for _, crc in built)
-                pending_writes.append(write_thread.submit(writer.add_all, [b for b, _ in built]))
-                in_flight.append(pending_writes[-1])
-                while len(in_flight) > MAX_WRITES_IN_FLIGHT:  # a slow disk holds the indexing back
-                    in_flight.popleft().result()
-                if progress is not None:
-                    progress(len(values))
+    with ThreadPoolExecutor(1) as write_thread:
+        room = threading.BoundedSemaphore(MAX_WRITES_IN_FLIGHT + 1)
+
+        def write(blocks: list[bytes]) -> Future[list[tuple[int, int, int]]]:
+            room.acquire()  # a slow disk holds the indexing back
+            done = write_thread.submit(writer.add_all, blocks)
+            done.add_done_callback(lambda _: room.release())
+            return done
+
+        # Small variables are built side by side, a few ahead of the one
+        # being written, and written in order: the index's bytes do not
+        # depend on the threads.
+        side = ThreadPoolExecutor(workers) if len(small) > 1 else None
+        upcoming = iter(small if side is not None else [])
+        ahead: dict[str, Future[tuple[VariablePart, list[list[bytes]]]]] = {}
+
+        def top_up() -> None:
+            while side is not None and len(ahead) < 2 * workers:
+                var = next(upcoming, None)
+                if var is None:
+                    return
+                ahead[var.path] = side.submit(_alone, driver, var, runs[var.path], opts)
+
+        try:
+            with ThreadPoolExecutor(1) as reader:
+                for var in todo:
+                    top_up()
+                    if var.path in ahead:
+                        parts[var.path], spans = ahead.pop(var.path).result()
+                        writes[var.path] = [write(blocks) for blocks in spans]
+                        if progress is not None:
+                            first, stop = runs[var.path]
+                            end = min(stop * opts.block_len, var.size)
+                            progress(max(end - first * opts.block_len, 0))
+                    else:
+                        parts[var.path], writes[var.path] = _index_run(
+                            driver, var, runs[var.path], opts, reader.submit, write, progress
+                        )
+        finally:
+            if side is not None:
+                side.shutdown(cancel_futures=True)
         # Spans are known once the writes are done; waiting only here lets
         # one variable's writes overlap the next variable's indexing.
         for path, pending_writes in writes.items():
             parts[path].spans = [list(s) for w in pending_writes for s in w.result()]
     return parts
+
+
+def _alone(
+    driver: Driver, var: VariableInfo, run: tuple[int, int], opts: BuildOptions
+) -> tuple[VariablePart, list[list[bytes]]]:
+    """Blocks ``run`` of ``var`` indexed on this thread alone, reading where
+    it indexes; its blocks, span by span, are returned for writing."""
+    from quarry.pool import threads
+
+    def at_once(read: Callable[..., Any], *args: Any) -> Future[Any]:
+        done: Future[Any] = Future()
+        done.set_result(read(*args))
+        return done
+
+    with threads(1):
+        return _index_run(driver, var, run, opts, at_once, lambda blocks: blocks, None)
+
+
+def _index_run(
+    driver: Driver,
+    var: VariableInfo,
+    run: tuple[int, int],
+    opts: BuildOptions,
+    read_ahead: Callable[..., Future[Any]],
+    write: Callable[[list[bytes]], W],
+    progress: Callable[[int], object] | None,
+) -> tuple[VariablePart, list[W]]:
+    """Blocks ``run`` of ``var`` indexed span by span, each span read by
+    ``read_ahead(driver.read, ...)`` (the next while this one is indexed) and
+    its blocks handed to ``write``; returns what ``write`` gave back for each."""
+    first, stop = run
+    edges = edges_of(driver, var, opts)
+    part = VariablePart(first, layout.encode_edges(edges, key_kind(var.dtype)))
+    written = []
+    step = max(opts.block_len, READ_SPAN // opts.block_len * opts.block_len)
+    end = min(stop * opts.block_len, var.size)
+    reads = [(s, min(s + step, end)) for s in range(first * opts.block_len, end, step)]
+    pending = read_ahead(driver.read, var.path, *reads[0]) if reads else None
+    for k in range(len(reads)):
+        assert pending is not None
+        values = pending.result()
+        if k + 1 < len(reads):
+            pending = read_ahead(driver.read, var.path, *reads[k + 1])
+        built = _core.build_blocks(indexed_values(values), edges, opts.block_len)
+        part.source_crc32.extend(crc for _, crc in built)
+        written.append(write([b for b, _ in built]))
+        if progress is not None:
+            progress(len(values))
+    return part, written
 
 
 def assemble(
