@@ -17,7 +17,7 @@ import quarry
 from generators import DTYPES, NAMES, column, conditions, write
 from oracle import oracle_ids
 from quarry.cli.main import main
-from quarry.index import layout
+from quarry.index import build, layout
 from quarry.parallel import jobs, threads
 
 
@@ -147,7 +147,7 @@ def test_a_thread_that_ran_alone_still_gets_every_core_back():
     assert seen == [1, every, every]
 
 
-def test_small_variables_built_side_by_side_give_the_serial_index(tmp_path):
+def test_small_variables_built_side_by_side_give_the_serial_index(tmp_path, monkeypatch):
     """Steps of fewer blocks than threads are built side by side: the index's
     bytes, its answers and the rows reported are those of one thread, with a
     variable of many blocks (built by all threads together) among them."""
@@ -161,7 +161,9 @@ def test_small_variables_built_side_by_side_give_the_serial_index(tmp_path):
     with h5py.File(path, "w") as f:
         for name, values in steps.items():
             f[name] = values
-    built, reported = [], []
+    built, reported, alone = [], [], []
+    real_alone = build._alone
+    monkeypatch.setattr(build, "_alone", lambda *a: alone.append(a[1].path) or real_alone(*a))
     for n in (1, 2, 3):
         index = str(tmp_path / f"{n}.qidx")
         rows: list[int] = []
@@ -181,6 +183,7 @@ def test_small_variables_built_side_by_side_give_the_serial_index(tmp_path):
         built.append((written[: int.from_bytes(written[-32:-24], "little")], manifest))
         reported.append(sum(rows))
     assert built[0] == built[1] == built[2]
+    assert len(alone) == 2 * (len(steps) - 1 + 9)  # all but /Step#3/big, at 2 and 3 threads
     assert (
         reported[0]
         == reported[1]
