@@ -190,3 +190,31 @@ def test_small_variables_built_side_by_side_give_the_serial_index(tmp_path, monk
         == reported[2]
         == sum(v.size for v in steps.values()) + sum(steps[f"/Step#{s}/x"].size for s in range(9))
     )
+
+
+def test_a_failure_building_small_variables_side_by_side_leaves_no_index(tmp_path, monkeypatch):
+    import h5py
+
+    from quarry.errors import SourceError
+    from quarry.formats.hdf5 import HDF5Driver
+
+    path = str(tmp_path / "fail.h5")
+    with h5py.File(path, "w") as f:
+        for s in range(6):
+            f[f"Step#{s}/x"] = np.arange(100.0) + s
+    real_read = HDF5Driver.read
+
+    def read(self, var, start, stop):
+        if var == "/Step#3/x":
+            raise SourceError(f"cannot read {var}")
+        return real_read(self, var, start, stop)
+
+    monkeypatch.setattr(HDF5Driver, "read", read)
+    with quarry.open(path, jobs=2) as ds, pytest.raises(SourceError, match="Step#3"):
+        ds.build_index(block_len=64)
+    assert not os.path.exists(path + ".qidx")
+    assert [p for p in os.listdir(tmp_path) if p != "fail.h5"] == []
+    monkeypatch.setattr(HDF5Driver, "read", real_read)
+    with quarry.open(path, jobs=2) as ds:  # and a build that reads works as one thread's
+        ds.build_index(block_len=64)
+        assert ds.query("x > 50").counts() == [49 + s for s in range(6)]

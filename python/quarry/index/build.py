@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -174,7 +174,7 @@ def index_blocks(
         # Small variables are built side by side, a few ahead of the one
         # being written, and written in order: the index's bytes do not
         # depend on the threads.
-        side = ThreadPoolExecutor(workers) if len(small) > 1 else None
+        side = _side_pool(workers) if len(small) > 1 else None
         upcoming = iter(small if side is not None else [])
         ahead: dict[str, Future[tuple[VariablePart, list[list[bytes]]]]] = {}
 
@@ -200,14 +200,31 @@ def index_blocks(
                         parts[var.path], writes[var.path] = _index_run(
                             driver, var, runs[var.path], opts, reader.submit, write, progress
                         )
-        finally:
-            if side is not None:
-                side.shutdown(cancel_futures=True)
+        finally:  # on an error, what was started ends before the writer does
+            for future in ahead.values():
+                future.cancel()
+            wait(ahead.values())
         # Spans are known once the writes are done; waiting only here lets
         # one variable's writes overlap the next variable's indexing.
         for path, pending_writes in writes.items():
             parts[path].spans = [list(s) for w in pending_writes for s in w.result()]
     return parts
+
+
+#: Threads building small variables side by side, by their number: kept, so
+#: that the files of a series do not each start threads (and give each a
+#: pool of its own in the core).
+_SIDE_POOLS: dict[int, ThreadPoolExecutor] = {}
+_SIDE_LOCK = threading.Lock()
+
+
+def _side_pool(workers: int) -> ThreadPoolExecutor:
+    with _SIDE_LOCK:
+        pool = _SIDE_POOLS.get(workers)
+        if pool is None:
+            pool = ThreadPoolExecutor(workers, thread_name_prefix="quarry-build")
+            _SIDE_POOLS[workers] = pool
+        return pool
 
 
 def _alone(
