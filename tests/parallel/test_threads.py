@@ -218,3 +218,41 @@ def test_a_failure_building_small_variables_side_by_side_leaves_no_index(tmp_pat
     with quarry.open(path, jobs=2) as ds:  # and a build that reads works as one thread's
         ds.build_index(block_len=64)
         assert ds.query("x > 50").counts() == [49 + s for s in range(6)]
+
+
+def test_small_variables_of_a_netcdf_file_build_side_by_side_reading_one_at_a_time(
+    tmp_path, monkeypatch
+):
+    """netCDF4's library must not be entered by two threads at once (it can
+    crash the process): variables built side by side read through it one at
+    a time, and answer as NumPy does."""
+    nc4 = pytest.importorskip("netCDF4")
+    from quarry.formats.netcdf import NetCDFDriver
+
+    rng = np.random.default_rng(12)
+    path = str(tmp_path / "many.nc")
+    columns = {f"v{k}": rng.normal(0, 1 + k, 3000) for k in range(12)}
+    with nc4.Dataset(path, "w") as nc:
+        nc.createDimension("n", 3000)
+        for name, values in columns.items():
+            nc.createVariable(name, "f8", ("n",))[:] = values
+    inside, most, lock = [0], [0], threading.Lock()
+    real_read = NetCDFDriver.read
+
+    def read(self, var, start, stop):
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        try:
+            return real_read(self, var, start, stop)
+        finally:
+            with lock:
+                inside[0] -= 1
+
+    monkeypatch.setattr(NetCDFDriver, "read", read)
+    for _ in range(3):
+        with quarry.open(path, jobs=2) as ds:
+            ds.build_index(block_len=4096, bins=32)
+            for name, values in columns.items():
+                assert ds.query(f"{name} > 0.7").count() == int(np.count_nonzero(values > 0.7))
+    assert most[0] == 1

@@ -175,6 +175,8 @@ def index_blocks(
         # being written, and written in order: the index's bytes do not
         # depend on the threads.
         side = _side_pool(workers) if len(small) > 1 else None
+        if side is not None:  # the formats' libraries read from one thread at a time
+            driver = _OneReader(driver)
         upcoming = iter(small if side is not None else [])
         ahead: dict[str, Future[tuple[VariablePart, list[list[bytes]]]]] = {}
 
@@ -209,6 +211,33 @@ def index_blocks(
         for path, pending_writes in writes.items():
             parts[path].spans = [list(s) for w in pending_writes for s in w.result()]
     return parts
+
+
+class _OneReader:
+    """A driver whose reads are made one at a time, whatever the thread (the
+    libraries of some formats, netCDF4's among them, must not be entered by
+    two threads at once); the core's work on what they read runs side by side."""
+
+    def __init__(self, driver: Driver) -> None:
+        self.driver = driver
+        self.path = driver.path
+        self.step_context = driver.step_context
+        self._lock = threading.Lock()
+
+    def variables(self) -> list[VariableInfo]:
+        with self._lock:
+            return self.driver.variables()
+
+    def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
+        with self._lock:
+            return self.driver.read(var, start, stop)
+
+    def gather(self, var: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
+        with self._lock:
+            return self.driver.gather(var, positions)
+
+    def close(self) -> None:
+        self.driver.close()
 
 
 #: Threads building small variables side by side, by their number: kept, so
