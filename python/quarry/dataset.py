@@ -174,7 +174,10 @@ class Dataset:
         return self._planning(self._open_store()).variable(var, path)
 
     def _open_store(self) -> IndexStore | None:
-        """The index, opened; None where the file has none (queries scan)."""
+        """The index, opened; None where the file has none (queries scan).
+        An index already open is used as it is (no ``stat`` per query)."""
+        if self._store is not None:
+            return self._store
         return self.index if self.has_index else None
 
     def _planning(self, store: IndexStore | None) -> Planner:

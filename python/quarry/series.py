@@ -47,6 +47,7 @@ from quarry.query.series import (
     MemberSelections,
     SeriesSelection,
     at_member,
+    few_collections,
     groups_named,
     step_groups,
 )
@@ -89,6 +90,7 @@ class Series:
         # One file may name its index file; otherwise ``index`` is a directory
         # holding each file's own index (made when first needed).
         self._index_dir = index is not None and not (len(files) == 1 and not os.path.isdir(index))
+        self._made_index_dir = False
         if index is not None and len(files) > 1:
             if os.path.exists(index) and not os.path.isdir(index):
                 raise SeriesError(
@@ -111,8 +113,9 @@ class Series:
         if ds is None:
             from quarry.dataset import Dataset
 
-            if self.index is not None and self._index_dir:
+            if self.index is not None and self._index_dir and not self._made_index_dir:
                 os.makedirs(self.index, exist_ok=True)
+                self._made_index_dir = True  # once, not once per file
             ds = Dataset(file, self.index, self.jobs, self.si)
             self._datasets[file] = ds
         return ds
@@ -125,27 +128,29 @@ class Series:
     def members(self) -> list[Member]:
         """Every (file, step group), in order; finding them opens every file."""
         if self._members is None:
-            members: list[Member] = []
-            for file in self.files:
-                ds = self.dataset(file)
-                variables = ds.variables()
-                context = ds.driver.step_context
-                if self.path is not None:
-                    groups = groups_named(variables, self.path, context)
-                    if not groups:
-                        from quarry.expr.names import suggest_groups
-
-                        raise UnknownPathError(
-                            self.path, file, suggest_groups(self.path, variables)
-                        )
-                else:
-                    groups = step_groups(variables, context)
-                if groups:
-                    members.extend(Member(file, step, group) for step, group in groups)
-                else:
-                    members.append(Member(file, None, None))
-            self._members = members
+            with few_collections():
+                self._members = self._find_members()
         return self._members
+
+    def _find_members(self) -> list[Member]:
+        members: list[Member] = []
+        for file in self.files:
+            ds = self.dataset(file)
+            variables = ds.variables()
+            context = ds.driver.step_context
+            if self.path is not None:
+                groups = groups_named(variables, self.path, context)
+                if not groups:
+                    from quarry.expr.names import suggest_groups
+
+                    raise UnknownPathError(self.path, file, suggest_groups(self.path, variables))
+            else:
+                groups = step_groups(variables, context)
+            if groups:
+                members.extend(Member(file, step, group) for step, group in groups)
+            else:
+                members.append(Member(file, None, None))
+        return members
 
     def query(self, query: str, runner: Runner | None = None) -> SeriesSelection:
         """Rows where ``query`` is true in every member; see :class:`SeriesSelection`.
@@ -162,9 +167,10 @@ class Series:
 
         parse(query)  # a syntax error is the same in every member: say it once
         selections = []
-        for member in self.members:
-            ds = self.dataset(member.file)
-            selections.append(at_member(member, partial(ds.query_table, query, member.group)))
+        with few_collections():
+            for member in self.members:
+                ds = self.dataset(member.file)
+                selections.append(at_member(member, partial(ds.query_table, query, member.group)))
         answer = SeriesSelection(query, list(self.members), selections)
         if runner is not None:
             answer.answer(runner)
@@ -264,7 +270,8 @@ class Series:
             return counts
 
         runner = runner if runner is not None else Local()
-        by_member = runner.count_members(member_counts, len(self.members), len(items))
+        with few_collections():
+            by_member = runner.count_members(member_counts, len(self.members), len(items))
         members = list(self.members)
         by_query = np.array(by_member, dtype=np.int64).reshape(len(members), len(items)).T
         return [
@@ -390,9 +397,10 @@ class Series:
 
     def close(self) -> None:
         """Close every file the series opened itself."""
-        for file, ds in self._datasets.items():
-            if file not in self._borrowed:
-                ds.close()
+        with few_collections():
+            for file, ds in self._datasets.items():
+                if file not in self._borrowed:
+                    ds.close()
         self._datasets = {f: ds for f, ds in self._datasets.items() if f in self._borrowed}
 
     def __enter__(self) -> Series:

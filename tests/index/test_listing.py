@@ -86,3 +86,86 @@ def test_a_damaged_listing_is_a_damaged_index(tmp_path):
     del doc["listing"]["backend"]
     with pytest.raises(CorruptIndexError, match="listing is malformed"):
         Manifest.from_json(doc)
+
+
+DTYPES = ["<f8", ">f8", "<f4", ">i4", "<u2", "|i1", "<f2", "|b1"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_contiguous_values_are_read_through_one_map_without_hdf5(tmp_path, dtype):
+    """A listed contiguous dataset reads as h5py reads it (every dtype, bool and
+    float16 widened as a plain open widens them), without opening the file; a
+    chunked and compressed one is read through the file, as before."""
+    rng = np.random.default_rng(7)
+    path = str(tmp_path / "run.h5")
+    raw = rng.normal(0, 50, 1003)
+    raw[::17] = np.nan if np.dtype(dtype).kind == "f" else 0
+    values = raw.astype(dtype) if np.dtype(dtype).kind != "b" else raw > 0
+    with h5py.File(path, "w") as f:
+        f.create_dataset("Step#0/v", data=values)
+        f.create_dataset("Step#0/packed", data=values, chunks=(100,), compression="gzip")
+    with quarry.open(path) as ds:
+        ds.build_index(block_len=64)
+        plain = ds.driver
+        want = {n: plain.read(f"/Step#0/{n}", 0, 1003) for n in ("v", "packed")}
+    listing = read_manifest(path + ".qidx")[1].listing
+    assert listing is not None and set(listing.contiguous) == {"/Step#0/v"}
+    positions = np.sort(rng.choice(1003, 40, replace=False)).astype(np.int64)
+    with quarry.open(path) as ds:
+        driver = ds.driver
+        assert isinstance(driver, ListedDriver)
+        got = driver.read("/Step#0/v", 5, 900)
+        assert got.dtype == want["v"].dtype and got.dtype.isnative
+        np.testing.assert_array_equal(got, want["v"][5:900])
+        np.testing.assert_array_equal(driver.gather("/Step#0/v", positions), want["v"][positions])
+        median = float(np.nanmedian(want["v"].astype(float)))
+        count = ds.query(f"v > {median}", path="Step#0").count()
+        assert count == int(np.count_nonzero(want["v"] > median))
+        assert not driver.opened
+        np.testing.assert_array_equal(driver.read("/Step#0/packed", 0, 1003), want["packed"])
+        assert driver.opened
+
+
+def test_an_index_listing_no_offsets_reads_through_the_file(tmp_path):
+    """An index from before offsets were listed answers by opening the file,
+    and a rebuild from its listing finds and records them."""
+    path = str(tmp_path / "run.h5")
+    _write(path)
+    with quarry.open(path) as ds:
+        manifest = ds.build_index(block_len=16)
+    assert manifest.listing is not None
+    assert set(manifest.listing.contiguous) == {"/Step#0/x", "/Step#1/x"}
+    doc = manifest.to_json()
+    del doc["listing"]["contiguous"]
+    old = Manifest.from_json(doc).listing
+    assert old is not None and not old.contiguous
+    driver = ListedDriver(path, old, lambda: quarry.formats.open_source(path))
+    np.testing.assert_array_equal(driver.gather("/Step#1/x", np.array([3, 9])), [6.0, 18.0])
+    assert driver.opened
+    where = manifest.listing.contiguous["/Step#1/x"]
+    assert driver.contiguous(["/Step#1/x"]) == {"/Step#1/x": where}
+    driver.close()
+
+
+def test_a_listing_past_the_end_of_its_file_reads_through_the_file(tmp_path):
+    path = str(tmp_path / "run.h5")
+    _write(path)
+    with quarry.open(path) as ds:
+        listing = ds.build_index(block_len=16).listing
+    assert listing is not None
+    beyond = {p: (10**12, dtype) for p, (_, dtype) in listing.contiguous.items()}
+    moved = type(listing)(listing.backend, listing.step_context, listing.variables, beyond)
+    driver = ListedDriver(path, moved, lambda: quarry.formats.open_source(path))
+    assert driver.read("/Step#1/x", 0, 3).tolist() == [0.0, 2.0, 4.0]
+    driver.close()
+
+
+@pytest.mark.parametrize("bad", [[-1, "<f8"], ["8", "<f8"], [8, "double"], [8]])
+def test_a_damaged_offset_is_a_damaged_index(tmp_path, bad):
+    path = str(tmp_path / "run.h5")
+    _write(path)
+    with quarry.open(path) as ds:
+        doc = ds.build_index(block_len=16).to_json()
+    doc["listing"]["contiguous"]["/Step#0/x"] = bad
+    with pytest.raises(CorruptIndexError, match="listing is malformed"):
+        Manifest.from_json(doc)

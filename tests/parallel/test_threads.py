@@ -16,7 +16,7 @@ import quarry
 from generators import DTYPES, NAMES, column, conditions, write
 from oracle import oracle_ids
 from quarry.cli.main import main
-from quarry.index import layout
+from quarry.index import build, layout
 from quarry.parallel import jobs, threads
 from quarry.records import replace
 
@@ -145,3 +145,114 @@ def test_a_thread_that_ran_alone_still_gets_every_core_back():
     worker.start()
     worker.join()
     assert seen == [1, every, every]
+
+
+def test_small_variables_built_side_by_side_give_the_serial_index(tmp_path, monkeypatch):
+    """Steps of fewer blocks than threads are built side by side: the index's
+    bytes, its answers and the rows reported are those of one thread, with a
+    variable of many blocks (built by all threads together) among them."""
+    import h5py
+
+    rng = np.random.default_rng(33)
+    path = str(tmp_path / "steps.h5")
+    steps = {f"/Step#{s}/{v}": rng.normal(0, 1 + s, 700 + 13 * s) for s in range(9) for v in "xt"}
+    steps["/Step#4/t"] = steps["/Step#4/t"].astype("f4")
+    steps["/Step#3/big"] = rng.integers(-50, 50, 20_000).astype("i8")
+    with h5py.File(path, "w") as f:
+        for name, values in steps.items():
+            f[name] = values
+    built, reported, alone = [], [], []
+    real_alone = build._alone
+    monkeypatch.setattr(build, "_alone", lambda *a: alone.append(a[1].path) or real_alone(*a))
+    for n in (1, 2, 3):
+        index = str(tmp_path / f"{n}.qidx")
+        rows: list[int] = []
+        with quarry.open(path, index=index, jobs=n) as ds:
+            ds.build_index(
+                block_len=1024, bins=32, derive=["r=sqrt(x**2 + t**2)"], progress=rows.append
+            )
+            for name, values in steps.items():
+                assert ds.query(f"{name} > 0.5").count() == int(np.count_nonzero(values > 0.5))
+            x, t = steps["/Step#5/x"], steps["/Step#5/t"]
+            want = int(np.count_nonzero(np.sqrt(x**2 + t**2) > 2.0))
+            assert ds.query("/Step#5/r > 2.0").count() == want
+        with open(index, "rb") as f:
+            written = f.read()
+        _, manifest = layout.read_manifest(index)
+        manifest = replace(manifest, source=replace(manifest.source, read_ns=None))
+        built.append((written[: int.from_bytes(written[-32:-24], "little")], manifest))
+        reported.append(sum(rows))
+    assert built[0] == built[1] == built[2]
+    assert len(alone) == 2 * (len(steps) - 1 + 9)  # all but /Step#3/big, at 2 and 3 threads
+    assert (
+        reported[0]
+        == reported[1]
+        == reported[2]
+        == sum(v.size for v in steps.values()) + sum(steps[f"/Step#{s}/x"].size for s in range(9))
+    )
+
+
+def test_a_failure_building_small_variables_side_by_side_leaves_no_index(tmp_path, monkeypatch):
+    import h5py
+
+    from quarry.errors import SourceError
+    from quarry.formats.hdf5 import HDF5Driver
+
+    path = str(tmp_path / "fail.h5")
+    with h5py.File(path, "w") as f:
+        for s in range(6):
+            f[f"Step#{s}/x"] = np.arange(100.0) + s
+    real_read = HDF5Driver.read
+
+    def read(self, var, start, stop):
+        if var == "/Step#3/x":
+            raise SourceError(f"cannot read {var}")
+        return real_read(self, var, start, stop)
+
+    monkeypatch.setattr(HDF5Driver, "read", read)
+    with quarry.open(path, jobs=2) as ds, pytest.raises(SourceError, match="Step#3"):
+        ds.build_index(block_len=64)
+    assert not os.path.exists(path + ".qidx")
+    assert [p for p in os.listdir(tmp_path) if p != "fail.h5"] == []
+    monkeypatch.setattr(HDF5Driver, "read", real_read)
+    with quarry.open(path, jobs=2) as ds:  # and a build that reads works as one thread's
+        ds.build_index(block_len=64)
+        assert ds.query("x > 50").counts() == [49 + s for s in range(6)]
+
+
+def test_small_variables_of_a_netcdf_file_build_side_by_side_reading_one_at_a_time(
+    tmp_path, monkeypatch
+):
+    """netCDF4's library must not be entered by two threads at once (it can
+    crash the process): variables built side by side read through it one at
+    a time, and answer as NumPy does."""
+    nc4 = pytest.importorskip("netCDF4")
+    from quarry.formats.netcdf import NetCDFDriver
+
+    rng = np.random.default_rng(12)
+    path = str(tmp_path / "many.nc")
+    columns = {f"v{k}": rng.normal(0, 1 + k, 3000) for k in range(12)}
+    with nc4.Dataset(path, "w") as nc:
+        nc.createDimension("n", 3000)
+        for name, values in columns.items():
+            nc.createVariable(name, "f8", ("n",))[:] = values
+    inside, most, lock = [0], [0], threading.Lock()
+    real_read = NetCDFDriver.read
+
+    def read(self, var, start, stop):
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        try:
+            return real_read(self, var, start, stop)
+        finally:
+            with lock:
+                inside[0] -= 1
+
+    monkeypatch.setattr(NetCDFDriver, "read", read)
+    for _ in range(3):
+        with quarry.open(path, jobs=2) as ds:
+            ds.build_index(block_len=4096, bins=32)
+            for name, values in columns.items():
+                assert ds.query(f"{name} > 0.7").count() == int(np.count_nonzero(values > 0.7))
+    assert most[0] == 1

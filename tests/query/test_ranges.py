@@ -15,6 +15,7 @@ import pytest
 import quarry
 from oracle import oracle_ids
 from quarry.expr.keys import key_kind
+from quarry.query import ranges
 from quarry.query.execute import Executor
 from quarry.query.ranges import Intervals, Shapes
 
@@ -102,11 +103,12 @@ def test_slices_around_the_mean_equal_exact_counts_from_sorted_values(tmp_path):
 def test_shapes_group_queries_that_differ_only_in_numbers():
     shapes = Shapes(["x < 1.5", "x < -2.5", "x < 3", "y < 1.0", "x < 1e300 * 10.0"])
     assert [(g.first, g.rest, g.alone) for g in shapes.groups] == [
-        (0, [1], [2]),
-        (3, [], []),
-        (4, [], []),
+        (0, [0, 1], [2]),  # a first query of floats is re-planned with the others
+        (3, [3], []),
+        (4, [4], []),
     ]
-    assert shapes.groups[0].matrix.tolist() == [[-2.5]]
+    assert shapes.groups[0].matrix.tolist() == [[1.5], [-2.5]]
+    assert Shapes(["x < 1", "x < 2.5"]).groups[0].rest == [1]
 
 
 def test_the_cheaper_access_path_is_chosen(tmp_path):
@@ -201,15 +203,64 @@ def test_a_batch_plans_once_per_step_and_counts_each_column_in_one_pass(tmp_path
             f[f"Step#{s}/t"] = t
     edges = [float(v) for v in np.linspace(-2, 2, 401)]
     queries = [f"mean(t) + {a!r} <= t && t < mean(t) + {b!r}" for a, b in itertools.pairwise(edges)]
-    planned, passes = [], []
-    real_plan, real_scan = Planner._plan, Executor._scan_counts
+    planned, shaped, passes = [], [], []
+    real_plan, real_scan, real_bound = Planner._plan, Executor._scan_counts, ranges._bound
     monkeypatch.setattr(Planner, "_plan", lambda self, *a: planned.append(a) or real_plan(self, *a))
+    monkeypatch.setattr(ranges, "_bound", lambda *a: shaped.append(a) or real_bound(*a))
     monkeypatch.setattr(
         Executor, "_scan_counts", lambda self, *a: passes.append(a) or real_scan(self, *a)
     )
     with quarry.open_series(path) as series:
         series.build_indexes()
         counts = [answer.counts() for answer in series.query_many(queries)]
-    assert len(planned) == len(steps) and len(passes) == len(steps)
+        # One shape of floats: planned in its literals alone, once per step.
+        assert not planned and len(shaped) == len(steps) and len(passes) == len(steps)
+        again = [answer.counts() for answer in series.query_many(queries)]
+    assert again == counts and len(shaped) == len(steps)  # the batch is not planned again
     for s, t in enumerate(steps):
         assert sum(c[s] for c in counts) == int(np.count_nonzero(np.abs(t - t.mean()) < 2))
+
+
+def test_a_shape_planned_in_steps_of_other_dtypes_and_variables_counts_as_numpy(tmp_path):
+    """Each step plans the batch's shapes against its own variables: a step
+    whose t is float32 or integer (planned query by query) or whose t is a
+    root variable gives each query's own count, as NumPy does."""
+    rng = np.random.default_rng(21)
+    path = str(tmp_path / "mixed.h5")
+    steps = [
+        rng.normal(0, 1, 3001),
+        rng.normal(0, 1, 2999).astype("f4"),
+        rng.integers(-3, 4, 3000).astype("i4"),
+        rng.normal(0.5, 2, 3003),
+    ]
+    steps[0][::13] = np.nan
+    with h5py.File(path, "w") as f:
+        for s, t in enumerate(steps):
+            f[f"Step#{s}/t"] = t
+    edges = [float(v) for v in np.linspace(-2.5, 2.5, 41)]
+    queries = [f"mean(t) + {a!r} <= t && t < mean(t) + {b!r}" for a, b in itertools.pairwise(edges)]
+    queries += ["t > 0.25", "t > 1", "t < 0.5 * 3.0", "t < -0.5 * 3.0"]
+    with quarry.open_series(path) as series:
+        series.build_indexes(block_len=512)
+        batch = [answer.counts() for answer in series.query_many(queries)]
+        alone = [series.query(q).counts() for q in queries]
+        assert batch == alone
+    for s, t in enumerate(steps):
+        mean = np.float64(np.nanmean(t.astype("f8"))) if t.dtype.kind == "f" else t.mean()
+        for q, counts in zip(queries[-4:], batch[-4:], strict=True):
+            assert counts[s] == len(oracle_ids(q, {"t": t})), (q, s)
+        assert sum(c[s] for c in batch[:-4]) == int(
+            np.count_nonzero((t >= mean - 2.5) & (t < mean + 2.5))
+        )
+
+
+def test_a_mistake_in_a_shape_of_floats_names_its_first_query_and_step(tmp_path):
+    path = str(tmp_path / "s.h5")
+    with h5py.File(path, "w") as f:
+        f["Step#0/t"], f["Step#1/u"] = np.arange(5.0), np.arange(6.0)
+    with quarry.open_series(path) as series:
+        with pytest.raises(quarry.BatchQueryError, match=r"query 2 .*step 0"):
+            series.query_many(["t < 1.5", "mean(u) + 0.5 < t", "mean(u) + 1.5 < t"])
+        with pytest.raises(quarry.BatchQueryError, match=r"query 1 .*step 1") as err:
+            series.query_many(["mean(t) + 0.5 < t", "mean(t) + 1.5 < t"])
+        assert isinstance(err.value.error, quarry.SeriesMemberError)

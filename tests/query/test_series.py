@@ -267,3 +267,37 @@ def test_derived_variables_in_every_file_and_step(tmp_path):
     with quarry.open_series(str(tmp_path / "run_*.h5")) as series:
         other = ["r=sqrt(x**2 + y**2 + 1)"]
         assert {r.status for r in series.build_indexes(derive=other)} == {"built"}
+
+
+def test_garbage_collection_is_paused_over_the_members_and_resumed_as_it_was(tmp_path):
+    """Opening, planning and counting the members pause Python's cyclic
+    collector (see quarry.query.series.few_collections) and leave it as the
+    caller had it: running afterwards, also after an error, and paused where
+    the caller paused it; the counts are NumPy's either way."""
+    import gc
+
+    path = str(tmp_path / "g.h5")
+    steps = [np.random.default_rng(s).normal(0, 1, 999) for s in range(4)]
+    with h5py.File(path, "w") as f:
+        for s, x in enumerate(steps):
+            f[f"Step#{s}/x"] = x
+    want = [int(np.count_nonzero(x > 0.5)) for x in steps]
+    seen = []
+    with quarry.open_series(path) as series:
+        series.build_indexes(block_len=128)
+    with quarry.open_series(path) as series:
+        real = series.dataset(path).query_table
+        series.dataset(path).query_table = lambda *a: seen.append(gc.isenabled()) or real(*a)
+        assert series.query("x > 0.5").counts() == want
+        assert series.query_many(["x > 0.5"])[0].counts() == want
+        assert seen == [False] * 4 and gc.isenabled()
+        with pytest.raises(quarry.SeriesMemberError):
+            series.query("nothing > 1").counts()
+        assert gc.isenabled()
+    gc.disable()
+    try:
+        with quarry.open_series(path) as series:
+            assert series.query("x > 0.5").counts() == want
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

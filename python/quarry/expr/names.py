@@ -59,7 +59,7 @@ class _Names:
     """A file's variables indexed by their last path component."""
 
     def __init__(self, variables: Sequence[VariableInfo]) -> None:
-        self.by_path = {"/" + "/".join(_components(info.path)): info for info in variables}
+        self.by_path: dict[str, VariableInfo] = {}
         self.by_last: dict[str, list[tuple[tuple[str, ...], VariableInfo]]] = {}
         self.groups: set[tuple[str, ...]] = set()
         # Every variable below each group, for contexts that name one group
@@ -67,6 +67,7 @@ class _Names:
         self.under: dict[tuple[str, ...], list[tuple[tuple[str, ...], VariableInfo]]] = {}
         for info in variables:
             parts = _components(info.path)
+            self.by_path["/" + "/".join(parts)] = info  # the last of one path, as listed
             self.by_last.setdefault(parts[-1] if parts else "", []).append((parts, info))
             self.groups.add(parts[:-1])
             for depth in range(1, len(parts)):

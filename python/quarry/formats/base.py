@@ -49,6 +49,27 @@ def queryable_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
     return dtype
 
 
+def native(values: Any) -> npt.NDArray[np.generic]:
+    """A plain ndarray in native byte order, aligned and contiguous (copied
+    only when it is not already: a memory map at an odd file offset is not
+    aligned, and the core reads aligned memory); bool and float16 widened
+    as :func:`queryable_dtype` says.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> native(np.array([1.5, 2.0], dtype=">f2")).dtype
+    dtype('float32')
+    """
+    import numpy as np
+
+    dtype = queryable_dtype(values.dtype).newbyteorder("=")
+    out: npt.NDArray[np.generic] = np.require(
+        np.asarray(values).astype(dtype, copy=False), requirements=["C", "A"]
+    )
+    return out
+
+
 #: Positions are read in spans of this many elements when a driver cannot
 #: address single elements cheaply.
 GATHER_SPAN = 1 << 18

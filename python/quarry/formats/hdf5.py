@@ -13,6 +13,7 @@ record's ``unitDimension``.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from quarry.errors import SourceError
@@ -20,6 +21,7 @@ from quarry.formats import openpmd
 from quarry.formats.base import (
     VariableInfo,
     gather_by_spans,
+    native,
     plain_attrs,
     queryable_dtype,
     read_flat,
@@ -56,20 +58,6 @@ def signature_offset(path: str) -> int | None:
                 return offset
             offset = 512 if offset == 0 else offset * 2
     return None
-
-
-def _native(values: Any) -> npt.NDArray[np.generic]:
-    """A plain ndarray in native byte order, aligned and contiguous (copied
-    only when it is not already: a memory map at an odd file offset is not
-    aligned, and the core reads aligned memory); bool and float16 widened
-    as :func:`~quarry.formats.base.queryable_dtype` says."""
-    import numpy as np
-
-    dtype = queryable_dtype(values.dtype).newbyteorder("=")
-    out: npt.NDArray[np.generic] = np.require(
-        np.asarray(values).astype(dtype, copy=False), requirements=["C", "A"]
-    )
-    return out
 
 
 class HDF5Driver:
@@ -175,6 +163,28 @@ class HDF5Driver:
             self._datasets[var] = ds
         return ds
 
+    def contiguous(self, paths: Iterable[str]) -> dict[str, tuple[int, str]]:
+        """Where each dataset of ``paths`` read through a memory map lies in
+        the file: its path -> (byte offset, stored dtype), for a
+        :class:`~quarry.formats.listing.Listing` to read it with no HDF5
+        library while the file is unchanged."""
+        out = {}
+        for path in paths:
+            if path not in self._constants:
+                ds = self._dataset(path)
+                offset = self._offset(ds)
+                if offset is not None:
+                    out[path] = (offset, ds.dtype.str)
+        return out
+
+    @staticmethod
+    def _offset(ds: Any) -> int | None:
+        """The file offset of a dataset stored whole in one place; None otherwise."""
+        offset = ds.id.get_offset() if ds.chunks is None and ds.size > 0 else None
+        if offset is None or ds.is_virtual or ds.external is not None:
+            return None
+        return int(offset)
+
     def _memmap(self, var: str) -> npt.NDArray[np.generic] | None:
         import numpy as np
 
@@ -182,8 +192,8 @@ class HDF5Driver:
             return self._maps[var]
         ds = self._dataset(var)
         mm = None
-        offset = ds.id.get_offset() if ds.chunks is None and ds.size > 0 else None
-        if offset is not None and not ds.is_virtual and ds.external is None:
+        offset = self._offset(ds)
+        if offset is not None:
             mapped = np.memmap(self.path, dtype=ds.dtype, mode="r", offset=offset, shape=(ds.size,))
             # A plain ndarray view of the map: np.memmap's Python-level
             # __getitem__ costs more than a small gather itself.
@@ -199,8 +209,8 @@ class HDF5Driver:
         ds = self._dataset(var)
         mm = self._memmap(var)
         if mm is not None:
-            return _native(mm[start:stop])
-        return _native(read_flat(ds.shape, start, stop, lambda r0, r1: ds[r0:r1]))
+            return native(mm[start:stop])
+        return native(read_flat(ds.shape, start, stop, lambda r0, r1: ds[r0:r1]))
 
     def gather(self, var: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
         import numpy as np
@@ -209,7 +219,7 @@ class HDF5Driver:
             return np.full(len(positions), self._constants[var])
         mm = self._memmap(var)
         if mm is not None:
-            return _native(mm[positions])
+            return native(mm[positions])
         return gather_by_spans(self, var, int(self._dataset(var).size), positions)
 
     def close(self) -> None:

@@ -11,6 +11,11 @@ listing is the file's, and a :class:`ListedDriver` answers from it, opening
 the file only when values are read: a count the index answers alone never
 opens it.
 
+Where a variable's values lie whole at one place of the file (an HDF5
+dataset stored contiguous and uncompressed), the listing also records its
+byte offset and stored dtype (``contiguous``): values are then read through
+one memory map of the file, with no HDF5 library opened at all.
+
 A file some of whose dtypes a listing cannot write down exactly (compound
 or otherwise structured types, which only unsupported variables have) gets
 no listing and is opened as before.
@@ -20,11 +25,11 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from quarry.formats.base import Driver, VariableInfo
-from quarry.records import record
+from quarry.formats.base import Driver, VariableInfo, native
+from quarry.records import field, record
 
 if TYPE_CHECKING:
     import numpy as np
@@ -49,6 +54,9 @@ class Listing:
     backend: str
     step_context: str | None
     variables: tuple[VariableInfo, ...]
+    contiguous: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+    """Variables whose values lie whole at one place of the file: path ->
+    (byte offset, stored dtype as NumPy writes it)."""
 
     @staticmethod
     def of(backend: str, driver: Driver) -> Listing | None:
@@ -59,14 +67,20 @@ class Listing:
         variables = tuple(driver.variables())
         if any(np.dtype(v.dtype.str) != v.dtype for v in variables):
             return None
-        return Listing(backend, driver.step_context, variables)
+        where = getattr(driver, "contiguous", None)
+        paths = [v.path for v in variables if v.problem is None]
+        contiguous: dict[str, tuple[int, str]] = where(paths) if callable(where) else {}
+        return Listing(backend, driver.step_context, variables, contiguous)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "backend": self.backend,
             "step_context": self.step_context,
             "variables": [variable_json(v) for v in self.variables],
         }
+        if self.contiguous:
+            doc["contiguous"] = {p: list(at) for p, at in self.contiguous.items()}
+        return doc
 
     @staticmethod
     def from_json(doc: Mapping[str, Any]) -> Listing:
@@ -75,9 +89,13 @@ class Listing:
         context = doc["step_context"]
         if not isinstance(doc["backend"], str) or not isinstance(context, str | None):
             raise TypeError("backend and step_context are text")
-        return Listing(
-            doc["backend"], context, tuple(_variable_from_json(v) for v in doc["variables"])
-        )
+        contiguous = {}
+        for path, (offset, dtype) in doc.get("contiguous", {}).items():
+            if not isinstance(offset, int) or offset < 0:
+                raise TypeError(f"the offset of {path} is {offset!r}, not a byte offset")
+            contiguous[path] = (offset, ListedDtype(dtype).str)
+        variables = tuple(_variable_from_json(v) for v in doc["variables"])
+        return Listing(doc["backend"], context, variables, contiguous)
 
 
 def variable_json(v: VariableInfo) -> dict[str, Any]:
@@ -197,6 +215,10 @@ class ListedDriver:
         self._open_file = open_file
         self._driver: Driver | None = None
         self._opening = threading.Lock()  # reader threads may ask at once
+        self._contiguous = listing.contiguous
+        self._bytes: npt.NDArray[np.uint8] | None = None  # the whole file, mapped
+        self._views: dict[str, npt.NDArray[np.generic] | None] = {}
+        self._sizes: dict[str, int] | None = None
 
     @property
     def opened(self) -> bool:
@@ -219,13 +241,54 @@ class ListedDriver:
     def variables(self) -> list[VariableInfo]:
         return self._variables
 
+    def contiguous(self, paths: Iterable[str]) -> dict[str, tuple[int, str]]:
+        """Where the variables ``paths`` lie in the file (see :class:`Listing`):
+        as listed, or as the file's own driver finds them where the listing
+        has none (an index from before they were recorded)."""
+        if self._contiguous:
+            return {p: self._contiguous[p] for p in paths if p in self._contiguous}
+        where = getattr(self._file(), "contiguous", None)
+        found: dict[str, tuple[int, str]] = where(paths) if callable(where) else {}
+        return found
+
+    def _mapped(self, var: str) -> npt.NDArray[np.generic] | None:
+        """The values of a variable the listing places in the file, as a view
+        of one memory map of it; None for others (read through the file's
+        driver), or where the file is shorter than the listing says."""
+        if var in self._views:
+            return self._views[var]
+        at = self._contiguous.get(var)
+        view = None
+        if at is not None:
+            import numpy as np
+
+            with self._opening:
+                if self._bytes is None:
+                    self._bytes = np.memmap(self.path, dtype=np.uint8, mode="r").view(np.ndarray)
+                if self._sizes is None:
+                    self._sizes = {v.path: v.size for v in self._variables}
+            offset, dtype = at[0], np.dtype(at[1])
+            end = offset + self._sizes[var] * dtype.itemsize
+            if end <= len(self._bytes):
+                view = self._bytes[offset:end].view(dtype)
+        self._views[var] = view
+        return view
+
     def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
+        mapped = self._mapped(var)
+        if mapped is not None:
+            return native(mapped[start:stop])
         return self._file().read(var, start, stop)
 
     def gather(self, var: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
+        mapped = self._mapped(var)
+        if mapped is not None:
+            return native(mapped[positions])
         return self._file().gather(var, positions)
 
     def close(self) -> None:
+        self._views.clear()
+        self._bytes = None
         if self._driver is not None:
             self._driver.close()
             self._driver = None

@@ -10,11 +10,11 @@ blocks into its own file, and one manifest is assembled from the parts.
 from __future__ import annotations
 
 import os
+import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -42,6 +42,8 @@ MAX_WRITES_IN_FLIGHT = 2
 #: at the default 1024 bins, enough for equal-weight cut points.
 SAMPLE_SPANS = 64
 SAMPLE_SPAN_LEN = 1 << 10
+
+W = TypeVar("W")
 
 
 def _sample(
@@ -157,57 +159,171 @@ def index_blocks(
     """Index blocks ``[first, stop)`` of each variable in ``runs`` into
     ``writer``. A reader thread reads span k+1 and a writer thread writes
     span k-1 while the core indexes span k (file I/O and the core both
-    release the GIL); the one writer thread keeps blocks in order. At most
-    :data:`MAX_WRITES_IN_FLIGHT` spans of blocks wait for it, so a disk slower
-    than the indexing bounds the memory instead of queueing the whole index."""
+    release the GIL); the one writer thread keeps each variable's blocks in
+    order. At most :data:`MAX_WRITES_IN_FLIGHT` spans of blocks wait for it,
+    so a disk slower than the indexing bounds the memory instead of queueing
+    the whole index.
+
+    With several threads (:func:`quarry.parallel.threads`), variables of
+    fewer blocks than threads (a step of a series) are indexed side by side,
+    each on one thread: their blocks are too few to share among the threads,
+    and handing each small call to the pool costs more than it gains."""
+    from quarry.pool import jobs
+
+    workers = jobs()
+    todo = [v for v in variables if v.path in runs]
+    small = [v for v in todo if runs[v.path][1] - runs[v.path][0] < workers]
     parts: dict[str, VariablePart] = {}
     writes: dict[str, list[Future[list[tuple[int, int, int]]]]] = {}
-    in_flight: deque[Future[list[tuple[int, int, int]]]] = deque()
-    step = max(opts.block_len, READ_SPAN // opts.block_len * opts.block_len)
-    edges: dict[str, npt.NDArray[np.generic]] = {}
-    spans: list[tuple[VariableInfo, int, int]] = []  # every read, in order
-    for var in variables:
-        if var.path not in runs:
-            continue
-        first, stop = runs[var.path]
-        end = min(stop * opts.block_len, var.size)
-        if not (first == 0 and 0 < end == var.size <= step):
-            # Sampled from the file now, before the reader thread starts:
-            # drivers are not all safe to read from two threads at once.
-            edges[var.path] = edges_of(driver, var, opts)
-        encoded = (
-            layout.encode_edges(edges[var.path], key_kind(var.dtype)) if var.path in edges else None
-        )
-        parts[var.path] = VariablePart(first, encoded)
-        writes[var.path] = []
-        spans += [(var, s, min(s + step, end)) for s in range(first * opts.block_len, end, step)]
-    with ThreadPoolExecutor(1) as reader, ThreadPoolExecutor(1) as write_thread:
-        # The reader reads span k+1 (of this variable or the next) while the
-        # core indexes span k, and the writer writes span k-1.
-        pending = reader.submit(driver.read, spans[0][0].path, *spans[0][1:]) if spans else None
-        for k, (var, _, _) in enumerate(spans):
-            assert pending is not None
-            values = pending.result()
-            if k + 1 < len(spans):
-                following = spans[k + 1]
-                pending = reader.submit(driver.read, following[0].path, *following[1:])
-            part = parts[var.path]
-            if var.path not in edges:  # the variable is all in this one read
-                edges[var.path] = edges_of(driver, var, opts, whole=values)
-                part.edges = layout.encode_edges(edges[var.path], key_kind(var.dtype))
-            built = _core.build_blocks(indexed_values(values), edges[var.path], opts.block_len)
-            part.source_crc32.extend(crc for _, crc in built)
-            writes[var.path].append(write_thread.submit(writer.add_all, [b for b, _ in built]))
-            in_flight.append(writes[var.path][-1])
-            while len(in_flight) > MAX_WRITES_IN_FLIGHT:  # a slow disk holds the indexing back
-                in_flight.popleft().result()
-            if progress is not None:
-                progress(len(values))
+    with ThreadPoolExecutor(1) as write_thread:
+        room = threading.BoundedSemaphore(MAX_WRITES_IN_FLIGHT + 1)
+
+        def write(blocks: list[bytes]) -> Future[list[tuple[int, int, int]]]:
+            room.acquire()  # a slow disk holds the indexing back
+            done = write_thread.submit(writer.add_all, blocks)
+            done.add_done_callback(lambda _: room.release())
+            return done
+
+        # Small variables are built side by side, a few ahead of the one
+        # being written, and written in order: the index's bytes do not
+        # depend on the threads.
+        side = _side_pool(workers) if len(small) > 1 else None
+        if side is not None:  # the formats' libraries read from one thread at a time
+            driver = _OneReader(driver)
+        upcoming = iter(small if side is not None else [])
+        ahead: dict[str, Future[tuple[VariablePart, list[list[bytes]]]]] = {}
+
+        def top_up() -> None:
+            while side is not None and len(ahead) < 2 * workers:
+                var = next(upcoming, None)
+                if var is None:
+                    return
+                ahead[var.path] = side.submit(_alone, driver, var, runs[var.path], opts)
+
+        try:
+            with ThreadPoolExecutor(1) as reader:
+                for var in todo:
+                    top_up()
+                    if var.path in ahead:
+                        parts[var.path], spans = ahead.pop(var.path).result()
+                        writes[var.path] = [write(blocks) for blocks in spans]
+                        if progress is not None:
+                            first, stop = runs[var.path]
+                            end = min(stop * opts.block_len, var.size)
+                            progress(max(end - first * opts.block_len, 0))
+                    else:
+                        parts[var.path], writes[var.path] = _index_run(
+                            driver, var, runs[var.path], opts, reader.submit, write, progress
+                        )
+        finally:  # on an error, what was started ends before the writer does
+            for future in ahead.values():
+                future.cancel()
+            wait(ahead.values())
         # Spans are known once the writes are done; waiting only here lets
         # one variable's writes overlap the next variable's indexing.
         for path, pending_writes in writes.items():
             parts[path].spans = [list(s) for w in pending_writes for s in w.result()]
     return parts
+
+
+class _OneReader:
+    """A driver whose reads are made one at a time, whatever the thread (the
+    libraries of some formats, netCDF4's among them, must not be entered by
+    two threads at once); the core's work on what they read runs side by side."""
+
+    def __init__(self, driver: Driver) -> None:
+        self.driver = driver
+        self.path = driver.path
+        self.step_context = driver.step_context
+        self._lock = threading.Lock()
+
+    def variables(self) -> list[VariableInfo]:
+        with self._lock:
+            return self.driver.variables()
+
+    def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
+        with self._lock:
+            return self.driver.read(var, start, stop)
+
+    def gather(self, var: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
+        with self._lock:
+            return self.driver.gather(var, positions)
+
+    def close(self) -> None:
+        self.driver.close()
+
+
+#: Threads building small variables side by side, by their number: kept, so
+#: that the files of a series do not each start threads (and give each a
+#: pool of its own in the core).
+_SIDE_POOLS: dict[int, ThreadPoolExecutor] = {}
+_SIDE_LOCK = threading.Lock()
+
+
+def _side_pool(workers: int) -> ThreadPoolExecutor:
+    with _SIDE_LOCK:
+        pool = _SIDE_POOLS.get(workers)
+        if pool is None:
+            pool = ThreadPoolExecutor(workers, thread_name_prefix="quarry-build")
+            _SIDE_POOLS[workers] = pool
+        return pool
+
+
+def _alone(
+    driver: Driver, var: VariableInfo, run: tuple[int, int], opts: BuildOptions
+) -> tuple[VariablePart, list[list[bytes]]]:
+    """Blocks ``run`` of ``var`` indexed on this thread alone, reading where
+    it indexes; its blocks, span by span, are returned for writing."""
+    from quarry.pool import threads
+
+    def at_once(read: Callable[..., Any], *args: Any) -> Future[Any]:
+        done: Future[Any] = Future()
+        done.set_result(read(*args))
+        return done
+
+    with threads(1):
+        return _index_run(driver, var, run, opts, at_once, lambda blocks: blocks, None)
+
+
+def _index_run(
+    driver: Driver,
+    var: VariableInfo,
+    run: tuple[int, int],
+    opts: BuildOptions,
+    read_ahead: Callable[..., Future[Any]],
+    write: Callable[[list[bytes]], W],
+    progress: Callable[[int], object] | None,
+) -> tuple[VariablePart, list[W]]:
+    """Blocks ``run`` of ``var`` indexed span by span, each span read by
+    ``read_ahead(driver.read, ...)`` (the next while this one is indexed) and
+    its blocks handed to ``write``; returns what ``write`` gave back for each."""
+    first, stop = run
+    step = max(opts.block_len, READ_SPAN // opts.block_len * opts.block_len)
+    end = min(stop * opts.block_len, var.size)
+    reads = [(s, min(s + step, end)) for s in range(first * opts.block_len, end, step)]
+    # A variable all in one read takes its edges from that read; any other is
+    # sampled now, before reading ahead (not every format reads from two
+    # threads at once).
+    whole = first == 0 and len(reads) == 1 and reads[0][1] == var.size
+    edges = None if whole else edges_of(driver, var, opts)
+    kind = key_kind(var.dtype)
+    part = VariablePart(first, None if edges is None else layout.encode_edges(edges, kind))
+    written = []
+    pending = read_ahead(driver.read, var.path, *reads[0]) if reads else None
+    for k in range(len(reads)):
+        assert pending is not None
+        values = pending.result()
+        if k + 1 < len(reads):
+            pending = read_ahead(driver.read, var.path, *reads[k + 1])
+        if edges is None:
+            edges = edges_of(driver, var, opts, whole=values)
+            part.edges = layout.encode_edges(edges, kind)
+        built = _core.build_blocks(indexed_values(values), edges, opts.block_len)
+        part.source_crc32.extend(crc for _, crc in built)
+        written.append(write([b for b, _ in built]))
+        if progress is not None:
+            progress(len(values))
+    return part, written
 
 
 def assemble(

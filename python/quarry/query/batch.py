@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from quarry.errors import BatchQueryError, QuarryError, QuerySyntaxError, SourceError
 
 if TYPE_CHECKING:
-    from quarry.query.execute import Executor, Table
+    from quarry.formats.base import VariableInfo
+    from quarry.query.execute import Executor, Intervals, Table
     from quarry.query.planner import PlannedQuery, Planner
     from quarry.query.ranges import Shapes
 
@@ -144,13 +145,16 @@ def count_table(
     def plan(k: int) -> PlannedQuery:
         return named(k, lambda: planner.plan(queries[k], path))
 
-    ranges, others = plan_ranges(planner, shapes, path, plan)
+    def batch_plan() -> tuple[list[tuple[VariableInfo, Any, Intervals]], list[int]]:
+        ranges, others = plan_ranges(planner, shapes, path, plan, named)
+        return [(group.var, *group.arrays()) for group in ranges.values()], others
+
+    by_var, others = planner.batch(tuple(queries), path, batch_plan)
     counts = np.zeros(len(queries), dtype=np.int64)
-    for group in ranges.values():
-        positions, intervals = group.arrays()
-        ex = executor(planner.table([group.var]))
+    for var, positions, intervals in by_var:
+        ex = executor(planner.table([var]))
         first = int(positions.min())
-        counts[positions] = named(first, partial(ex.count_ranges, group.var, intervals))
+        counts[positions] = named(first, partial(ex.count_ranges, var, intervals))
     for k in others:
         planned = plan(k)
         counts[k] = named(k, partial(executor(planned.table).count, planned.plan))

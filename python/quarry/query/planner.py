@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from quarry.errors import QuarryError, QuerySyntaxError, SubarrayError, UnsupportedVariableError
 from quarry.expr import parse
@@ -45,6 +45,10 @@ if TYPE_CHECKING:
 
 #: Plans kept per planner; past this the cache starts again.
 MAX_PLANS = 1024
+#: Batches kept per planner (each its queries' intervals), likewise.
+MAX_BATCHES = 8
+
+T = TypeVar("T")
 
 
 class PlannedQuery(NamedTuple):
@@ -98,6 +102,7 @@ class Planner:
         # aggregate statistics: shared by every plan.
         self._names: dict[tuple[str, Any, str | None], VariableInfo] = {}
         self._aggregate_stats: dict[str, Any] = {}
+        self._batches: dict[tuple[tuple[str, ...], str | None], Any] = {}
 
     @property
     def block_len(self) -> int:
@@ -139,6 +144,18 @@ class Planner:
             if len(self._plans) >= MAX_PLANS:
                 self._plans.clear()
             self._plans[key] = planned
+        return planned
+
+    def batch(self, queries: tuple[str, ...], path: str | None, plan: Callable[[], T]) -> T:
+        """What ``plan()`` makes of the batch ``queries`` (names resolving
+        under ``path``), made once: a batch asked again (every step of a
+        series, once per call) is not planned again."""
+        key = (queries, path)
+        if key not in self._batches:
+            if len(self._batches) >= MAX_BATCHES:
+                self._batches.clear()
+            self._batches[key] = plan()
+        planned: T = self._batches[key]
         return planned
 
     def _plan(self, query: str, path: str | None) -> PlannedQuery:

@@ -3,11 +3,13 @@
 A batch such as issue 15's 400 slices ``mean(t) + a <= t && t < mean(t) + b``
 of every step of a run differs from query to query only in its numbers.
 Queries of one *shape* (:func:`quarry.expr.ast.shape`: the same text up to
-its literals) are planned once per member: the first in full (names
-resolved, aggregates computed, any mistake raised), the others only
-re-planned in their literals, all at once in float64 arrays: the same
-IEEE operations the planner folds one number at a time (``+ - * /`` and
-negation), so every bound is bit for bit the one the planner would make.
+its literals) are planned once per member: their names resolved and
+aggregates computed once (any mistake raised, named as the first query's),
+and every query of the shape planned only in its literals, all at once in
+float64 arrays: the same IEEE operations the planner folds one number at a
+time (``+ - * /`` and negation), so every bound is bit for bit the one the
+planner would make. Where the shape is not one interval of one variable,
+its first query is planned in full and the others alone.
 
 Queries whose plan is one range of one variable (however they were planned)
 are then counted together (:meth:`quarry.query.execute.Executor.count_ranges`):
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -86,7 +89,8 @@ class Ranges:
 @record(frozen=False)
 class _Group:
     """Queries of one shape in a batch: the first, those whose literals are
-    all floats (re-planned in their literals), and the rest (planned alone)."""
+    all floats (re-planned in their literals; the first among them where its
+    literals are floats too), and the rest (planned alone)."""
 
     first: int
     cond: Cond
@@ -97,6 +101,11 @@ class _Group:
     matrix: npt.NDArray[np.float64] = field(default_factory=lambda: np.empty((0, 0)))
     """``literals`` as an array, one row per query of ``rest``."""
 
+    @property
+    def first_floats(self) -> bool:
+        """Whether the first query's literals are all floats, as ``rest``'s are."""
+        return all(type(n.value) is float for n in self.numbers)
+
 
 class Shapes:
     """A batch's queries grouped by shape, once for every member it is
@@ -106,7 +115,7 @@ class Shapes:
     --------
     >>> shapes = Shapes(["t < 1.5", "t < 2.5", "x > 0", "t < 3"])
     >>> [(g.first, g.rest, g.alone) for g in shapes.groups]
-    [(0, [1], [3]), (2, [], [])]
+    [(0, [0, 1], [3]), (2, [], [])]
     """
 
     def __init__(self, queries: Sequence[str]) -> None:
@@ -119,8 +128,10 @@ class Shapes:
             key, numbers = parsed.shape
             group = by_shape.get(key)
             if group is None:
-                by_shape[key] = _Group(k, parsed.cond, numbers)
-            elif all(type(n.value) is float for n in numbers):
+                group = by_shape[key] = _Group(k, parsed.cond, numbers)
+            if group.first == k and not group.first_floats:
+                continue
+            if all(type(n.value) is float for n in numbers):
                 group.rest.append(k)
                 group.literals.append([n.value for n in numbers])
             else:
@@ -135,14 +146,17 @@ def plan_ranges(
     shapes: Shapes,
     path: str | None,
     plan: Callable[[int], PlannedQuery],
+    named: Callable[[int, Callable[[], Any]], Any],
 ) -> tuple[dict[str, Ranges], list[int]]:
     """Each query of the batch that is one range of one variable, grouped by
     variable, and the positions of the others. ``plan(k)`` plans query ``k``
-    in full (raising what planning it raises, named as the caller wishes);
-    it is called for each shape's first query and for every query that
-    cannot be re-planned in its literals, shape by shape in the order the
-    shapes first appear, so the mistake raised is the first query's that
-    has one (a mistake is in the shape: in names, not numbers)."""
+    in full (raising what planning it raises, named as the caller wishes),
+    and ``named(k, work)`` runs the planning of a shape whose first query is
+    ``k`` (raising its mistakes named so); shapes are planned in the order
+    they first appear, so the mistake raised is the first query's that has
+    one (a mistake is in the shape: in names, not numbers). A shape that is
+    not one interval has its first query planned in full, and every query
+    that cannot be re-planned in its literals is planned alone."""
     ranges: dict[str, Ranges] = {}
     others: list[int] = []
 
@@ -154,15 +168,19 @@ def plan_ranges(
             others.append(k)
 
     for group in shapes.groups:
-        planned_alone(group.first)
-        alone = group.alone
-        if group.rest:
-            form = _interval_shape(planner, group, path)
-            if form is None:
-                alone = group.rest + alone
-            else:
-                query = shapes.queries[group.first]
-                alone = _bound(planner, form, group, ranges, query, path) + alone
+        first, alone = group.first, group.alone
+        others_of_shape = [k for k in group.rest if k != first]
+        form: _Form | None = None
+        if others_of_shape:
+            form = named(first, partial(_interval_shape, planner, group, path))
+        if form is None or not group.first_floats:
+            planned_alone(first)
+        if form is not None:
+            query = shapes.queries[first]
+            bound = partial(_bound, planner, form, group, ranges, query, path)
+            alone = named(first, bound) + alone
+        else:
+            alone = others_of_shape + alone
         for k in alone:
             planned_alone(k)
     others.sort()

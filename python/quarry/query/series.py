@@ -12,6 +12,8 @@ order (:class:`SeriesSelection`); a failure names the member's file and step.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import importlib
 import os
 import re
@@ -119,6 +121,36 @@ def groups_named(
     return sorted(out, key=lambda sg: (sg[0], natural_key(sg[1])))
 
 
+@contextlib.contextmanager
+def few_collections() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a series' members are
+    opened, planned or counted one after another, and resumed at the end.
+
+    Each member makes thousands of small objects (its manifest, names,
+    plan), freed by reference counting as it goes; their allocations would
+    otherwise run the collector hundreds of times over every object the
+    process holds: a third of a cold count over 720 files. Where collection
+    was paused already (by the caller, or another thread) it is left so.
+
+    Examples
+    --------
+    >>> import gc
+    >>> with few_collections():
+    ...     gc.isenabled()
+    False
+    >>> gc.isenabled()
+    True
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def at_member(member: Member, work: Callable[[], Any]) -> Any:
     """``work()``, its errors (other than syntax) told which member they came from."""
     try:
@@ -207,10 +239,11 @@ class SeriesSelection:
     def counts(self) -> list[int]:
         """Hits per member, in order."""
         if self._counts is None:
-            self._counts = [
-                at_member(m, sel.count)
-                for m, sel in zip(self.members, self.selections, strict=True)
-            ]
+            with few_collections():
+                self._counts = [
+                    at_member(m, sel.count)
+                    for m, sel in zip(self.members, self.selections, strict=True)
+                ]
         return self._counts
 
     def count(self) -> int:
