@@ -73,14 +73,19 @@ class Listing:
         return Listing(backend, driver.step_context, variables, contiguous)
 
     def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {
+        return {
             "backend": self.backend,
             "step_context": self.step_context,
             "variables": [variable_json(v) for v in self.variables],
+            **self.after_variables_json(),
         }
-        if self.contiguous:
-            doc["contiguous"] = {p: list(at) for p, at in self.contiguous.items()}
-        return doc
+
+    def after_variables_json(self) -> dict[str, Any]:
+        """The keys :meth:`to_json` puts after the variables (an index's
+        manifest encoder keeps each variable's text and adds these)."""
+        if not self.contiguous:
+            return {}
+        return {"contiguous": {p: list(at) for p, at in self.contiguous.items()}}
 
     @staticmethod
     def from_json(doc: Mapping[str, Any]) -> Listing:

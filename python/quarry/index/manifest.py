@@ -420,7 +420,9 @@ class ManifestText:
             listed = [(v.path, v) for v in listing.variables]
             about = {"backend": listing.backend, "step_context": listing.step_context}
             text += [',"listing":', _compact(about)[:-1], ',"variables":[']
-            text += [",".join(self._kept(self._listed, listed, variable_json)), "]}"]
+            text += [",".join(self._kept(self._listed, listed, variable_json)), "]"]
+            after = listing.after_variables_json()
+            text += [("," + _compact(after)[1:-1]) if after else "", "}"]
         if manifest.follow is not None:
             text += [',"follow":', _compact(manifest.follow.to_json())]
         text.append("}")
