@@ -112,39 +112,76 @@ def _fields_of(cls: type) -> dict[str, Field]:
     return fields
 
 
+#: Instances of a record class made through the shared ``__init__`` before it
+#: compiles one of its own: a count's process makes a few of each and never
+#: pays for compiling, a long query loop makes thousands and gets the faster one.
+COMPILE_AFTER = 64
+
+
 def _init(cls: type, fields: dict[str, Field]) -> Callable[..., None]:
     names = tuple(fields)
     count = len(names)
     known = frozenset(names)
-    defaults = {n: f.default for n, f in fields.items() if f.default is not _MISSING}
-    factories = {n: f.default_factory for n, f in fields.items() if f.default_factory}
+    # Per field: its name, default (or _MISSING) and default factory (or None).
+    fills = tuple((n, f.default, f.default_factory) for n, f in fields.items())
     post_init = getattr(cls, "__post_init__", None) is not None
     title = cls.__name__
+    made = 0
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        nonlocal made
+        made += 1
+        if made == COMPILE_AFTER and cls.__dict__.get("__init__") is init:
+            cls.__init__ = _compiled_init(cls.__qualname__, fields, post_init)  # type: ignore[misc]
         given = len(args)
         if given > count:
             raise TypeError(f"{title}() takes {count} arguments but {given} were given")
         values = self.__dict__
-        values.update(zip(names, args, strict=False))  # the rest come below
+        if given:
+            values.update(zip(names, args, strict=False))  # the rest come below
         for key, value in kwargs.items():
             if key not in known or key in values:
                 problem = "got an unexpected" if key not in known else "got multiple values for"
                 raise TypeError(f"{title}() {problem} argument {key!r}")
             values[key] = value
         if given + len(kwargs) < count:
-            for name in names[given:]:
+            for name, default, factory in fills[given:]:
                 if name in values:
                     continue
-                if name in defaults:
-                    values[name] = defaults[name]
-                elif name in factories:
-                    values[name] = factories[name]()
+                if factory is not None:
+                    values[name] = factory()
+                elif default is not _MISSING:
+                    values[name] = default
                 else:
                     raise TypeError(f"{title}() missing required argument {name!r}")
         if post_init:
             self.__post_init__()
 
+    return init
+
+
+def _compiled_init(title: str, fields: dict[str, Field], post_init: bool) -> Callable[..., None]:
+    """The ``__init__`` dataclasses would write for ``fields`` (one compile)."""
+    scope: dict[str, Any] = {"_MISSING": _MISSING}
+    params, body = ["__record_self__"], ["__record_values__ = __record_self__.__dict__"]
+    for k, (name, spec) in enumerate(fields.items()):
+        value = name
+        if spec.default_factory is not None:
+            scope[f"_factory_{k}"] = spec.default_factory
+            params.append(f"{name}=_MISSING")
+            value = f"_factory_{k}() if {name} is _MISSING else {name}"
+        elif spec.default is not _MISSING:
+            scope[f"_default_{k}"] = spec.default
+            params.append(f"{name}=_default_{k}")
+        else:
+            params.append(name)
+        body.append(f"__record_values__[{name!r}] = {value}")
+    if post_init:
+        body.append("__record_self__.__post_init__()")
+    lines = "\n    ".join(body)
+    exec(f"def __init__({', '.join(params)}):\n    {lines}\n", scope)
+    init: Callable[..., None] = scope["__init__"]
+    init.__qualname__ = f"{title}.__init__"
     return init
 
 

@@ -146,3 +146,33 @@ def test_copies_and_pickles_are_equal_and_still_frozen():
         assert other == p and other.tag == "t" and other.seen == [3]
         with pytest.raises(AttributeError):
             other.x = 5  # type: ignore[misc]
+
+
+def test_a_class_made_often_compiles_an_init_that_behaves_the_same():
+    """After records.COMPILE_AFTER instances a record compiles its own __init__: the
+    constructions, defaults, fresh factory values, errors and __post_init__
+    are those of the shared one."""
+
+    @record(frozen=False)
+    class Often:
+        a: int
+        b: str = "b"
+        c: list[int] = field(default_factory=list)
+
+        def __post_init__(self) -> None:
+            self.c = [*self.c, self.a]
+
+    def made() -> list[object]:
+        out: list[object] = [Often(1), Often(2, "x"), Often(3, c=[9]), Often(a=4, b="y", c=[])]
+        for args, kwargs in [((), {}), ((1, "b", [], 4), {}), ((1,), {"a": 2}), ((1,), {"d": 2})]:
+            with pytest.raises(TypeError):
+                Often(*args, **kwargs)
+        return [(o.a, o.b, o.c) for o in out]  # type: ignore[attr-defined]
+
+    shared = Often.__init__
+    before = made()
+    while Often.__init__ is shared:
+        Often(0)
+    assert Often.__init__.__qualname__.endswith("Often.__init__")
+    assert made() == before
+    assert Often(1).c is not Often(1).c
