@@ -215,3 +215,26 @@ def test_a_small_variable_is_read_once(tmp_path, monkeypatch):
     with quarry.open(path) as ds, h5py.File(path) as f:
         x = f["Step#2/x"][:]
         assert ds.query("/Step#2/x > 0.3").count() == int((x > 0.3).sum())
+
+
+def test_index_file_crc32_is_zlibs_over_any_section(small):
+    """The manifest's checksum is taken in the core, over the mapped bytes:
+    the same number as zlib's over the bytes read, and a section past the
+    end is an error, not a short read."""
+    import zlib
+
+    from quarry import _core
+
+    with quarry.open(small) as ds:
+        ds.build_index()
+        index_path = ds.index_path
+    index = _core.IndexFile(index_path)
+    size = len(index)
+    rng = np.random.default_rng(7)
+    offsets = rng.integers(0, size, 20)
+    sections = [(0, 0), (0, size), (size - 1, 1), (size, 0)]
+    sections += [(int(o), int(rng.integers(0, size - o + 1))) for o in offsets]
+    for offset, length in sections:
+        assert index.crc32(offset, length) == zlib.crc32(index.read(offset, length))
+    with pytest.raises(_core.CorruptBlockError):
+        index.crc32(size - 1, 2)

@@ -46,7 +46,6 @@ import json
 import os
 import re
 import struct
-import zlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -485,9 +484,9 @@ def read_manifest(path: str) -> tuple[_core.IndexFile, Manifest]:
         raise damaged("the end marker is missing; the file is truncated or overwritten")
     if offset + length != size - _TRAILER.size or offset < _HEADER.size:
         raise damaged("the manifest location is inconsistent")
-    body = index.read(offset, length)
-    if zlib.crc32(body) != crc:
+    if index.crc32(offset, length) != crc:
         raise damaged("manifest checksum mismatch")
+    body = index.read(offset, length)
     try:
         doc = json.loads(body)
     except ValueError:
