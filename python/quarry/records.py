@@ -95,6 +95,11 @@ def _fields_of(cls: type) -> dict[str, Field]:
             continue
         value = cls.__dict__.get(name, _MISSING)
         spec = value if isinstance(value, Field) else Field(default=value)
+        if spec.default is not _MISSING and type(spec.default).__hash__ is None:
+            raise ValueError(
+                f"{cls.__name__}.{name}: a mutable default ({type(spec.default).__name__}) "
+                "would be shared by every instance; use field(default_factory=...)"
+            )
         if isinstance(value, Field):
             if spec.default is _MISSING:
                 delattr(cls, name)
@@ -200,7 +205,7 @@ def _build(cls: type[_T], frozen: bool) -> type[_T]:
 
     def show(self: Any) -> str:
         inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in shown)
-        return f"{title}({inner})"
+        return f"{type(self).__qualname__}({inner})"
 
     def equal(self: Any, other: object) -> Any:
         if other.__class__ is not self.__class__:
@@ -313,4 +318,6 @@ def _plain(value: object) -> Any:
         return type(value)(_plain(v) for v in value)
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
-    return value
+    import copy
+
+    return copy.deepcopy(value)  # as dataclasses.asdict: the dict shares nothing with obj

@@ -176,3 +176,21 @@ def test_a_class_made_often_compiles_an_init_that_behaves_the_same():
     assert Often.__init__.__qualname__.endswith("Often.__init__")
     assert made() == before
     assert Often(1).c is not Often(1).c
+
+
+def test_the_review_s_differences_from_dataclasses_are_gone():
+    """as_dict copies what it returns, a subclass shows its own name, and a
+    mutable default is refused, as with dataclasses."""
+    r = RPoint(1, seen=[1])
+    as_dict(r)["seen"].append(2)
+    assert r.seen == [1]
+
+    class Sub(RPoint):
+        pass
+
+    assert repr(Sub(1)).startswith(f"{Sub.__qualname__}(")  # as dataclasses write it
+    with pytest.raises(ValueError, match="default_factory"):
+
+        @record
+        class Shared:
+            items: list[int] = []  # noqa: RUF012
