@@ -34,29 +34,8 @@ pub fn add_bins<'py>(
     {
         return Err(wrong("one key per value and 1 to 2^31 bins per axis").into());
     }
-    let held = columns
-        .iter()
-        .map(|c| {
-            Ok(match contiguous::<f32>(c) {
-                Ok(v) => Either::F32(v),
-                Err(_) => Either::F64(contiguous::<f64>(c)?),
-            })
-        })
-        .collect::<PyResult<Vec<_>>>()?;
-    let mut prepared = Vec::with_capacity(held.len());
-    for (h, &(origin, size, count, stride)) in held.iter().zip(&axes) {
-        let values = match h {
-            Either::F32(v) => cluster::Floats::F32(v.as_slice()?),
-            Either::F64(v) => cluster::Floats::F64(v.as_slice()?),
-        };
-        let binning = cluster::FloatAxis {
-            origin,
-            size,
-            count,
-            stride,
-        };
-        prepared.push((values, binning));
-    }
+    let held = hold_floats(&columns)?;
+    let prepared = float_axes(&held, &axes)?;
     let mut keys = keys.try_readwrite().map_err(|e| wrong(&e.to_string()))?;
     let keys = keys.as_slice_mut()?;
     detach(py, || cluster::add_bins(&prepared, keys));
@@ -66,6 +45,45 @@ pub fn add_bins<'py>(
 enum Either<'py> {
     F32(PyReadonlyArray1<'py, f32>),
     F64(PyReadonlyArray1<'py, f64>),
+}
+
+/// Each float column held as the float32 or float64 array it is.
+fn hold_floats<'py>(columns: &[Bound<'py, PyUntypedArray>]) -> PyResult<Vec<Either<'py>>> {
+    columns
+        .iter()
+        .map(|c| {
+            Ok(match contiguous::<f32>(c) {
+                Ok(v) => Either::F32(v),
+                Err(_) => Either::F64(contiguous::<f64>(c)?),
+            })
+        })
+        .collect()
+}
+
+/// The held columns beside their `(origin, size, count, stride)` axes, as
+/// the core bins them.
+fn float_axes<'a>(
+    held: &'a [Either<'_>],
+    axes: &[(f64, f64, u64, u64)],
+) -> PyResult<Vec<(cluster::Floats<'a>, cluster::FloatAxis)>> {
+    held.iter()
+        .zip(axes)
+        .map(|(h, &(origin, size, count, stride))| {
+            let values = match h {
+                Either::F32(v) => cluster::Floats::F32(v.as_slice()?),
+                Either::F64(v) => cluster::Floats::F64(v.as_slice()?),
+            };
+            Ok((
+                values,
+                cluster::FloatAxis {
+                    origin,
+                    size,
+                    count,
+                    stride,
+                },
+            ))
+        })
+        .collect()
 }
 
 /// The stable order of `keys` (uint64): the rows in ascending key order,
@@ -212,31 +230,8 @@ pub fn cluster_part<'py>(
             })
         })
         .collect::<PyResult<Vec<_>>>()?;
-    let held = floats
-        .iter()
-        .map(|c| {
-            Ok(match contiguous::<f32>(c) {
-                Ok(v) => Either::F32(v),
-                Err(_) => Either::F64(contiguous::<f64>(c)?),
-            })
-        })
-        .collect::<PyResult<Vec<_>>>()?;
-    let mut binned = Vec::with_capacity(held.len());
-    for (h, &(origin, size, count, stride)) in held.iter().zip(&axes) {
-        let values = match h {
-            Either::F32(v) => cluster::Floats::F32(v.as_slice()?),
-            Either::F64(v) => cluster::Floats::F64(v.as_slice()?),
-        };
-        binned.push((
-            values,
-            cluster::FloatAxis {
-                origin,
-                size,
-                count,
-                stride,
-            },
-        ));
-    }
+    let held = hold_floats(&floats)?;
+    let binned = float_axes(&held, &axes)?;
     let base = keys.as_ref().map(contiguous::<u64>).transpose()?;
     let base = base.as_ref().map(|k| k.as_slice()).transpose()?;
     if base.is_some_and(|k| k.len() != rows) {

@@ -350,7 +350,17 @@ class Manifest:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON-ready manifest, keys in the order a build writes them."""
-        doc = {
+        doc = self.head_json()
+        doc["variables"] = {p: e.to_json() for p, e in self.variables.items()}
+        if self.listing is not None:
+            doc["listing"] = self.listing.to_json()
+        if self.follow is not None:
+            doc["follow"] = self.follow.to_json()
+        return doc
+
+    def head_json(self) -> dict[str, Any]:
+        """The keys :meth:`to_json` puts before the variables."""
+        return {
             "format": FORMAT,
             "version": self.version,
             "created_by": self.created_by,
@@ -358,13 +368,7 @@ class Manifest:
             "block_len": self.block_len,
             "derived": [d.to_dict() for d in self.derived],
             "shards": [s.to_json() for s in self.shards],
-            "variables": {p: e.to_json() for p, e in self.variables.items()},
         }
-        if self.listing is not None:
-            doc["listing"] = self.listing.to_json()
-        if self.follow is not None:
-            doc["follow"] = self.follow.to_json()
-        return doc
 
     def without_blocks(self) -> Manifest:
         """This manifest without the per-block lists (for broadcasting)."""
@@ -401,15 +405,7 @@ class ManifestText:
         """``json.dumps(manifest.to_json(), separators=(",", ":"))``, encoded."""
         from quarry.formats.listing import variable_json
 
-        head = {
-            "format": FORMAT,
-            "version": manifest.version,
-            "created_by": manifest.created_by,
-            "source": manifest.source.to_json(),
-            "block_len": manifest.block_len,
-            "derived": [d.to_dict() for d in manifest.derived],
-            "shards": [s.to_json() for s in manifest.shards],
-        }
+        head = manifest.head_json()
         paths = list(manifest.variables)
         entries = self._kept(self._entries, manifest.variables.items(), VariableEntry.to_json)
         text = [_compact(head)[:-1], ',"variables":{']
