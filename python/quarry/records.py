@@ -233,7 +233,7 @@ def _build(cls: type[_T], frozen: bool) -> type[_T]:
         methods["__hash__"] = None  # mutable and compared by value: unhashable, as in dataclasses
     for name, method in methods.items():
         if name not in cls.__dict__ or (name == "__hash__" and cls.__dict__[name] is None):
-            if method is not None and hasattr(method, "__qualname__"):
+            if method is not None:
                 method.__name__ = name
                 method.__qualname__ = f"{title}.{name}"
             setattr(cls, name, method)
