@@ -128,7 +128,7 @@ pub fn stable_order<'py>(
 pub fn crc32<'py>(py: Python<'py>, data: &Bound<'py, PyUntypedArray>, start: u32) -> Result<u32> {
     let data = contiguous::<u8>(data)?;
     let data = data.as_slice()?;
-    Ok(detach(py, || cluster::crc32(data, start)))
+    Ok(py.detach(|| cluster::crc32(data, start))) // one pass: on this thread, as IndexFile.crc32
 }
 
 /// A worker's buffers, kept between the parts it clusters.
