@@ -743,7 +743,11 @@ class Dataset:
 
     # -- lifetime --------------------------------------------------------
     def close(self) -> None:
+        # The index reads the source through this dataset (a reference
+        # cycle); dropping it and the planner frees them without waiting
+        # for the cyclic collector.
         self._store = None
+        self._planner = None
         self._steps.clear()
         self._file_driver.close()
 

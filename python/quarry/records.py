@@ -136,7 +136,10 @@ def _init(cls: type, fields: dict[str, Field]) -> Callable[..., None]:
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         nonlocal made
         made += 1
-        if made == COMPILE_AFTER and cls.__dict__.get("__init__") is init:
+        # Replaced only where it is still the class's own generic __init__.
+        # Told by a mark, not by ``is init``: a function naming itself is a
+        # reference cycle, and would be left to the cyclic collector when replaced.
+        if made == COMPILE_AFTER and getattr(cls.__dict__.get("__init__"), _GENERIC, False):
             cls.__init__ = _compiled_init(cls.__qualname__, fields, post_init)  # type: ignore[misc]
         given = len(args)
         if given > count:
@@ -162,7 +165,11 @@ def _init(cls: type, fields: dict[str, Field]) -> Callable[..., None]:
         if post_init:
             self.__post_init__()
 
+    setattr(init, _GENERIC, True)
     return init
+
+
+_GENERIC = "__record_generic__"
 
 
 def _compiled_init(title: str, fields: dict[str, Field], post_init: bool) -> Callable[..., None]:

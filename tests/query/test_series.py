@@ -301,3 +301,41 @@ def test_garbage_collection_is_paused_over_the_members_and_resumed_as_it_was(tmp
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_closed_series_leaves_no_cycles_for_the_collector(tmp_path):
+    """Opening, planning (an aggregate included) and counting every member,
+    then closing, frees Quarry's objects by reference counting alone: over
+    720 members, cycles left to the cyclic collector cost 12 ms of a cold
+    halo (recursive closures in the plan compiler, and the index reading the
+    source through its dataset)."""
+    import gc
+
+    path = str(tmp_path / "c.h5")
+    with h5py.File(path, "w") as f:
+        for s in range(3):
+            f[f"Step#{s}/x"] = np.random.default_rng(s).normal(0, 1, 500)
+            f[f"Step#{s}/y"] = np.random.default_rng(s + 9).normal(0, 1, 500)
+    with quarry.open_series(path) as series:
+        list(series.build_indexes(block_len=128, derive=["r=sqrt(x**2 + y**2)"]))
+    queries = ["r > 2*rms(r)", "x > mean(x) && y < 0.5"]
+    with quarry.open_series(path) as series:  # warm the caches (parsing) once
+        for q in queries:
+            series.query(q).counts()
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        with quarry.open_series(path) as series:
+            for q in queries:
+                series.query(q).counts()
+            series.query_many(["x > 0.1", "x > 0.2"])
+        gc.collect()
+        ours = [
+            o
+            for o in gc.garbage
+            if (getattr(o, "__module__", None) or type(o).__module__ or "").startswith("quarry")
+        ]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert ours == []

@@ -125,25 +125,28 @@ def variables(node: Arith | Cond, in_aggregates: bool = True) -> list[Var]:
     (['r', 'x', 'e', 'e'], ['r', 'e'])
     """
 
-    def walk(n: Arith | Cond) -> list[Var]:
-        match n:
-            case Var():
-                return [n]
-            case Num():
-                return []
-            case Call(args=args):
-                if not in_aggregates and is_aggregate(n):
-                    return []
-                return [v for a in args for v in walk(a)]
-            case BinOp(left=left, right=right) | Compare(left=left, right=right):
-                return walk(left) + walk(right)
-            case Neg(operand=x) | Not(operand=x):
-                return walk(x)
-            case And(items=items) | Or(items=items):
-                return [v for c in items for v in walk(c)]
-        raise TypeError(n)
+    # A module function, not a closure: a recursive closure is a reference
+    # cycle left to the cyclic collector at every call.
+    return _variables(node, in_aggregates)
 
-    return walk(node)
+
+def _variables(n: Arith | Cond, in_aggregates: bool) -> list[Var]:
+    match n:
+        case Var():
+            return [n]
+        case Num():
+            return []
+        case Call(args=args):
+            if not in_aggregates and is_aggregate(n):
+                return []
+            return [v for a in args for v in _variables(a, in_aggregates)]
+        case BinOp(left=left, right=right) | Compare(left=left, right=right):
+            return _variables(left, in_aggregates) + _variables(right, in_aggregates)
+        case Neg(operand=x) | Not(operand=x):
+            return _variables(x, in_aggregates)
+        case And(items=items) | Or(items=items):
+            return [v for c in items for v in _variables(c, in_aggregates)]
+    raise TypeError(n)
 
 
 def to_text(node: Arith) -> str:
@@ -193,27 +196,28 @@ def shape(cond: Cond) -> tuple[Hashable, tuple[Literal, ...]]:
     False
     """
     numbers: list[Literal] = []
+    return _shape(cond, numbers), tuple(numbers)
 
-    def walk(n: Arith | Cond) -> Hashable:
-        match n:
-            case Num(value=value):
-                numbers.append(Literal(n, value))
-                return "#"
-            case Neg(operand=Num(value=value)):  # -0.5 is a number like 0.5
-                numbers.append(Literal(n, -value))
-                return "#"
-            case Var(name=name, index=index):
-                return ("var", name, index)
-            case Call(func=func, args=args):
-                if is_aggregate(n):
-                    return ("aggregate", to_text(n))
-                return ("call", func, tuple(walk(a) for a in args))
-            case BinOp(op=op, left=left, right=right) | Compare(op=op, left=left, right=right):
-                return (type(n).__name__, op, walk(left), walk(right))
-            case Neg(operand=x) | Not(operand=x):
-                return (type(n).__name__, walk(x))
-            case And(items=items) | Or(items=items):
-                return (type(n).__name__, tuple(walk(c) for c in items))
-        raise TypeError(n)
 
-    return walk(cond), tuple(numbers)
+def _shape(n: Arith | Cond, numbers: list[Literal]) -> Hashable:
+    """:func:`shape`'s walk, appending the numbers it meets to ``numbers``."""
+    match n:
+        case Num(value=value):
+            numbers.append(Literal(n, value))
+            return "#"
+        case Neg(operand=Num(value=value)):  # -0.5 is a number like 0.5
+            numbers.append(Literal(n, -value))
+            return "#"
+        case Var(name=name, index=index):
+            return ("var", name, index)
+        case Call(func=func, args=args):
+            if is_aggregate(n):
+                return ("aggregate", to_text(n))
+            return ("call", func, tuple(_shape(a, numbers) for a in args))
+        case BinOp(op=op, left=left, right=right) | Compare(op=op, left=left, right=right):
+            return (type(n).__name__, op, _shape(left, numbers), _shape(right, numbers))
+        case Neg(operand=x) | Not(operand=x):
+            return (type(n).__name__, _shape(x, numbers))
+        case And(items=items) | Or(items=items):
+            return (type(n).__name__, tuple(_shape(c, numbers) for c in items))
+    raise TypeError(n)

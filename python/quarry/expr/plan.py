@@ -340,17 +340,39 @@ def compile_plan(
     becomes the exact range of stored values it holds for (see
     :mod:`quarry.expr.scaled`), still an index lookup."""
 
-    def scale(node: Arith) -> Arith:
+    return _Compiler(resolve, query, aggregate, factor).build(cond)
+
+
+class _Compiler:
+    """What :func:`compile_plan` compiles with. A class, not nested functions:
+    a recursive closure is a reference cycle, and 720 members planned one
+    after another would leave 16,000 objects for the cyclic collector."""
+
+    def __init__(
+        self,
+        resolve: Callable[[Var], VariableInfo],
+        query: str,
+        aggregate: Aggregate | None,
+        factor: Callable[[VariableInfo], float | None] | None,
+    ) -> None:
+        self.resolve = resolve
+        self.query = query
+        self.aggregate = aggregate
+        self.factor = factor
+
+    def scale(self, node: Arith) -> Arith:
+        factor, resolve = self.factor, self.resolve
         if factor is None:
             return node
         from quarry.expr.scaled import scaled
 
         return scaled(node, lambda v: factor(resolve(v)))
 
-    def arith(node: Arith) -> Arith:
-        return resolved_arith(node, resolve, query, aggregate, factor)
+    def arith(self, node: Arith) -> Arith:
+        return resolved_arith(node, self.resolve, self.query, self.aggregate, self.factor)
 
-    def build(node: Cond) -> PlanNode:
+    def build(self, node: Cond) -> PlanNode:
+        resolve, factor, build = self.resolve, self.factor, self.build
         match node:
             case Not(operand=x):
                 return NotNode(build(x))
@@ -359,7 +381,7 @@ def compile_plan(
             case And(items=items):
                 return merge_ranges(AndNode(tuple(build(x) for x in items)))
             case Compare(op=op, left=left, right=right):
-                left, right = arith(left), arith(right)
+                left, right = self.arith(left), self.arith(right)
                 if isinstance(left, Num) and isinstance(right, Var):
                     left, right, op = right, left, FLIP[op]
                 if isinstance(left, Var) and isinstance(right, Num):
@@ -373,14 +395,12 @@ def compile_plan(
                     return range_leaf(var, op, exact if var.dtype.kind in "iu" else right.value)
                 if isinstance(left, Num) and isinstance(right, Num):
                     return Const(_compare_numbers(op, left.value, right.value))
-                left, right = scale(left), scale(right)
+                left, right = self.scale(left), self.scale(right)
                 variables = tuple(
                     {resolve(v).key: resolve(v) for v in _vars(left) + _vars(right)}.values()
                 )
                 return ScanLeaf(op, left, right, variables)
-        raise QuerySyntaxError("unsupported expression", query, getattr(node, "pos", 0))
-
-    return build(cond)
+        raise QuerySyntaxError("unsupported expression", self.query, getattr(node, "pos", 0))
 
 
 def resolved_arith(

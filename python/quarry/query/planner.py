@@ -275,18 +275,18 @@ def _rebound(template: _Template | None, written: list[VariableInfo]) -> PlanNod
     member's variable of the same written name."""
     if template is None:
         return None
-    to_member = dict(zip(template.keys, written, strict=True))
+    return _bind(template.plan, dict(zip(template.keys, written, strict=True)))
 
-    def bind(node: PlanNode) -> PlanNode:
-        match node:
-            case RangeLeaf(var=var, interval=interval):
-                return RangeLeaf(to_member[var.key], interval)
-            case AndNode(items=items):
-                return AndNode(tuple(map(bind, items)))
-            case OrNode(items=items):
-                return OrNode(tuple(map(bind, items)))
-            case NotNode(operand=operand):
-                return NotNode(bind(operand))
-        return node
 
-    return bind(template.plan)
+def _bind(node: PlanNode, to_member: dict[str, VariableInfo]) -> PlanNode:
+    """``node`` with each range's variable replaced by ``to_member[its key]``."""
+    match node:
+        case RangeLeaf(var=var, interval=interval):
+            return RangeLeaf(to_member[var.key], interval)
+        case AndNode(items=items):
+            return AndNode(tuple(_bind(x, to_member) for x in items))
+        case OrNode(items=items):
+            return OrNode(tuple(_bind(x, to_member) for x in items))
+        case NotNode(operand=operand):
+            return NotNode(_bind(operand, to_member))
+    return node

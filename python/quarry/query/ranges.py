@@ -270,19 +270,8 @@ def _bound(
         assert isinstance(folded, Num), folded
         return folded.value
 
-    def values(node: Arith) -> Any:
-        match node:
-            case Num() | Neg() if id(node) in slots:
-                return numbers[:, slots[id(node)]]
-            case Neg(operand=x) if _has_slot(x, slots):
-                return -values(x)
-            case BinOp(op=op, left=a, right=b) if _has_slot(node, slots):
-                with np.errstate(all="ignore"):
-                    return ufunc(ARITH[op])(_f64(values(a)), _f64(values(b)))
-        return constant(node)
-
     for op, side in form.compares:
-        bound = values(side)
+        bound = _values(side, numbers, slots, constant)
         if isinstance(bound, np.ndarray):
             unknown |= np.isnan(bound)
             b_lo, b_lo_incl, b_hi, b_hi_incl = _float_bounds(op, bound)
@@ -321,6 +310,28 @@ def _float_bounds(
 def _f64(x: npt.NDArray[np.float64] | int | float) -> npt.NDArray[np.float64] | np.float64:
     """A scalar operand as the planner's ``_apply`` takes it (``as_float``)."""
     return x if isinstance(x, np.ndarray) else np.float64(as_float(x))
+
+
+def _values(
+    node: Arith,
+    numbers: npt.NDArray[np.float64],
+    slots: dict[int, int],
+    constant: Callable[[Arith], int | float],
+) -> Any:
+    """``node`` computed for every query at once: the literal in slot ``j``
+    is column ``j`` of ``numbers``; a part without literals is one number
+    (``constant``). A module function: a recursive closure is a reference
+    cycle, left to the cyclic collector once per member."""
+    match node:
+        case Num() | Neg() if id(node) in slots:
+            return numbers[:, slots[id(node)]]
+        case Neg(operand=x) if _has_slot(x, slots):
+            return -_values(x, numbers, slots, constant)
+        case BinOp(op=op, left=a, right=b) if _has_slot(node, slots):
+            left, right = (_values(x, numbers, slots, constant) for x in (a, b))
+            with np.errstate(all="ignore"):
+                return ufunc(ARITH[op])(_f64(left), _f64(right))
+    return constant(node)
 
 
 def _has_slot(node: Arith, slots: dict[int, int]) -> bool:
