@@ -132,7 +132,8 @@ def test_a_damaged_field_is_named(indexed, why):
     _rewrite(path + ".qidx", DAMAGES[why])
     expected = f"index {path}.qidx is damaged (the manifest's {why}); rebuild it"
     with pytest.raises(CorruptIndexError) as caught:
-        layout.read_manifest(path + ".qidx")
+        _, manifest = layout.read_manifest(path + ".qidx")
+        dict(manifest.variables)  # an entry is checked when first read
     assert str(caught.value).startswith(expected)
     with pytest.raises(CorruptIndexError, match="is damaged"), quarry.open(path) as ds:
         ds.query("x > 0").count()
@@ -264,7 +265,8 @@ def test_a_damaged_edges_span_is_named(indexed, edges, area, why):
 
     _rewrite(path + ".qidx", change)
     with pytest.raises(CorruptIndexError, match=why):
-        layout.read_manifest(path + ".qidx")
+        _, manifest = layout.read_manifest(path + ".qidx")
+        dict(manifest.variables)
 
 
 def test_an_index_of_a_later_format_is_refused_with_the_versions_read(indexed):
@@ -276,3 +278,19 @@ def test_an_index_of_a_later_format_is_refused_with_the_versions_read(indexed):
         CorruptIndexError, match="has format version 9; this Quarry reads versions 3, 4"
     ):
         layout.read_manifest(path + ".qidx")
+
+
+def test_an_entry_is_read_when_first_used(indexed):
+    """A variable's entry is made from the JSON when a query first reads it:
+    an entry damaged where the CRC cannot see leaves the other variables
+    answering, and is named as damaged when its variable is queried."""
+    path, _ = indexed
+    _rewrite(path + ".qidx", _set(64, "variables", "/n", "key"))
+    _, manifest = layout.read_manifest(path + ".qidx")
+    assert len(manifest.variables) == 6 and "/n" in manifest.variables
+    x = h5py.File(path)["x"][:]
+    with quarry.open(path) as ds:
+        assert ds.query("x > 0.5").count() == int((x > 0.5).sum())
+        refused = r"damaged \(the manifest's variables\['/n'\].key is 64, not a string\)"
+        with pytest.raises(CorruptIndexError, match=refused):
+            ds.query("n > 3").count()

@@ -90,22 +90,20 @@ def expand(
     for d in definitions:
         tree, names = _parsed(d.expr)
         _check_names(d, tree, names)
+        # The inputs are the names in order in every group: one program
+        # serves them all (a 720-step file made 5,760 tuples of it per open).
+        program = tuple(postfix(tree, {n: i for i, n in enumerate(names)}))
+        decoding = f"derived at indexing: {d.name} = {d.expr}"
         made = 0
         for group, members in by_group.items():
             if not all(n in members for n in names):
                 continue
             inputs = [members[n] for n in names]
             _check_inputs(d, group, inputs, members)
-            slot = {info.name: i for i, info in enumerate(inputs)}
             path = f"{group}/{d.name}"
             info = VariableInfo(
-                path,
-                inputs[0].shape,
-                np.dtype("f8"),
-                decoding=f"derived at indexing: {d.name} = {d.expr}",
-                dims=inputs[0].dims,
+                path, inputs[0].shape, np.dtype("f8"), decoding=decoding, dims=inputs[0].dims
             )
-            program = tuple(postfix(tree, slot))
             out.append(DerivedVariable(info, tuple(i.path for i in inputs), program))
             made += 1
         if not made:

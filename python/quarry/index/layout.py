@@ -503,6 +503,6 @@ def read_manifest(path: str) -> tuple[_core.IndexFile, Manifest]:
     if index.crc32(area_at, area_length) != area_crc:
         raise damaged("edges area checksum mismatch")
     try:
-        return index, Manifest.from_json(doc, index.read(area_at, area_length))
+        return index, Manifest.from_json(doc, index.read(area_at, area_length), damaged)
     except CorruptIndexError as exc:
         raise damaged(str(exc)) from None
