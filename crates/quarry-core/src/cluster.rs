@@ -301,10 +301,12 @@ pub struct Scratch {
     /// Radix sort: the packed words and their spare.
     words: Vec<u64>,
     spare: Vec<u64>,
-    /// Each row's position in the grouped order.
+    /// Radix sort: each row's position in the grouped order.
     position: Vec<u32>,
-    /// The positions, rows regrouped by the span of [`SPAN_ROWS`] their
-    /// position falls in ([`stage`]'s order).
+    /// The span of [`SPAN_ROWS`] each row's position falls in (a part has
+    /// at most 2^32 rows, so 2^16 spans).
+    span: Vec<u16>,
+    /// The positions, rows regrouped by span ([`stage`]'s order).
     staged_position: Vec<u32>,
     /// Where the next row of each span goes while staging.
     cursor: Vec<usize>,
@@ -321,7 +323,8 @@ const COUNTING_FLOOR: u64 = 1 << 16;
 /// most twice the rows (an `MDBin` part's usually do: its rows cover a few
 /// bins of its slowest variable) are counted: one histogram pass, whose
 /// prefix sums are the offset table and each key's first position, and one
-/// pass giving each row its key's next position. Wider ones are radix sorted.
+/// pass giving each row its key's next position (noting the row's span and
+/// regrouping the positions by span on the way). Wider ones are radix sorted.
 ///
 /// Columns are then placed in two streaming passes instead of one scatter
 /// to a slot per key present (tens of thousands of them, scattered over a
@@ -335,83 +338,105 @@ const COUNTING_FLOOR: u64 = 1 << 16;
 pub fn group_rows(keys: &[u64], scratch: &mut Scratch) -> Table {
     let n = keys.len();
     assert!(u32::try_from(n).is_ok(), "at most u32::MAX rows");
-    scratch.position.resize(n, 0); // every slot is written below
+    scratch.span.resize(n, 0); // every slot is written below
+    scratch.staged_position.resize(n, 0);
     let Some((low, high)) = keys.iter().fold(None, |bounds, &key| match bounds {
         None => Some((key, key)),
         Some((low, high)) => Some((key.min(low), key.max(high))),
     }) else {
-        scratch.staged_position.clear();
         return Table {
             keys: Vec::new(),
             starts: Vec::new(),
         };
     };
-    let table = if high - low >= COUNTING_FLOOR.max(2 * n as u64) {
+    let mut spans = Spans::new(n, &mut scratch.cursor);
+    if high - low >= COUNTING_FLOOR.max(2 * n as u64) {
         scratch.words.resize(n, 0);
         scratch.spare.resize(n, 0);
+        scratch.position.resize(n, 0);
         let table = stable_order(keys, &mut scratch.words[..n], &mut scratch.spare[..n]);
         for (at, &row) in (0u32..).zip(&scratch.words[..n]) {
             scratch.position[row as usize] = at;
         }
-        table
-    } else {
-        // All zeros between parts (set back below), so only its growth is
-        // written here, not a counter per key of the range every part.
-        let counts = &mut scratch.counts;
-        let range = (high - low) as usize + 1;
-        if counts.len() < range {
-            counts.resize(range, 0);
+        for (span, &at) in scratch.span.iter_mut().zip(&scratch.position) {
+            *span = spans.put(at, &mut scratch.staged_position, at);
         }
-        let counts = &mut counts[..range];
-        for &key in keys {
-            counts[(key - low) as usize] += 1;
+        return table;
+    }
+    // All zeros between parts (set back below), so only its growth is
+    // written here, not a counter per key of the range every part.
+    let counts = &mut scratch.counts;
+    let range = (high - low) as usize + 1;
+    if counts.len() < range {
+        counts.resize(range, 0);
+    }
+    let counts = &mut counts[..range];
+    for &key in keys {
+        counts[(key - low) as usize] += 1;
+    }
+    // The offset table; each counter becomes its key's first position.
+    let (mut present, mut starts, mut at) = (Vec::new(), Vec::new(), 0u32);
+    for (key, count) in (low..).zip(counts.iter_mut()) {
+        if *count > 0 {
+            present.push(key);
+            starts.push(i64::from(at));
+            (at, *count) = (at + *count, at);
         }
-        // The offset table; each counter becomes its key's first position.
-        let (mut present, mut starts, mut at) = (Vec::new(), Vec::new(), 0u32);
-        for (key, count) in (low..).zip(counts.iter_mut()) {
-            if *count > 0 {
-                present.push(key);
-                starts.push(i64::from(at));
-                (at, *count) = (at + *count, at);
-            }
-        }
-        for (slot, &key) in scratch.position.iter_mut().zip(keys) {
-            let next = &mut counts[(key - low) as usize];
-            *slot = *next;
-            *next += 1;
-        }
-        for &key in &present {
-            counts[(key - low) as usize] = 0;
-        }
-        Table {
-            keys: present,
-            starts,
-        }
-    };
-    scratch.staged_position.resize(n, 0);
-    stage_by(
-        &scratch.position,
-        &mut scratch.cursor,
-        scratch.position.iter().copied(),
-        &mut scratch.staged_position,
-    );
-    table
+    }
+    for (span, &key) in scratch.span.iter_mut().zip(keys) {
+        let next = &mut counts[(key - low) as usize];
+        *span = spans.put(*next, &mut scratch.staged_position, *next);
+        *next += 1;
+    }
+    for &key in &present {
+        counts[(key - low) as usize] = 0;
+    }
+    Table {
+        keys: present,
+        starts,
+    }
 }
 
-/// Put each of `values` (one per row) at its span's next slot of `staged`,
-/// the spans being those of `position`.
+/// Where the next row of each span of [`SPAN_ROWS`] positions goes while
+/// rows are regrouped by span.
+struct Spans<'a> {
+    cursor: &'a mut Vec<usize>,
+}
+
+impl<'a> Spans<'a> {
+    /// The cursors of `rows` rows' spans, each at its span's start.
+    fn new(rows: usize, cursor: &'a mut Vec<usize>) -> Self {
+        cursor.clear();
+        cursor.extend((0..rows.div_ceil(SPAN_ROWS)).map(|span| span * SPAN_ROWS));
+        Spans { cursor }
+    }
+
+    /// Put `value` at the next slot of `staged` of the span of position
+    /// `at`; returns that span.
+    #[inline]
+    #[allow(clippy::cast_possible_truncation)] // at most 2^32 rows: 2^16 spans
+    fn put<T>(&mut self, at: u32, staged: &mut [T], value: T) -> u16 {
+        let span = at as usize / SPAN_ROWS;
+        let next = &mut self.cursor[span];
+        staged[*next] = value;
+        *next += 1;
+        span as u16
+    }
+}
+
+/// Put each of `values` (one per row) at its span's next slot of `staged`.
 fn stage_by<T>(
-    position: &[u32],
+    span: &[u16],
     cursor: &mut Vec<usize>,
     values: impl Iterator<Item = T>,
     staged: &mut [T],
 ) {
-    let n = position.len();
+    let n = span.len();
     assert_eq!(staged.len(), n, "one slot per key grouped");
     cursor.clear();
     cursor.extend((0..n.div_ceil(SPAN_ROWS)).map(|span| span * SPAN_ROWS));
-    for (value, &at) in values.zip(position) {
-        let next = &mut cursor[at as usize / SPAN_ROWS];
+    for (value, &span) in values.zip(span) {
+        let next = &mut cursor[usize::from(span)];
         staged[*next] = value;
         *next += 1;
     }
@@ -435,17 +460,17 @@ pub fn stage<T: Plain>(
     staged: &mut [T],
     mut seen: impl FnMut(&[T]),
 ) {
-    let position = &scratch.position;
+    let spans = &scratch.span;
     assert!(
-        values.len() == position.len() && staged.len() == position.len(),
+        values.len() == spans.len() && staged.len() == spans.len(),
         "one value per key grouped"
     );
     let cursor = &mut scratch.cursor;
     cursor.clear();
     cursor.extend((0..values.len().div_ceil(SPAN_ROWS)).map(|span| span * SPAN_ROWS));
-    for (values, position) in values.chunks(STAGE_ROWS).zip(position.chunks(STAGE_ROWS)) {
-        for (&value, &at) in values.iter().zip(position) {
-            let next = &mut cursor[at as usize / SPAN_ROWS];
+    for (values, spans) in values.chunks(STAGE_ROWS).zip(spans.chunks(STAGE_ROWS)) {
+        for (&value, &span) in values.iter().zip(spans) {
+            let next = &mut cursor[usize::from(span)];
             staged[*next] = value;
             *next += 1;
         }
@@ -460,7 +485,7 @@ pub fn stage<T: Plain>(
 /// `T` (the caller picks a type that holds them all).
 pub fn stage_rows<T: Plain + TryFrom<u64>>(first: u64, scratch: &mut Scratch, staged: &mut [T]) {
     let rows = (first..).map(|row| T::try_from(row).ok().expect("rows fit T"));
-    stage_by(&scratch.position, &mut scratch.cursor, rows, staged);
+    stage_by(&scratch.span, &mut scratch.cursor, rows, staged);
 }
 
 /// Hand `write` each span of [`SPAN_ROWS`] values of `staged` (as
