@@ -310,6 +310,23 @@ pub struct Scratch {
     staged_position: Vec<u32>,
     /// Where the next row of each span goes while staging.
     cursor: Vec<usize>,
+    /// How large buffers of counters and positions are allocated (None:
+    /// as any `Vec`), given the buffer and the length it must reach.
+    reserve: Option<fn(&mut Vec<u32>, usize)>,
+}
+
+impl Scratch {
+    /// Scratch whose large buffers of counters and positions are made room
+    /// for by `reserve` (given an empty buffer and the length it must
+    /// reach): huge pages, say, where random increments over megabytes of
+    /// counters would miss the TLB on 4 KiB pages.
+    #[must_use]
+    pub fn reserving(reserve: fn(&mut Vec<u32>, usize)) -> Self {
+        Scratch {
+            reserve: Some(reserve),
+            ..Scratch::default()
+        }
+    }
 }
 
 /// Key ranges up to this many counters, or twice the rows, are grouped by a
@@ -339,16 +356,24 @@ pub fn group_rows(keys: &[u64], scratch: &mut Scratch) -> Table {
     let n = keys.len();
     assert!(u32::try_from(n).is_ok(), "at most u32::MAX rows");
     scratch.span.resize(n, 0); // every slot is written below
+    if let Some(reserve) = scratch
+        .reserve
+        .filter(|_| scratch.staged_position.len() < n)
+    {
+        scratch.staged_position = Vec::new();
+        reserve(&mut scratch.staged_position, n);
+    }
     scratch.staged_position.resize(n, 0);
-    let Some((low, high)) = keys.iter().fold(None, |bounds, &key| match bounds {
-        None => Some((key, key)),
-        Some((low, high)) => Some((key.min(low), key.max(high))),
-    }) else {
+    if keys.is_empty() {
         return Table {
             keys: Vec::new(),
             starts: Vec::new(),
         };
-    };
+    }
+    let (mut low, mut high) = (u64::MAX, 0);
+    for &key in keys {
+        (low, high) = (low.min(key), high.max(key));
+    }
     let mut spans = Spans::new(n, &mut scratch.cursor);
     if high - low >= COUNTING_FLOOR.max(2 * n as u64) {
         scratch.words.resize(n, 0);
@@ -368,6 +393,9 @@ pub fn group_rows(keys: &[u64], scratch: &mut Scratch) -> Table {
     let counts = &mut scratch.counts;
     let range = (high - low) as usize + 1;
     if counts.len() < range {
+        if let Some(reserve) = scratch.reserve {
+            reserve(counts, range);
+        }
         counts.resize(range, 0);
     }
     let counts = &mut counts[..range];
@@ -375,12 +403,19 @@ pub fn group_rows(keys: &[u64], scratch: &mut Scratch) -> Table {
         counts[(key - low) as usize] += 1;
     }
     // The offset table; each counter becomes its key's first position.
+    // Most of a wide range is empty: runs of empty counters are passed over
+    // a cache line at a time.
     let (mut present, mut starts, mut at) = (Vec::new(), Vec::new(), 0u32);
-    for (key, count) in (low..).zip(counts.iter_mut()) {
-        if *count > 0 {
-            present.push(key);
-            starts.push(i64::from(at));
-            (at, *count) = (at + *count, at);
+    for (base, line) in (low..).step_by(16).zip(counts.chunks_mut(16)) {
+        if line.iter().all(|&count| count == 0) {
+            continue;
+        }
+        for (key, count) in (base..).zip(line.iter_mut()) {
+            if *count > 0 {
+                present.push(key);
+                starts.push(i64::from(at));
+                (at, *count) = (at + *count, at);
+            }
         }
     }
     for (span, &key) in scratch.span.iter_mut().zip(keys) {
@@ -691,7 +726,8 @@ mod tests {
     fn parts_of_many_spans_that_do_not_divide_them_keep_the_order() {
         // Several spans, the last one short, keys both counted and radix sorted.
         let n = 3 * SPAN_ROWS + 1234;
-        let mut scratch = Scratch::default();
+        // Buffers made room for by the caller (as huge pages are) change nothing.
+        let mut scratch = Scratch::reserving(|buffer, len| buffer.reserve_exact(len));
         for spread in [97u64, 1 << 40] {
             let keys: Vec<u64> = (0..n as u64)
                 .map(|i| (i * 2_654_435_761) % spread)

@@ -132,7 +132,6 @@ pub fn crc32<'py>(py: Python<'py>, data: &Bound<'py, PyUntypedArray>, start: u32
 }
 
 /// A worker's buffers, kept between the parts it clusters.
-#[derive(Default)]
 struct Worker {
     keys: Vec<u64>,
     scratch: cluster::Scratch,
@@ -148,6 +147,25 @@ struct Worker {
     span32: Vec<u32>,
     span64: Vec<u64>,
     span_rows64: Vec<i64>,
+}
+
+impl Default for Worker {
+    fn default() -> Self {
+        Worker {
+            keys: Vec::new(),
+            scratch: cluster::Scratch::reserving(reserve_huge),
+            staged8: Vec::new(),
+            staged16: Vec::new(),
+            staged32: Vec::new(),
+            staged64: Vec::new(),
+            rows64: Vec::new(),
+            span8: Vec::new(),
+            span16: Vec::new(),
+            span32: Vec::new(),
+            span64: Vec::new(),
+            span_rows64: Vec::new(),
+        }
+    }
 }
 
 thread_local! {
