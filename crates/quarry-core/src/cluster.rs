@@ -727,7 +727,7 @@ mod tests {
         // Several spans, the last one short, keys both counted and radix sorted.
         let n = 3 * SPAN_ROWS + 1234;
         // Buffers made room for by the caller (as huge pages are) change nothing.
-        let mut scratch = Scratch::reserving(|buffer, len| buffer.reserve_exact(len));
+        let mut scratch = Scratch::reserving(Vec::reserve_exact);
         for spread in [97u64, 1 << 40] {
             let keys: Vec<u64> = (0..n as u64)
                 .map(|i| (i * 2_654_435_761) % spread)
