@@ -76,6 +76,35 @@ impl Floats<'_> {
     }
 }
 
+/// A key as rows are clustered by it: 64 bits, or 32 where every key fits
+/// them (half the memory a part's keys take, and half the traffic of each
+/// pass over them).
+pub trait Key: Copy + Default + Ord + Send + Sync + Into<u64> {
+    /// The greatest key this type holds.
+    const MAX: u64;
+    /// `self + bin * stride`, which the caller makes sure fits.
+    fn plus(self, bin: u32, stride: u64) -> Self;
+}
+
+impl Key for u64 {
+    const MAX: u64 = u64::MAX;
+
+    #[inline]
+    fn plus(self, bin: u32, stride: u64) -> Self {
+        self + u64::from(bin) * stride
+    }
+}
+
+impl Key for u32 {
+    const MAX: u64 = u32::MAX as u64;
+
+    #[inline]
+    #[allow(clippy::cast_possible_truncation)] // the caller makes sure it fits
+    fn plus(self, bin: u32, stride: u64) -> Self {
+        self + bin * stride as u32
+    }
+}
+
 /// Rows binned at a time: every column's slice and the keys' stay in cache.
 const CHUNK: usize = 4096;
 
@@ -87,7 +116,7 @@ const CHUNK: usize = 4096;
 /// # Panics
 /// If a column's length is not the keys', or an axis has no bin or more
 /// than 2^31.
-pub fn add_bins(columns: &[(Floats<'_>, FloatAxis)], keys: &mut [u64]) {
+pub fn add_bins<K: Key>(columns: &[(Floats<'_>, FloatAxis)], keys: &mut [K]) {
     bin_rows(columns, keys, false);
 }
 
@@ -97,12 +126,24 @@ pub fn add_bins(columns: &[(Floats<'_>, FloatAxis)], keys: &mut [u64]) {
 ///
 /// # Panics
 /// As [`add_bins`], or if `columns` is empty.
-pub fn set_bins(columns: &[(Floats<'_>, FloatAxis)], keys: &mut [u64]) {
+pub fn set_bins<K: Key>(columns: &[(Floats<'_>, FloatAxis)], keys: &mut [K]) {
     assert!(!columns.is_empty(), "at least one column to bin");
     bin_rows(columns, keys, true);
 }
 
-fn bin_rows(columns: &[(Floats<'_>, FloatAxis)], keys: &mut [u64], set: bool) {
+/// The greatest key `columns` can give (NaN's bin included), if it fits 64 bits.
+#[must_use]
+pub fn greatest_key(columns: &[(Floats<'_>, FloatAxis)]) -> Option<u64> {
+    columns.iter().try_fold(0u64, |sum, (_, axis)| {
+        sum.checked_add(axis.count.checked_mul(axis.stride)?)
+    })
+}
+
+fn bin_rows<K: Key>(columns: &[(Floats<'_>, FloatAxis)], keys: &mut [K], set: bool) {
+    if K::MAX < u64::MAX {
+        let top = greatest_key(columns).filter(|&top| set && top <= K::MAX);
+        assert!(top.is_some(), "narrow keys are set, and hold every key");
+    }
     for (values, axis) in columns {
         assert_eq!(values.len(), keys.len(), "one key per value");
         assert!(
@@ -122,23 +163,23 @@ fn bin_rows(columns: &[(Floats<'_>, FloatAxis)], keys: &mut [u64], set: bool) {
     }
 }
 
-fn add_axis<T: BinFloat>(values: &[T], keys: &mut [u64], axis: &FloatAxis, set: bool) {
+fn add_axis<T: BinFloat, K: Key>(values: &[T], keys: &mut [K], axis: &FloatAxis, set: bool) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2, checked just above.
         unsafe {
             if set {
-                add_axis_avx2::<T, true>(values, keys, axis);
+                add_axis_avx2::<T, K, true>(values, keys, axis);
             } else {
-                add_axis_avx2::<T, false>(values, keys, axis);
+                add_axis_avx2::<T, K, false>(values, keys, axis);
             }
         }
         return;
     }
     if set {
-        add_axis_portable::<T, true>(values, keys, axis);
+        add_axis_portable::<T, K, true>(values, keys, axis);
     } else {
-        add_axis_portable::<T, false>(values, keys, axis);
+        add_axis_portable::<T, K, false>(values, keys, axis);
     }
 }
 
@@ -146,19 +187,19 @@ fn add_axis<T: BinFloat>(values: &[T], keys: &mut [u64], axis: &FloatAxis, set: 
 /// four times faster than the baseline x86-64 build's scalar loop.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn add_axis_avx2<T: BinFloat, const SET: bool>(
+unsafe fn add_axis_avx2<T: BinFloat, K: Key, const SET: bool>(
     values: &[T],
-    keys: &mut [u64],
+    keys: &mut [K],
     axis: &FloatAxis,
 ) {
-    add_axis_portable::<T, SET>(values, keys, axis);
+    add_axis_portable::<T, K, SET>(values, keys, axis);
 }
 
 #[inline(always)]
 #[allow(clippy::inline_always)] // inlined into the AVX2 copy, so it is compiled for AVX2
-fn add_axis_portable<T: BinFloat, const SET: bool>(
+fn add_axis_portable<T: BinFloat, K: Key, const SET: bool>(
     values: &[T],
-    keys: &mut [u64],
+    keys: &mut [K],
     axis: &FloatAxis,
 ) {
     let (origin, size) = (T::from_f64(axis.origin), T::from_f64(axis.size));
@@ -171,13 +212,14 @@ fn add_axis_portable<T: BinFloat, const SET: bool>(
             *bin = v.bin(origin, size, last, nan);
         }
         if let Ok(stride) = u32::try_from(axis.stride) {
-            // 32 by 32 bits: one widening multiply a lane.
+            // 32 by 32 bits: one (widening) multiply a lane.
+            let stride = u64::from(stride);
             for (key, &bin) in keys.iter_mut().zip(&bins) {
-                *key = if SET { 0 } else { *key } + u64::from(bin) * u64::from(stride);
+                *key = if SET { K::default() } else { *key }.plus(bin, stride);
             }
         } else {
             for (key, &bin) in keys.iter_mut().zip(&bins) {
-                *key = if SET { 0 } else { *key } + u64::from(bin) * axis.stride;
+                *key = if SET { K::default() } else { *key }.plus(bin, axis.stride);
             }
         }
     }
@@ -217,22 +259,22 @@ const DIGIT_BITS: u32 = 12;
 /// assert_eq!(order, vec![1, 4, 3, 0, 2]);
 /// assert_eq!((table.keys, table.starts), (vec![3, 65539, 70000], vec![0, 2, 3]));
 /// ```
-pub fn stable_order(keys: &[u64], order: &mut [u64], spare: &mut [u64]) -> Table {
+pub fn stable_order<K: Key>(keys: &[K], order: &mut [u64], spare: &mut [u64]) -> Table {
     assert!(
         order.len() == keys.len() && spare.len() == keys.len(),
         "one slot per key"
     );
-    let top = keys.iter().copied().max().unwrap_or(0);
+    let top: u64 = keys.iter().copied().max().map_or(0, Into::into);
     if top > u64::from(u32::MAX) || u32::try_from(keys.len()).is_err() {
         for (slot, row) in order.iter_mut().zip(0u64..) {
             *slot = row;
         }
         order.sort_by_key(|&row| keys[row as usize]);
-        let (keys, starts) = offset_table(order.iter().map(|&row| keys[row as usize]));
+        let (keys, starts) = offset_table(order.iter().map(|&row| keys[row as usize].into()));
         return Table { keys, starts };
     }
     for ((word, &key), row) in order.iter_mut().zip(keys).zip(0u64..) {
-        *word = (key << 32) | row;
+        *word = (key.into() << 32) | row;
     }
     if radix_sort(order, spare, 64 - top.leading_zeros()) {
         order.copy_from_slice(spare);
@@ -352,7 +394,7 @@ const COUNTING_FLOOR: u64 = 1 << 16;
 ///
 /// # Panics
 /// If there are more than `u32::MAX` rows.
-pub fn group_rows(keys: &[u64], scratch: &mut Scratch) -> Table {
+pub fn group_rows<K: Key>(keys: &[K], scratch: &mut Scratch) -> Table {
     let n = keys.len();
     assert!(u32::try_from(n).is_ok(), "at most u32::MAX rows");
     scratch.span.resize(n, 0); // every slot is written below
@@ -370,10 +412,11 @@ pub fn group_rows(keys: &[u64], scratch: &mut Scratch) -> Table {
             starts: Vec::new(),
         };
     }
-    let (mut low, mut high) = (u64::MAX, 0);
+    let (mut low, mut high) = (keys[0], keys[0]);
     for &key in keys {
         (low, high) = (low.min(key), high.max(key));
     }
+    let (low, high): (u64, u64) = (low.into(), high.into());
     let mut spans = Spans::new(n, &mut scratch.cursor);
     if high - low >= COUNTING_FLOOR.max(2 * n as u64) {
         scratch.words.resize(n, 0);
@@ -400,7 +443,7 @@ pub fn group_rows(keys: &[u64], scratch: &mut Scratch) -> Table {
     }
     let counts = &mut counts[..range];
     for &key in keys {
-        counts[(key - low) as usize] += 1;
+        counts[(key.into() - low) as usize] += 1;
     }
     // The offset table; each counter becomes its key's first position.
     // Most of a wide range is empty: runs of empty counters are passed over
@@ -419,7 +462,7 @@ pub fn group_rows(keys: &[u64], scratch: &mut Scratch) -> Table {
         }
     }
     for (span, &key) in scratch.span.iter_mut().zip(keys) {
-        let next = &mut counts[(key - low) as usize];
+        let next = &mut counts[(key.into() - low) as usize];
         *span = spans.put(*next, &mut scratch.staged_position, *next);
         *next += 1;
     }
@@ -568,7 +611,7 @@ pub fn write_spans<T: Plain, E>(
 /// assert_eq!(order, vec![1, 4, 3, 0, 2]);
 /// assert_eq!((table.keys, table.starts), (vec![3, 4, 9], vec![0, 2, 3]));
 /// ```
-pub fn order_rows(keys: &[u64], order: &mut [u32], scratch: &mut Scratch) -> Table {
+pub fn order_rows<K: Key>(keys: &[K], order: &mut [u32], scratch: &mut Scratch) -> Table {
     assert_eq!(order.len(), keys.len(), "one slot per key");
     let table = group_rows(keys, scratch);
     let mut staged = vec![0u32; keys.len()];
@@ -659,6 +702,9 @@ mod tests {
             add_bins(&[(Floats::F64(&values), axis)], &mut keys);
             let mut set = vec![u64::MAX; values.len()]; // whatever was there
             set_bins(&[(Floats::F64(&values), axis), (Floats::F64(&values), axis)], &mut set);
+            let mut set32 = vec![u32::MAX; values.len()];
+            set_bins(&[(Floats::F64(&values), axis), (Floats::F64(&values), axis)], &mut set32);
+            prop_assert!(set.iter().zip(&set32).all(|(&a, &b)| a == u64::from(b)));
             for ((v, key), set) in values.iter().zip(&keys).zip(&set) {
                 let scaled = ((v - origin) / size).floor().clamp(0.0, (count - 1) as f64);
                 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
@@ -683,8 +729,16 @@ mod tests {
                 let mut order = vec![0u32; keys.len()];
                 let got = order_rows(&keys, &mut order, &mut scratch);
                 let order: Vec<u64> = order.iter().map(|&r| u64::from(r)).collect();
-                prop_assert_eq!(order, want_order);
-                prop_assert_eq!((got.keys, got.starts), (want.keys, want.starts));
+                prop_assert_eq!(&order, &want_order);
+                prop_assert_eq!((&got.keys, &got.starts), (&want.keys, &want.starts));
+                // The same keys held in 32 bits, where they fit.
+                if let Ok(narrow) = keys.iter().map(|&k| u32::try_from(k)).collect::<Result<Vec<u32>, _>>() {
+                    let mut order32 = vec![0u32; keys.len()];
+                    let got = order_rows(&narrow, &mut order32, &mut scratch);
+                    let order32: Vec<u64> = order32.iter().map(|&r| u64::from(r)).collect();
+                    prop_assert_eq!(order32, want_order);
+                    prop_assert_eq!((got.keys, got.starts), (want.keys, want.starts));
+                }
             }
         }
 

@@ -134,6 +134,7 @@ pub fn crc32<'py>(py: Python<'py>, data: &Bound<'py, PyUntypedArray>, start: u32
 /// A worker's buffers, kept between the parts it clusters.
 struct Worker {
     keys: Vec<u64>,
+    keys32: Vec<u32>,
     scratch: cluster::Scratch,
     // A part of one column regrouped by span (cluster::stage), by itemsize
     // (and the wide rows), and one span of it in its final order.
@@ -153,6 +154,7 @@ impl Default for Worker {
     fn default() -> Self {
         Worker {
             keys: Vec::new(),
+            keys32: Vec::new(),
             scratch: cluster::Scratch::reserving(reserve_huge),
             staged8: Vec::new(),
             staged16: Vec::new(),
@@ -304,23 +306,25 @@ fn write_part(
         RawSlice::U32(v) => v.len(),
         RawSlice::U64(v) => v.len(),
     });
-    reserve_huge(&mut w.keys, rows);
-    match base {
-        Some(k) => {
-            w.keys.clear();
-            w.keys.extend_from_slice(k);
-            cluster::add_bins(floats, &mut w.keys);
+    let narrow = base.is_none()
+        && !floats.is_empty()
+        && cluster::greatest_key(floats).is_some_and(|top| top <= u64::from(u32::MAX));
+    let table = if narrow {
+        // Every MDBin number fits 32 bits (nearly every copy's do).
+        reserve_huge(&mut w.keys32, rows);
+        w.keys32.resize(rows, 0); // zeros only where it grows: set_bins writes them all
+        cluster::set_bins(floats, &mut w.keys32);
+        cluster::group_rows(&w.keys32, &mut w.scratch)
+    } else {
+        reserve_huge(&mut w.keys, rows);
+        w.keys.clear();
+        match base {
+            Some(k) => w.keys.extend_from_slice(k),
+            None => w.keys.resize(rows, 0),
         }
-        None if floats.is_empty() => {
-            w.keys.clear();
-            w.keys.resize(rows, 0);
-        }
-        None => {
-            w.keys.resize(rows, 0); // zeros only where it grows: set_bins writes them all
-            cluster::set_bins(floats, &mut w.keys);
-        }
-    }
-    let table = cluster::group_rows(&w.keys, &mut w.scratch);
+        cluster::add_bins(floats, &mut w.keys);
+        cluster::group_rows(&w.keys, &mut w.scratch)
+    };
     let scratch = &mut w.scratch;
     let mut sources = Vec::with_capacity(columns.len());
     let mut written = Vec::with_capacity(columns.len() + 1);
