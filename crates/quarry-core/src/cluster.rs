@@ -83,6 +83,7 @@ pub trait Key: Copy + Default + Ord + Send + Sync + Into<u64> {
     /// The greatest key this type holds.
     const MAX: u64;
     /// `self + bin * stride`, which the caller makes sure fits.
+    #[must_use]
     fn plus(self, bin: u32, stride: u64) -> Self;
 }
 
