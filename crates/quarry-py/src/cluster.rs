@@ -308,7 +308,7 @@ fn write_part(
     });
     let narrow = base.is_none()
         && !floats.is_empty()
-        && cluster::greatest_key(floats).is_some_and(|top| top <= u64::from(u32::MAX));
+        && cluster::greatest_key(floats).is_some_and(|top| u32::try_from(top).is_ok());
     let table = if narrow {
         // Every MDBin number fits 32 bits (nearly every copy's do).
         reserve_huge(&mut w.keys32, rows);
