@@ -360,6 +360,7 @@ fn write_part(
             at,
         )?
     });
+    let mut ranges = Vec::with_capacity(offsets.len());
     for (k, &offset) in offsets.iter().enumerate() {
         let size = match columns.get(k) {
             Some(RawSlice::U8(_)) => 1,
@@ -374,8 +375,9 @@ fn write_part(
                 }
             }
         };
-        start_writeback(file, offset, size * rows as u64);
+        ranges.push((offset, size * rows as u64));
     }
+    start_writeback(file, ranges);
     Ok((sources, written, table))
 }
 
@@ -467,11 +469,30 @@ fn write_staged<T: cluster::Plain>(
     Ok(crc)
 }
 
-/// Start writing `len` bytes at `offset` of `file` to the disk, without
-/// waiting: the copy's closing fsync (which stays, and is what makes it
-/// durable) then finds most of it written while later parts were being
-/// clustered, instead of all of it at the end.
-fn start_writeback(file: &std::fs::File, offset: u64, len: u64) {
+/// Start writing the `(offset, len)` byte ranges of `file` to the disk, on a
+/// thread of its own: the copy's closing fsync (which stays, and is what
+/// makes it durable) then finds most of it written while later parts were
+/// being clustered, instead of all of it at the end. Starting write-back
+/// costs CPU (the file system places the blocks, the requests are built)
+/// and may wait for room in the disk's queue: a worker clustering alone
+/// leaves that to the other core.
+fn start_writeback(file: &std::fs::File, ranges: Vec<(u64, u64)>) {
+    // Its own descriptor of the file, closed when it is done, so the
+    // caller may close its own at any time.
+    let Ok(file) = file.try_clone() else {
+        return; // no descriptor to spare: the closing fsync does it all
+    };
+    let started = std::thread::Builder::new()
+        .name("quarry-writeback".into())
+        .spawn(move || {
+            for (offset, len) in ranges {
+                sync_range(&file, offset, len);
+            }
+        });
+    drop(started); // a thread that cannot start leaves the work to the fsync
+}
+
+fn sync_range(file: &std::fs::File, offset: u64, len: u64) {
     use std::os::fd::AsRawFd;
     #[cfg(target_os = "linux")]
     // SAFETY: a plain system call on an open descriptor; no memory is shared.
