@@ -11,7 +11,7 @@ import tempfile
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import quarry
@@ -156,3 +156,29 @@ def test_parts_of_several_spans_written_a_span_at_a_time(tmp_path, jobs, bins):
         assert verify_copy(path) == []
         assert open_copy(path).manifest.part_rows == part_rows
     assert [f for f in os.listdir(tmp_path) if f.endswith(".tmp")] == []
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from([*DTYPES, ">f8", ">i4"]), st.integers(0, 3 * (1 << 16) + 5), st.data())
+def test_extents_reduced_a_slice_at_a_time_equal_numpy(dtype, size, draw):
+    """Pass 1 reduces long parts a slice at a time: the same least and
+    greatest value, NaN or not, least and greatest finite value as NumPy's
+    reductions over the whole part."""
+    values = column(draw.draw, dtype.lstrip("<>"), size).astype(dtype)
+    got = extent_of(values)
+    if values.dtype.kind == "f":
+        real = values[~np.isnan(values)]
+        assert got.has_nan == (real.size < size)
+        finite = real[np.isfinite(real)]
+        if not real.size:
+            assert (got.low, got.high) == (None, None)
+            return
+        assert (got.finite_low, got.finite_high) == (
+            (finite.min(), finite.max()) if finite.size else (0.0, 0.0)
+        )
+    else:
+        real = values
+    if real.size:
+        assert (got.low, got.high) == (real.min(), real.max())
+    else:
+        assert (got.low, got.high, got.has_nan) == (None, None, False)
