@@ -281,7 +281,7 @@ const DIGIT_BITS: u32 = 12;
 /// ```
 /// use quarry_core::cluster::stable_order;
 /// let (mut order, mut spare) = (vec![0; 5], vec![0; 5]);
-/// let table = stable_order(&[70000, 3, 70000, 65539, 3], &mut order, &mut spare);
+/// let table = stable_order(&[70000u64, 3, 70000, 65539, 3], &mut order, &mut spare);
 /// assert_eq!(order, vec![1, 4, 3, 0, 2]);
 /// assert_eq!((table.keys, table.starts), (vec![3, 65539, 70000], vec![0, 2, 3]));
 /// ```
@@ -633,7 +633,7 @@ pub fn write_spans<T: Plain, E>(
 /// ```
 /// use quarry_core::cluster::{order_rows, Scratch};
 /// let mut order = vec![0; 5];
-/// let table = order_rows(&[9, 3, 9, 4, 3], &mut order, &mut Scratch::default());
+/// let table = order_rows(&[9u64, 3, 9, 4, 3], &mut order, &mut Scratch::default());
 /// assert_eq!(order, vec![1, 4, 3, 0, 2]);
 /// assert_eq!((table.keys, table.starts), (vec![3, 4, 9], vec![0, 2, 3]));
 /// ```
