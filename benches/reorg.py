@@ -558,8 +558,11 @@ def render(res: dict[str, Any]) -> str:
         f"{prep['copy_bytes']:,} bytes against {prep['raw_bytes']:,} raw bytes of the "
         f"variables: {prep['copy_bytes'] / prep['raw_bytes']:.2f}x (it adds each row's "
         "position in the file and the offset tables). Each reorganisation replaces the "
-        "copy of the run before (freeing its blocks is part of its time) and ends with the "
-        f"fsync that makes the copy durable before its atomic rename. {cold_text}",
+        "copy of the run before and ends with the fsync that makes the copy durable before "
+        "its atomic rename; the old copy's blocks are freed after the rename on a thread "
+        "of its own (a time is until the call returns: that freeing overlaps the start of "
+        "the next run, and a `quarry reorg` process waits for it before it exits). "
+        f"{cold_text}",
         "",
         "| reorganisation | time (ms) | over the plain read |",
         "|---|---:|---:|",

@@ -2,7 +2,8 @@
 //! orders them: each row's key is the sum over its variables of a 1-D bin
 //! number times a stride ([`add_bins`]), and the rows are put in ascending
 //! key order, rows of one key keeping their order ([`group_rows`], then
-//! [`place`] for each column), with the table of where each key's run starts.
+//! [`stage`] and [`write_spans`] for each column, a span at a time), with the
+//! table of where each key's run starts.
 //!
 //! Keys are bounded by the product of the variables' bin counts, so they are
 //! ordered in linear passes, where a comparison sort would need `n log n`
@@ -75,6 +76,36 @@ impl Floats<'_> {
     }
 }
 
+/// A key as rows are clustered by it: 64 bits, or 32 where every key fits
+/// them (half the memory a part's keys take, and half the traffic of each
+/// pass over them).
+pub trait Key: Copy + Default + Ord + Send + Sync + Into<u64> {
+    /// The greatest key this type holds.
+    const MAX: u64;
+    /// `self + bin * stride`, which the caller makes sure fits.
+    #[must_use]
+    fn plus(self, bin: u32, stride: u64) -> Self;
+}
+
+impl Key for u64 {
+    const MAX: u64 = u64::MAX;
+
+    #[inline]
+    fn plus(self, bin: u32, stride: u64) -> Self {
+        self + u64::from(bin) * stride
+    }
+}
+
+impl Key for u32 {
+    const MAX: u64 = u32::MAX as u64;
+
+    #[inline]
+    #[allow(clippy::cast_possible_truncation)] // the caller makes sure it fits
+    fn plus(self, bin: u32, stride: u64) -> Self {
+        self + bin * stride as u32
+    }
+}
+
 /// Rows binned at a time: every column's slice and the keys' stay in cache.
 const CHUNK: usize = 4096;
 
@@ -86,7 +117,34 @@ const CHUNK: usize = 4096;
 /// # Panics
 /// If a column's length is not the keys', or an axis has no bin or more
 /// than 2^31.
-pub fn add_bins(columns: &[(Floats<'_>, FloatAxis)], keys: &mut [u64]) {
+pub fn add_bins<K: Key>(columns: &[(Floats<'_>, FloatAxis)], keys: &mut [K]) {
+    bin_rows(columns, keys, false);
+}
+
+/// Set each row's key to the sum over `columns` (at least one) of its bin
+/// number times the axis' stride: [`add_bins`] to keys of zero, without
+/// writing the zeros first.
+///
+/// # Panics
+/// As [`add_bins`], or if `columns` is empty.
+pub fn set_bins<K: Key>(columns: &[(Floats<'_>, FloatAxis)], keys: &mut [K]) {
+    assert!(!columns.is_empty(), "at least one column to bin");
+    bin_rows(columns, keys, true);
+}
+
+/// The greatest key `columns` can give (NaN's bin included), if it fits 64 bits.
+#[must_use]
+pub fn greatest_key(columns: &[(Floats<'_>, FloatAxis)]) -> Option<u64> {
+    columns.iter().try_fold(0u64, |sum, (_, axis)| {
+        sum.checked_add(axis.count.checked_mul(axis.stride)?)
+    })
+}
+
+fn bin_rows<K: Key>(columns: &[(Floats<'_>, FloatAxis)], keys: &mut [K], set: bool) {
+    if K::MAX < u64::MAX {
+        let top = greatest_key(columns).filter(|&top| set && top <= K::MAX);
+        assert!(top.is_some(), "narrow keys are set, and hold every key");
+    }
     for (values, axis) in columns {
         assert_eq!(values.len(), keys.len(), "one key per value");
         assert!(
@@ -96,56 +154,101 @@ pub fn add_bins(columns: &[(Floats<'_>, FloatAxis)], keys: &mut [u64]) {
     }
     for (at, chunk) in (0..).step_by(CHUNK).zip(keys.chunks_mut(CHUNK)) {
         let rows = at..at + chunk.len();
-        for (values, axis) in columns {
+        for (k, (values, axis)) in columns.iter().enumerate() {
+            let set = set && k == 0;
             match values {
-                Floats::F32(v) => add_axis(&v[rows.clone()], chunk, axis),
-                Floats::F64(v) => add_axis(&v[rows.clone()], chunk, axis),
+                Floats::F32(v) => add_axis(&v[rows.clone()], chunk, axis, set),
+                Floats::F64(v) => add_axis(&v[rows.clone()], chunk, axis, set),
             }
         }
     }
 }
 
-fn add_axis<T: BinFloat>(values: &[T], keys: &mut [u64], axis: &FloatAxis) {
+fn add_axis<T: BinFloat, K: Key>(values: &[T], keys: &mut [K], axis: &FloatAxis, set: bool) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2, checked just above.
-        unsafe { add_axis_avx2(values, keys, axis) };
+        unsafe {
+            if set {
+                add_axis_avx2::<T, K, true>(values, keys, axis);
+            } else {
+                add_axis_avx2::<T, K, false>(values, keys, axis);
+            }
+        }
         return;
     }
-    add_axis_portable(values, keys, axis);
+    if set {
+        add_axis_portable::<T, K, true>(values, keys, axis);
+    } else {
+        add_axis_portable::<T, K, false>(values, keys, axis);
+    }
 }
 
 /// [`add_axis_portable`] compiled for AVX2: eight floats a step, some
 /// four times faster than the baseline x86-64 build's scalar loop.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn add_axis_avx2<T: BinFloat>(values: &[T], keys: &mut [u64], axis: &FloatAxis) {
-    add_axis_portable(values, keys, axis);
+unsafe fn add_axis_avx2<T: BinFloat, K: Key, const SET: bool>(
+    values: &[T],
+    keys: &mut [K],
+    axis: &FloatAxis,
+) {
+    add_axis_portable::<T, K, SET>(values, keys, axis);
 }
 
 #[inline(always)]
 #[allow(clippy::inline_always)] // inlined into the AVX2 copy, so it is compiled for AVX2
-fn add_axis_portable<T: BinFloat>(values: &[T], keys: &mut [u64], axis: &FloatAxis) {
+fn add_axis_portable<T: BinFloat, K: Key, const SET: bool>(
+    values: &[T],
+    keys: &mut [K],
+    axis: &FloatAxis,
+) {
     let (origin, size) = (T::from_f64(axis.origin), T::from_f64(axis.size));
     // Checked by add_bins: at most 2^31 bins.
     let (last, nan) = ((axis.count - 1) as u32, axis.count as u32);
     for (keys, values) in keys.chunks_mut(CHUNK).zip(values.chunks(CHUNK)) {
         // The bins first, in 32-bit lanes; then the keys, in 64-bit ones.
         let mut bins = [0u32; CHUNK];
-        for (bin, &v) in bins.iter_mut().zip(values) {
-            *bin = v.bin(origin, size, last, nan);
+        let line = 64 / std::mem::size_of::<T>();
+        for (bins, values) in bins.chunks_mut(line).zip(values.chunks(line)) {
+            prefetch(
+                values
+                    .as_ptr()
+                    .wrapping_add(PREFETCH_AHEAD / std::mem::size_of::<T>()),
+            );
+            for (bin, &v) in bins.iter_mut().zip(values) {
+                *bin = v.bin(origin, size, last, nan);
+            }
         }
         if let Ok(stride) = u32::try_from(axis.stride) {
-            // 32 by 32 bits: one widening multiply a lane.
+            // 32 by 32 bits: one (widening) multiply a lane.
+            let stride = u64::from(stride);
             for (key, &bin) in keys.iter_mut().zip(&bins) {
-                *key += u64::from(bin) * u64::from(stride);
+                *key = if SET { K::default() } else { *key }.plus(bin, stride);
             }
         } else {
             for (key, &bin) in keys.iter_mut().zip(&bins) {
-                *key += u64::from(bin) * axis.stride;
+                *key = if SET { K::default() } else { *key }.plus(bin, axis.stride);
             }
         }
     }
+}
+
+/// How far ahead of the values being binned their memory is asked for:
+/// a source lent by a memory map sits in 4 KiB pages, whose boundaries the
+/// hardware's prefetcher does not cross.
+const PREFETCH_AHEAD: usize = 4096;
+
+#[inline(always)]
+#[allow(clippy::inline_always)]
+fn prefetch<T>(at: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint: it never faults, wherever it points.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at.cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
 }
 
 /// The offset table of a stable order: the keys present, ascending, and
@@ -178,26 +281,26 @@ const DIGIT_BITS: u32 = 12;
 /// ```
 /// use quarry_core::cluster::stable_order;
 /// let (mut order, mut spare) = (vec![0; 5], vec![0; 5]);
-/// let table = stable_order(&[70000, 3, 70000, 65539, 3], &mut order, &mut spare);
+/// let table = stable_order(&[70000u64, 3, 70000, 65539, 3], &mut order, &mut spare);
 /// assert_eq!(order, vec![1, 4, 3, 0, 2]);
 /// assert_eq!((table.keys, table.starts), (vec![3, 65539, 70000], vec![0, 2, 3]));
 /// ```
-pub fn stable_order(keys: &[u64], order: &mut [u64], spare: &mut [u64]) -> Table {
+pub fn stable_order<K: Key>(keys: &[K], order: &mut [u64], spare: &mut [u64]) -> Table {
     assert!(
         order.len() == keys.len() && spare.len() == keys.len(),
         "one slot per key"
     );
-    let top = keys.iter().copied().max().unwrap_or(0);
+    let top: u64 = keys.iter().copied().max().map_or(0, Into::into);
     if top > u64::from(u32::MAX) || u32::try_from(keys.len()).is_err() {
         for (slot, row) in order.iter_mut().zip(0u64..) {
             *slot = row;
         }
         order.sort_by_key(|&row| keys[row as usize]);
-        let (keys, starts) = offset_table(order.iter().map(|&row| keys[row as usize]));
+        let (keys, starts) = offset_table(order.iter().map(|&row| keys[row as usize].into()));
         return Table { keys, starts };
     }
     for ((word, &key), row) in order.iter_mut().zip(keys).zip(0u64..) {
-        *word = (key << 32) | row;
+        *word = (key.into() << 32) | row;
     }
     if radix_sort(order, spare, 64 - top.leading_zeros()) {
         order.copy_from_slice(spare);
@@ -249,150 +352,274 @@ fn radix_sort(words: &mut [u64], spare: &mut [u64], bits: u32) -> bool {
     in_spare
 }
 
-/// Buffers a worker keeps between parts, and how the last part's rows were
-/// grouped ([`group_rows`]). Reused, so a worker touches fresh memory once,
-/// not once per part (first touches of large buffers dominate otherwise).
+/// Rows of the grouped order written at a time: a span of a column (256 KiB
+/// of 4-byte values) is assembled in cache, checksummed there and handed to
+/// the kernel from there, so no column of a part is ever laid out whole in
+/// its final order.
+pub const SPAN_ROWS: usize = 1 << 16;
+
+/// Buffers a worker keeps between parts, and where the last part's rows go
+/// ([`group_rows`]). Reused, so a worker touches fresh memory once, not once
+/// per part (first touches of large buffers dominate otherwise).
 #[derive(Default)]
 pub struct Scratch {
-    /// Counted (else radix sorted): each row's key as its rank among the
-    /// keys present, and where each present key's rows start.
-    counted: bool,
-    ids: Vec<u32>,
-    starts: Vec<u32>,
+    /// Counting sort: a counter per key of the part's range, all zero
+    /// between calls.
     counts: Vec<u32>,
-    cursor: Vec<u32>,
-    /// Radix sort: the rows in key order.
-    order: Vec<u32>,
+    /// Radix sort: the packed words and their spare.
     words: Vec<u64>,
     spare: Vec<u64>,
+    /// Radix sort: each row's position in the grouped order.
+    position: Vec<u32>,
+    /// The span of [`SPAN_ROWS`] each row's position falls in (a part has
+    /// at most 2^32 rows, so 2^16 spans).
+    span: Vec<u16>,
+    /// The positions, rows regrouped by span ([`stage`]'s order).
+    staged_position: Vec<u32>,
+    /// Where the next row of each span goes while staging.
+    cursor: Vec<usize>,
+    /// How large buffers of counters and positions are allocated (None:
+    /// as any `Vec`), given the buffer and the length it must reach.
+    reserve: Option<fn(&mut Vec<u32>, usize)>,
+}
+
+impl Scratch {
+    /// Scratch whose large buffers of counters and positions are made room
+    /// for by `reserve` (given an empty buffer and the length it must
+    /// reach): huge pages, say, where random increments over megabytes of
+    /// counters would miss the TLB on 4 KiB pages.
+    #[must_use]
+    pub fn reserving(reserve: fn(&mut Vec<u32>, usize)) -> Self {
+        Scratch {
+            reserve: Some(reserve),
+            ..Scratch::default()
+        }
+    }
 }
 
 /// Key ranges up to this many counters, or twice the rows, are grouped by a
 /// counting sort; wider ones by [`stable_order`]'s radix sort.
 const COUNTING_FLOOR: u64 = 1 << 16;
 
-/// Group the rows of `keys` in ascending key order, rows of one key in
-/// ascending row order (a stable sort's order), noting in `scratch` how, for
-/// [`place`] and [`place_rows`]; returns the offset table of the keys
-/// present. Keys spanning a range of at most twice the rows (an `MDBin`
-/// part's usually do: its rows cover a few bins of its slowest variable) are
-/// counted: one histogram pass, whose prefix sums are the offset table and
-/// where each key's rows start, and one pass giving each row its key's rank
-/// among the keys present (so placing a column looks up a counter per key
-/// present, which stays in cache, not one per key of the range). Wider ones
-/// are radix sorted.
+/// Find where each row of `keys` goes when the rows are grouped in
+/// ascending key order, rows of one key in ascending row order (a stable
+/// sort's order), noting it in `scratch` for [`stage`] and [`write_spans`];
+/// returns the offset table of the keys present. Keys spanning a range of at
+/// most twice the rows (an `MDBin` part's usually do: its rows cover a few
+/// bins of its slowest variable) are counted: one histogram pass, whose
+/// prefix sums are the offset table and each key's first position, and one
+/// pass giving each row its key's next position (noting the row's span and
+/// regrouping the positions by span on the way). Wider ones are radix sorted.
+///
+/// Columns are then placed in two streaming passes instead of one scatter
+/// to a slot per key present (tens of thousands of them, scattered over a
+/// part, nearly every write missing the cache and the TLB): [`stage`]
+/// regroups a column's rows by the output span they fall in (a few dozen
+/// sequential streams), and [`write_spans`] puts each span's rows in place
+/// in a buffer that stays in cache.
 ///
 /// # Panics
 /// If there are more than `u32::MAX` rows.
-pub fn group_rows(keys: &[u64], scratch: &mut Scratch) -> Table {
-    assert!(u32::try_from(keys.len()).is_ok(), "at most u32::MAX rows");
-    let (Some(&low), Some(&high)) = (keys.iter().min(), keys.iter().max()) else {
-        scratch.counted = true;
-        scratch.ids.clear();
-        scratch.starts.clear();
+pub fn group_rows<K: Key>(keys: &[K], scratch: &mut Scratch) -> Table {
+    let n = keys.len();
+    assert!(u32::try_from(n).is_ok(), "at most u32::MAX rows");
+    scratch.span.resize(n, 0); // every slot is written below
+    if let Some(reserve) = scratch
+        .reserve
+        .filter(|_| scratch.staged_position.len() < n)
+    {
+        scratch.staged_position = Vec::new();
+        reserve(&mut scratch.staged_position, n);
+    }
+    scratch.staged_position.resize(n, 0);
+    if keys.is_empty() {
         return Table {
             keys: Vec::new(),
             starts: Vec::new(),
         };
-    };
-    if high - low >= COUNTING_FLOOR.max(2 * keys.len() as u64) {
-        let n = keys.len();
+    }
+    let (mut low, mut high) = (keys[0], keys[0]);
+    for &key in keys {
+        (low, high) = (low.min(key), high.max(key));
+    }
+    let (low, high): (u64, u64) = (low.into(), high.into());
+    let mut spans = Spans::new(n, &mut scratch.cursor);
+    if high - low >= COUNTING_FLOOR.max(2 * n as u64) {
         scratch.words.resize(n, 0);
         scratch.spare.resize(n, 0);
+        scratch.position.resize(n, 0);
         let table = stable_order(keys, &mut scratch.words[..n], &mut scratch.spare[..n]);
-        scratch.order.clear();
-        scratch
-            .order
-            .extend(scratch.words[..n].iter().map(|&row| row as u32));
-        scratch.counted = false;
+        for (at, &row) in (0u32..).zip(&scratch.words[..n]) {
+            scratch.position[row as usize] = at;
+        }
+        for (span, &at) in scratch.span.iter_mut().zip(&scratch.position) {
+            *span = spans.put(at, &mut scratch.staged_position, at);
+        }
         return table;
     }
+    // All zeros between parts (set back below), so only its growth is
+    // written here, not a counter per key of the range every part.
     let counts = &mut scratch.counts;
-    counts.clear();
-    counts.resize((high - low) as usize + 1, 0);
-    for &key in keys {
-        counts[(key - low) as usize] += 1;
+    let range = (high - low) as usize + 1;
+    if counts.len() < range {
+        if let Some(reserve) = scratch.reserve {
+            reserve(counts, range);
+        }
+        counts.resize(range, 0);
     }
-    // The offset table; each counter of a key present becomes its rank.
+    let counts = &mut counts[..range];
+    for &key in keys {
+        counts[(key.into() - low) as usize] += 1;
+    }
+    // The offset table; each counter becomes its key's first position.
+    // Most of a wide range is empty: runs of empty counters are passed over
+    // a cache line at a time.
     let (mut present, mut starts, mut at) = (Vec::new(), Vec::new(), 0u32);
-    scratch.starts.clear();
-    for (key, count) in (low..).zip(counts.iter_mut()) {
-        if *count > 0 {
-            present.push(key);
-            starts.push(i64::from(at));
-            scratch.starts.push(at);
-            at += *count;
-            *count = (present.len() - 1) as u32;
+    for (base, line) in (low..).step_by(16).zip(counts.chunks_mut(16)) {
+        if line.iter().all(|&count| count == 0) {
+            continue;
+        }
+        for (key, count) in (base..).zip(line.iter_mut()) {
+            if *count > 0 {
+                present.push(key);
+                starts.push(i64::from(at));
+                (at, *count) = (at + *count, at);
+            }
         }
     }
-    scratch.ids.clear();
-    scratch
-        .ids
-        .extend(keys.iter().map(|&key| counts[(key - low) as usize]));
-    scratch.counted = true;
+    for (span, &key) in scratch.span.iter_mut().zip(keys) {
+        let next = &mut counts[(key.into() - low) as usize];
+        *span = spans.put(*next, &mut scratch.staged_position, *next);
+        *next += 1;
+    }
+    for &key in &present {
+        counts[(key - low) as usize] = 0;
+    }
     Table {
         keys: present,
         starts,
     }
 }
 
-/// Put in `out` the `values` of the rows [`group_rows`] grouped (`keys` and
-/// `scratch` as it left them) in their order. Counted rows are scattered:
-/// the values are read in order and each written at its key's next slot,
-/// so writes go to one cache line per key present, where gathering them
-/// would read each from anywhere in the part.
-///
-/// # Panics
-/// If `values`, `keys` and `out` differ in length.
-pub fn place<T: Plain>(values: &[T], keys: &[u64], scratch: &mut Scratch, out: &mut [T]) {
-    assert!(
-        values.len() == keys.len() && out.len() == keys.len(),
-        "one value per key"
-    );
-    if scratch.counted {
-        let cursor = &mut scratch.cursor;
+/// Where the next row of each span of [`SPAN_ROWS`] positions goes while
+/// rows are regrouped by span.
+struct Spans<'a> {
+    cursor: &'a mut Vec<usize>,
+}
+
+impl<'a> Spans<'a> {
+    /// The cursors of `rows` rows' spans, each at its span's start.
+    fn new(rows: usize, cursor: &'a mut Vec<usize>) -> Self {
         cursor.clear();
-        cursor.extend_from_slice(&scratch.starts);
-        for (&value, &id) in values.iter().zip(&scratch.ids) {
-            let slot = &mut cursor[id as usize];
-            out[*slot as usize] = value;
-            *slot += 1;
-        }
-    } else {
-        for (slot, &row) in out.iter_mut().zip(&scratch.order) {
-            *slot = values[row as usize];
-        }
+        cursor.extend((0..rows.div_ceil(SPAN_ROWS)).map(|span| span * SPAN_ROWS));
+        Spans { cursor }
+    }
+
+    /// Put `value` at the next slot of `staged` of the span of position
+    /// `at`; returns that span.
+    #[inline]
+    #[allow(clippy::cast_possible_truncation)] // at most 2^32 rows: 2^16 spans
+    fn put<T>(&mut self, at: u32, staged: &mut [T], value: T) -> u16 {
+        let span = at as usize / SPAN_ROWS;
+        let next = &mut self.cursor[span];
+        staged[*next] = value;
+        *next += 1;
+        span as u16
     }
 }
 
-/// Put in `out` the row numbers `first + row` of the rows [`group_rows`]
-/// grouped, in their order (as [`place`] places values).
+/// Put each of `values` (one per row) at its span's next slot of `staged`.
+fn stage_by<T>(
+    span: &[u16],
+    cursor: &mut Vec<usize>,
+    values: impl Iterator<Item = T>,
+    staged: &mut [T],
+) {
+    let n = span.len();
+    assert_eq!(staged.len(), n, "one slot per key grouped");
+    cursor.clear();
+    cursor.extend((0..n.div_ceil(SPAN_ROWS)).map(|span| span * SPAN_ROWS));
+    for (value, &span) in values.zip(span) {
+        let next = &mut cursor[usize::from(span)];
+        staged[*next] = value;
+        *next += 1;
+    }
+}
+
+/// Rows staged at a time by [`stage`]: a few pages of a column, still in
+/// the first-level cache when `seen` reads them.
+const STAGE_ROWS: usize = 4096;
+
+/// Put in `staged` the `values` of the rows [`group_rows`] grouped,
+/// regrouped by the span of [`SPAN_ROWS`] positions each falls in (spans in
+/// order, rows in row order within a span): what [`write_spans`] takes.
+/// `seen` is shown the values in row order, a few thousand at a time, each
+/// batch just after it was staged (to checksum them while in cache).
 ///
 /// # Panics
-/// If `keys` and `out` differ in length, or a row does not fit `T` (the
-/// caller picks a type that holds them all).
-pub fn place_rows<T: Plain + TryFrom<u64>>(
-    first: u64,
-    keys: &[u64],
+/// If `values` and `staged` are not as long as the keys grouped.
+pub fn stage<T: Plain>(
+    values: &[T],
     scratch: &mut Scratch,
-    out: &mut [T],
+    staged: &mut [T],
+    mut seen: impl FnMut(&[T]),
 ) {
-    assert_eq!(out.len(), keys.len(), "one row per key");
-    let row = |r: u64| T::try_from(first + r).ok().expect("rows fit T");
-    if scratch.counted {
-        let cursor = &mut scratch.cursor;
-        cursor.clear();
-        cursor.extend_from_slice(&scratch.starts);
-        for (r, &id) in (0u64..).zip(&scratch.ids) {
-            let slot = &mut cursor[id as usize];
-            out[*slot as usize] = row(r);
-            *slot += 1;
+    let spans = &scratch.span;
+    assert!(
+        values.len() == spans.len() && staged.len() == spans.len(),
+        "one value per key grouped"
+    );
+    let cursor = &mut scratch.cursor;
+    cursor.clear();
+    cursor.extend((0..values.len().div_ceil(SPAN_ROWS)).map(|span| span * SPAN_ROWS));
+    for (values, spans) in values.chunks(STAGE_ROWS).zip(spans.chunks(STAGE_ROWS)) {
+        for (&value, &span) in values.iter().zip(spans) {
+            let next = &mut cursor[usize::from(span)];
+            staged[*next] = value;
+            *next += 1;
         }
-    } else {
-        for (slot, &r) in out.iter_mut().zip(&scratch.order) {
-            *slot = row(u64::from(r));
-        }
+        seen(values);
     }
+}
+
+/// [`stage`] for the rows' own numbers: `first + row`, as `T`.
+///
+/// # Panics
+/// If `staged` is not as long as the keys grouped, or a row does not fit
+/// `T` (the caller picks a type that holds them all).
+pub fn stage_rows<T: Plain + TryFrom<u64>>(first: u64, scratch: &mut Scratch, staged: &mut [T]) {
+    let rows = (first..).map(|row| T::try_from(row).ok().expect("rows fit T"));
+    stage_by(&scratch.span, &mut scratch.cursor, rows, staged);
+}
+
+/// Hand `write` each span of [`SPAN_ROWS`] values of `staged` (as
+/// [`stage`] left them) in the grouped order, first to last, assembled in
+/// `span` (a buffer kept in cache); stops at the first error `write` returns.
+///
+/// # Panics
+/// If `staged` is not as long as the keys grouped.
+pub fn write_spans<T: Plain, E>(
+    staged: &[T],
+    scratch: &Scratch,
+    span: &mut Vec<T>,
+    mut write: impl FnMut(&[T]) -> Result<(), E>,
+) -> Result<(), E> {
+    assert_eq!(
+        staged.len(),
+        scratch.staged_position.len(),
+        "staged as grouped"
+    );
+    for (values, positions) in staged
+        .chunks(SPAN_ROWS)
+        .zip(scratch.staged_position.chunks(SPAN_ROWS))
+    {
+        span.resize(values.len(), T::default()); // zeros only where it grows: all are set
+        for (&value, &at) in values.iter().zip(positions) {
+            span[at as usize % SPAN_ROWS] = value;
+        }
+        write(span)?;
+    }
+    Ok(())
 }
 
 /// Put in `order` the rows in ascending key order, rows of one key in
@@ -406,13 +633,22 @@ pub fn place_rows<T: Plain + TryFrom<u64>>(
 /// ```
 /// use quarry_core::cluster::{order_rows, Scratch};
 /// let mut order = vec![0; 5];
-/// let table = order_rows(&[9, 3, 9, 4, 3], &mut order, &mut Scratch::default());
+/// let table = order_rows(&[9u64, 3, 9, 4, 3], &mut order, &mut Scratch::default());
 /// assert_eq!(order, vec![1, 4, 3, 0, 2]);
 /// assert_eq!((table.keys, table.starts), (vec![3, 4, 9], vec![0, 2, 3]));
 /// ```
-pub fn order_rows(keys: &[u64], order: &mut [u32], scratch: &mut Scratch) -> Table {
+pub fn order_rows<K: Key>(keys: &[K], order: &mut [u32], scratch: &mut Scratch) -> Table {
+    assert_eq!(order.len(), keys.len(), "one slot per key");
     let table = group_rows(keys, scratch);
-    place_rows(0, keys, scratch, order);
+    let mut staged = vec![0u32; keys.len()];
+    stage_rows(0, scratch, &mut staged);
+    let (mut span, mut at) = (Vec::new(), 0);
+    write_spans(&staged, scratch, &mut span, |rows| {
+        order[at..at + rows.len()].copy_from_slice(rows);
+        at += rows.len();
+        Ok::<(), ()>(())
+    })
+    .expect("writing to memory does not fail");
     table
 }
 
@@ -490,11 +726,17 @@ mod tests {
             let mut keys = vec![7u64; values.len()];
             let axis = FloatAxis { origin, size, count, stride: 3 };
             add_bins(&[(Floats::F64(&values), axis)], &mut keys);
-            for (v, key) in values.iter().zip(&keys) {
+            let mut set = vec![u64::MAX; values.len()]; // whatever was there
+            set_bins(&[(Floats::F64(&values), axis), (Floats::F64(&values), axis)], &mut set);
+            let mut set32 = vec![u32::MAX; values.len()];
+            set_bins(&[(Floats::F64(&values), axis), (Floats::F64(&values), axis)], &mut set32);
+            prop_assert!(set.iter().zip(&set32).all(|(&a, &b)| a == u64::from(b)));
+            for ((v, key), set) in values.iter().zip(&keys).zip(&set) {
                 let scaled = ((v - origin) / size).floor().clamp(0.0, (count - 1) as f64);
                 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
                 let want = 7 + 3 * scaled as u64;
                 prop_assert_eq!(*key, want);
+                prop_assert_eq!(*set, 2 * (want - 7));
             }
         }
     }
@@ -513,8 +755,16 @@ mod tests {
                 let mut order = vec![0u32; keys.len()];
                 let got = order_rows(&keys, &mut order, &mut scratch);
                 let order: Vec<u64> = order.iter().map(|&r| u64::from(r)).collect();
-                prop_assert_eq!(order, want_order);
-                prop_assert_eq!((got.keys, got.starts), (want.keys, want.starts));
+                prop_assert_eq!(&order, &want_order);
+                prop_assert_eq!((&got.keys, &got.starts), (&want.keys, &want.starts));
+                // The same keys held in 32 bits, where they fit.
+                if let Ok(narrow) = keys.iter().map(|&k| u32::try_from(k)).collect::<Result<Vec<u32>, _>>() {
+                    let mut order32 = vec![0u32; keys.len()];
+                    let got = order_rows(&narrow, &mut order32, &mut scratch);
+                    let order32: Vec<u64> = order32.iter().map(|&r| u64::from(r)).collect();
+                    prop_assert_eq!(order32, want_order);
+                    prop_assert_eq!((got.keys, got.starts), (want.keys, want.starts));
+                }
             }
         }
 
@@ -528,15 +778,50 @@ mod tests {
                 let mut want = vec![0; keys.len()];
                 stable_order(&keys, &mut want, &mut vec![0; keys.len()]);
                 group_rows(&keys, &mut scratch);
-                let mut out = vec![0u16; keys.len()];
-                place(&values, &keys, &mut scratch, &mut out);
+                let mut staged = vec![0u16; keys.len()];
+                stage(&values, &mut scratch, &mut staged, |_| ());
                 let wanted: Vec<u16> = want.iter().map(|&r| values[r as usize]).collect();
-                prop_assert_eq!(out, wanted);
+                prop_assert_eq!(spans_of(&staged, &scratch), wanted);
                 let mut rows = vec![0i64; keys.len()];
-                place_rows(first, &keys, &mut scratch, &mut rows);
+                stage_rows(first, &mut scratch, &mut rows);
                 let wanted: Vec<i64> = want.iter().map(|&r| (first + r) as i64).collect();
-                prop_assert_eq!(rows, wanted);
+                prop_assert_eq!(spans_of(&rows, &scratch), wanted);
             }
+        }
+    }
+
+    /// What [`write_spans`] hands out, laid end to end.
+    fn spans_of<T: Plain>(staged: &[T], scratch: &Scratch) -> Vec<T> {
+        let mut out = Vec::new();
+        write_spans(staged, scratch, &mut Vec::new(), |span| {
+            assert!(span.len() <= SPAN_ROWS);
+            out.extend_from_slice(span);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        out
+    }
+
+    #[test]
+    fn parts_of_many_spans_that_do_not_divide_them_keep_the_order() {
+        // Several spans, the last one short, keys both counted and radix sorted.
+        let n = 3 * SPAN_ROWS + 1234;
+        // Buffers made room for by the caller (as huge pages are) change nothing.
+        let mut scratch = Scratch::reserving(Vec::reserve_exact);
+        for spread in [97u64, 1 << 40] {
+            let keys: Vec<u64> = (0..n as u64)
+                .map(|i| (i * 2_654_435_761) % spread)
+                .collect();
+            let mut want = vec![0; n];
+            stable_order(&keys, &mut want, &mut vec![0; n]);
+            let mut order = vec![0u32; n];
+            order_rows(&keys, &mut order, &mut scratch);
+            assert!(order.iter().zip(&want).all(|(&a, &b)| u64::from(a) == b));
+            let values: Vec<u64> = (0..n as u64).map(|i| i * 31).collect();
+            let mut staged = vec![0u64; n];
+            stage(&values, &mut scratch, &mut staged, |_| ());
+            let placed = spans_of(&staged, &scratch);
+            assert!(placed.iter().zip(&want).all(|(&v, &r)| v == r * 31));
         }
     }
 

@@ -132,16 +132,42 @@ pub fn crc32<'py>(py: Python<'py>, data: &Bound<'py, PyUntypedArray>, start: u32
 }
 
 /// A worker's buffers, kept between the parts it clusters.
-#[derive(Default)]
 struct Worker {
     keys: Vec<u64>,
+    keys32: Vec<u32>,
     scratch: cluster::Scratch,
-    // A part of one column in MDBin order, by itemsize (and the wide rows).
-    out8: Vec<u8>,
-    out16: Vec<u16>,
-    out32: Vec<u32>,
-    out64: Vec<u64>,
+    // A part of one column regrouped by span (cluster::stage), by itemsize
+    // (and the wide rows), and one span of it in its final order.
+    staged8: Vec<u8>,
+    staged16: Vec<u16>,
+    staged32: Vec<u32>,
+    staged64: Vec<u64>,
     rows64: Vec<i64>,
+    span8: Vec<u8>,
+    span16: Vec<u16>,
+    span32: Vec<u32>,
+    span64: Vec<u64>,
+    span_rows64: Vec<i64>,
+}
+
+impl Default for Worker {
+    fn default() -> Self {
+        Worker {
+            keys: Vec::new(),
+            keys32: Vec::new(),
+            scratch: cluster::Scratch::reserving(reserve_huge),
+            staged8: Vec::new(),
+            staged16: Vec::new(),
+            staged32: Vec::new(),
+            staged64: Vec::new(),
+            rows64: Vec::new(),
+            span8: Vec::new(),
+            span16: Vec::new(),
+            span32: Vec::new(),
+            span64: Vec::new(),
+            span_rows64: Vec::new(),
+        }
+    }
 }
 
 thread_local! {
@@ -167,10 +193,12 @@ enum RawSlice<'a> {
 /// each row's key is `keys` (uint64, or None for zeros) plus the bins of
 /// `floats` (float32/float64 arrays with their `(origin, size, count,
 /// stride)`, as [`add_bins`]); the rows are put in stable key order; each
-/// of `columns` (the part's values, viewed as uint8/16/32/64) is gathered in
-/// that order and written to the open file `fd` at its byte offset in
-/// `offsets`, and then the rows `first + order` (uint32, or int64 when
-/// `wide_rows`) at the last offset, in large sequential writes.
+/// of `columns` (the part's values, viewed as uint8/16/32/64) is written
+/// in that order to the open file `fd` from its byte offset in `offsets`,
+/// and then the rows `first + order` (uint32, or int64 when `wide_rows`)
+/// from the last offset: one sequential run per column, a span of
+/// `cluster::SPAN_ROWS` values at a time assembled in cache
+/// (`cluster::stage`, `cluster::write_spans`).
 ///
 /// Returns the CRC-32 of each column as given, of each column as written
 /// and of the rows as written, the keys present (uint64) and where each
@@ -278,33 +306,61 @@ fn write_part(
         RawSlice::U32(v) => v.len(),
         RawSlice::U64(v) => v.len(),
     });
-    w.keys.clear();
-    reserve_huge(&mut w.keys, rows);
-    match base {
-        Some(k) => w.keys.extend_from_slice(k),
-        None => w.keys.resize(rows, 0),
-    }
-    cluster::add_bins(floats, &mut w.keys);
-    let table = cluster::group_rows(&w.keys, &mut w.scratch);
-    let (keys, scratch) = (&w.keys[..], &mut w.scratch);
+    let narrow = base.is_none()
+        && !floats.is_empty()
+        && cluster::greatest_key(floats).is_some_and(|top| u32::try_from(top).is_ok());
+    let table = if narrow {
+        // Every MDBin number fits 32 bits (nearly every copy's do).
+        reserve_huge(&mut w.keys32, rows);
+        w.keys32.resize(rows, 0); // zeros only where it grows: set_bins writes them all
+        cluster::set_bins(floats, &mut w.keys32);
+        cluster::group_rows(&w.keys32, &mut w.scratch)
+    } else {
+        reserve_huge(&mut w.keys, rows);
+        w.keys.clear();
+        match base {
+            Some(k) => w.keys.extend_from_slice(k),
+            None => w.keys.resize(rows, 0),
+        }
+        cluster::add_bins(floats, &mut w.keys);
+        cluster::group_rows(&w.keys, &mut w.scratch)
+    };
+    let scratch = &mut w.scratch;
     let mut sources = Vec::with_capacity(columns.len());
     let mut written = Vec::with_capacity(columns.len() + 1);
     for (column, &offset) in columns.iter().zip(offsets) {
         let (source, copy) = match column {
-            RawSlice::U8(v) => put(v, keys, scratch, &mut w.out8, file, offset)?,
-            RawSlice::U16(v) => put(v, keys, scratch, &mut w.out16, file, offset)?,
-            RawSlice::U32(v) => put(v, keys, scratch, &mut w.out32, file, offset)?,
-            RawSlice::U64(v) => put(v, keys, scratch, &mut w.out64, file, offset)?,
+            RawSlice::U8(v) => put(v, scratch, &mut w.staged8, &mut w.span8, file, offset)?,
+            RawSlice::U16(v) => put(v, scratch, &mut w.staged16, &mut w.span16, file, offset)?,
+            RawSlice::U32(v) => put(v, scratch, &mut w.staged32, &mut w.span32, file, offset)?,
+            RawSlice::U64(v) => put(v, scratch, &mut w.staged64, &mut w.span64, file, offset)?,
         };
         sources.push(source);
         written.push(copy);
     }
     let at = offsets[columns.len()];
     written.push(if wide_rows {
-        put_rows(first, keys, scratch, &mut w.rows64, file, at)?
+        put_rows(
+            first,
+            rows,
+            scratch,
+            &mut w.rows64,
+            &mut w.span_rows64,
+            file,
+            at,
+        )?
     } else {
-        put_rows(first, keys, scratch, &mut w.out32, file, at)?
+        put_rows(
+            first,
+            rows,
+            scratch,
+            &mut w.staged32,
+            &mut w.span32,
+            file,
+            at,
+        )?
     });
+    let mut ranges = Vec::with_capacity(offsets.len());
     for (k, &offset) in offsets.iter().enumerate() {
         let size = match columns.get(k) {
             Some(RawSlice::U8(_)) => 1,
@@ -319,8 +375,9 @@ fn write_part(
                 }
             }
         };
-        start_writeback(file, offset, size * rows as u64);
+        ranges.push((offset, size * rows as u64));
     }
+    start_writeback(file, ranges);
     Ok((sources, written, table))
 }
 
@@ -354,52 +411,88 @@ fn reserve_huge<T>(out: &mut Vec<T>, len: usize) {
     }
 }
 
-/// Place `values` in the grouped order in `out` and write them at `at` in
-/// `file` in one sequential write; returns the CRC-32 of `values` and of
-/// what was written.
+/// Write `values` at `at` in `file` in the grouped order, a span at a time
+/// (staged in `staged`, each span assembled in `span`); returns the CRC-32
+/// of `values` and of what was written.
 fn put<T: cluster::Plain>(
     values: &[T],
-    keys: &[u64],
     scratch: &mut cluster::Scratch,
-    out: &mut Vec<T>,
+    staged: &mut Vec<T>,
+    span: &mut Vec<T>,
     file: &std::fs::File,
     at: u64,
 ) -> std::io::Result<(u32, u32)> {
-    use std::os::unix::fs::FileExt;
-    reserve_huge(out, values.len());
-    out.resize(values.len(), T::default());
-    cluster::place(values, keys, scratch, out);
-    let bytes = cluster::as_bytes(out);
-    file.write_all_at(bytes, at)?;
-    Ok((
-        cluster::crc32(cluster::as_bytes(values), 0),
-        cluster::crc32(bytes, 0),
-    ))
+    reserve_huge(staged, values.len());
+    staged.resize(values.len(), T::default());
+    let mut source = 0;
+    cluster::stage(values, scratch, staged, |seen| {
+        source = cluster::crc32(cluster::as_bytes(seen), source);
+    });
+    Ok((source, write_staged(staged, scratch, span, file, at)?))
 }
 
 /// The rows `first + row` in the grouped order, written at `at` as [`put`].
 fn put_rows<T: cluster::Plain + TryFrom<u64>>(
     first: u64,
-    keys: &[u64],
+    rows: usize,
     scratch: &mut cluster::Scratch,
-    out: &mut Vec<T>,
+    staged: &mut Vec<T>,
+    span: &mut Vec<T>,
     file: &std::fs::File,
     at: u64,
 ) -> std::io::Result<u32> {
-    use std::os::unix::fs::FileExt;
-    reserve_huge(out, keys.len());
-    out.resize(keys.len(), T::default());
-    cluster::place_rows(first, keys, scratch, out);
-    let bytes = cluster::as_bytes(out);
-    file.write_all_at(bytes, at)?;
-    Ok(cluster::crc32(bytes, 0))
+    reserve_huge(staged, rows);
+    staged.resize(rows, T::default());
+    cluster::stage_rows(first, scratch, staged);
+    write_staged(staged, scratch, span, file, at)
 }
 
-/// Start writing `len` bytes at `offset` of `file` to the disk, without
-/// waiting: the copy's closing fsync (which stays, and is what makes it
-/// durable) then finds most of it written while later parts were being
-/// clustered, instead of all of it at the end.
-fn start_writeback(file: &std::fs::File, offset: u64, len: u64) {
+/// Write a staged column at `at` in `file`, a span at a time in one
+/// sequential run, checksumming each span while it is in cache; returns the
+/// CRC-32 of what was written.
+fn write_staged<T: cluster::Plain>(
+    staged: &[T],
+    scratch: &cluster::Scratch,
+    span: &mut Vec<T>,
+    file: &std::fs::File,
+    mut at: u64,
+) -> std::io::Result<u32> {
+    use std::os::unix::fs::FileExt;
+    let mut crc = 0;
+    cluster::write_spans(staged, scratch, span, |values| {
+        let bytes = cluster::as_bytes(values);
+        file.write_all_at(bytes, at)?;
+        crc = cluster::crc32(bytes, crc);
+        at += bytes.len() as u64;
+        Ok::<(), std::io::Error>(())
+    })?;
+    Ok(crc)
+}
+
+/// Start writing the `(offset, len)` byte ranges of `file` to the disk, on a
+/// thread of its own: the copy's closing fsync (which stays, and is what
+/// makes it durable) then finds most of it written while later parts were
+/// being clustered, instead of all of it at the end. Starting write-back
+/// costs CPU (the file system places the blocks, the requests are built)
+/// and may wait for room in the disk's queue: a worker clustering alone
+/// leaves that to the other core.
+fn start_writeback(file: &std::fs::File, ranges: Vec<(u64, u64)>) {
+    // Its own descriptor of the file, closed when it is done, so the
+    // caller may close its own at any time.
+    let Ok(file) = file.try_clone() else {
+        return; // no descriptor to spare: the closing fsync does it all
+    };
+    let started = std::thread::Builder::new()
+        .name("quarry-writeback".into())
+        .spawn(move || {
+            for (offset, len) in ranges {
+                sync_range(&file, offset, len);
+            }
+        });
+    drop(started); // a thread that cannot start leaves the work to the fsync
+}
+
+fn sync_range(file: &std::fs::File, offset: u64, len: u64) {
     use std::os::fd::AsRawFd;
     #[cfg(target_os = "linux")]
     // SAFETY: a plain system call on an open descriptor; no memory is shared.

@@ -77,6 +77,30 @@ class Extent:
         )
 
 
+#: Values reduced at a time by :func:`extent_of`: a slice (256 KiB of
+#: float32) stays in the second-level cache between its minimum and its
+#: maximum, so a part is read from memory once, not twice.
+REDUCE_ROWS = 1 << 16
+
+
+def _least_and_greatest(values: npt.NDArray[Any]) -> tuple[Any, Any]:
+    """``values.min()`` and ``values.max()`` (NaN if any is NaN), a slice at a time.
+
+    Examples
+    --------
+    >>> _least_and_greatest(np.arange(200_000.0)[::-1])
+    (np.float64(0.0), np.float64(199999.0))
+    """
+    if values.size <= REDUCE_ROWS:
+        return values.min(), values.max()
+    lows, highs = [], []
+    for at in range(0, values.size, REDUCE_ROWS):
+        piece = values[at : at + REDUCE_ROWS]
+        lows.append(piece.min())
+        highs.append(piece.max())
+    return np.array(lows).min(), np.array(highs).max()
+
+
 def extent_of(values: npt.NDArray[Any]) -> Extent:
     """The :class:`Extent` of one span of values.
 
@@ -89,7 +113,7 @@ def extent_of(values: npt.NDArray[Any]) -> Extent:
     """
     if values.size == 0:
         return Extent(None, None, False)
-    low, high = values.min(), values.max()
+    low, high = _least_and_greatest(values.reshape(-1))
     if values.dtype.kind in "iu":
         return Extent(int(low), int(high), False, int(low), int(high))
     has_nan = bool(np.isnan(low) or np.isnan(high))  # min and max keep NaN

@@ -9,10 +9,12 @@
    variable and its row-major MDBin number, orders the rows by MDBin number
    (stable, so rows keep their ascending order within a bin: a counting
    sort over the part's range of MDBin numbers, or a radix sort where that
-   range is much wider than the part), gathers each column in that order a
-   chunk at a time straight into the part's rows of the copy (large
-   sequential writes, checksummed on the way, their write-back to disk
-   started at once), and hands back the part's offset table and CRCs.
+   range is much wider than the part), writes each column in that order
+   into the part's rows of the copy, a span of 65,536 values at a time
+   (regrouped by span in one streaming pass, each span put in order in a
+   buffer that stays in cache, checksummed there and written from there: one
+   sequential run per column, its write-back to disk started at once), and
+   hands back the part's offset table and CRCs.
 
 Parts are ``part_rows`` consecutive rows and are the unit of parallel work:
 threads take parts in turn, and no data moves between them; only the small
@@ -322,8 +324,8 @@ def _cluster(
 ) -> Clustered:
     """Bin, order and write rows ``[start, stop)`` of one member: the core
     does it in one call without the GIL (:func:`quarry._core.cluster_part`),
-    gathering each column in MDBin order a chunk at a time straight into
-    the copy's file, so a part is never held twice."""
+    writing each column in MDBin order a span at a time straight into the
+    copy's file, so a part is never held twice in its final order."""
     as_read = [read(var.path, start, stop) for var in plan.variables]
     columns = [
         np.ascontiguousarray(values, column_dtype(axis))

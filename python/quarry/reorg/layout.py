@@ -52,6 +52,7 @@ import fcntl
 import json
 import os
 import secrets
+import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -340,7 +341,12 @@ class CopyWriter:
                     f[member].create_dataset("table_starts", data=starts.astype("<i8"))
                 f.attrs[ATTRIBUTE] = json.dumps(manifest.to_json())
             os.fsync(self._fd)
-            os.replace(self.temporary, self.path)
+            replaced = _hold(self.path)
+            try:
+                os.replace(self.temporary, self.path)
+            finally:
+                if replaced is not None:
+                    close_in_background(replaced)
             with contextlib.suppress(OSError):
                 dir_fd = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
                 try:
@@ -361,6 +367,39 @@ class CopyWriter:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+def _hold(path: str) -> int | None:
+    """A descriptor of the file at ``path`` (None if there is none), so that
+    renaming over it does not free its blocks: see :func:`close_in_background`."""
+    try:
+        return os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+
+
+def close_in_background(fd: int) -> threading.Thread:
+    """Close ``fd`` on a thread of its own, and return that thread.
+
+    Held open over the rename that replaces it, the previous copy is freed
+    (its page-cache pages dropped, its blocks released and discarded, some
+    70 ms for a copy of 300 MB) when this last descriptor closes, not inside
+    the rename: the new copy is in place and usable meanwhile. The thread is
+    not a daemon, so the interpreter waits for it before it exits and the old
+    copy's space is always given back.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> fd = os.open(tempfile.mkstemp()[1], os.O_RDONLY)
+    >>> close_in_background(fd).join()
+    >>> os.fstat(fd)
+    Traceback (most recent call last):
+    OSError: [Errno 9] Bad file descriptor
+    """
+    closer = threading.Thread(target=os.close, args=(fd,), name="quarry-free-old-copy")
+    closer.start()
+    return closer
 
 
 @contextlib.contextmanager
