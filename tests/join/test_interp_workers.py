@@ -269,3 +269,12 @@ def test_each_thread_reads_its_band_once_and_bands_share_one_row_of_nodes(
     first, second = rows_of.values()
     assert len({row // 24 for row in first & second}) <= 1  # rows (i, j): i = row // 24
     assert table.bytes_read["bx"] == 4 * sum(b - a for s in reads.values() for a, b in s)
+
+
+def test_fewer_than_131072_particles_run_on_the_calling_thread():
+    """The README's threshold: at most one band per 65,536 particles, so two
+    threads share 131,072 particles, not 131,071."""
+    assert workers.bands(np.arange(131_071) // 1000, 2) is None
+    assert [len(p) for p in workers.bands(np.arange(131_072) // 1000, 2)] == [65_000, 66_072]
+    assert workers.bands(np.arange(131_072) // 1000, 1) is None
+    assert len(workers.bands(np.arange(300_000) // 1000, 8)) == 4

@@ -37,10 +37,11 @@ if TYPE_CHECKING:
     IntArray = npt.NDArray[np.int64]
     FloatArray = npt.NDArray[np.float64]
 
-#: The fewest particles worth a band of their own: below this a thread
-#: costs more than it saves (measured in benches/reorg.py's Q4: see
-#: benches/REPORT-reorg.md).
-MIN_PER_BAND = 1 << 15
+#: The fewest particles worth a band of their own. Measured on Q4 (three
+#: 256^3 fields, trilinear) of benches/reorg.py's data on 2 cores shared
+#: with other work: two bands lost to one below about 100,000 particles
+#: (0.7-0.85x at 26,000-41,000), broke even at 123,000.
+MIN_PER_BAND = 1 << 16
 
 
 def bands(cells: IntArray, workers: int) -> list[IntArray] | None:
@@ -52,7 +53,7 @@ def bands(cells: IntArray, workers: int) -> list[IntArray] | None:
     --------
     >>> cells = np.repeat(np.arange(4), MIN_PER_BAND // 2)
     >>> [(int(cells[p].min()), int(cells[p].max()), len(p)) for p in bands(cells, 2)]
-    [(0, 1, 32768), (2, 3, 32768)]
+    [(0, 1, 65536), (2, 3, 65536)]
     >>> bands(cells, 1) is None, bands(np.zeros(10**6, np.int64), 4) is None
     (True, True)
     """
@@ -84,7 +85,7 @@ def spread(
     >>> seen = []
     >>> out = spread(cells, 4, lambda part: seen.append(len(part)) or cells[part] * 2.0)
     >>> bool((out == cells * 2.0).all()), sorted(seen)
-    (True, [32768, 32768, 32768, 32768])
+    (True, [65536, 65536, 65536, 65536])
     >>> spread(cells[:9], 4, lambda part: np.full(9, 0.5) if part is None else None)[:2]
     array([0.5, 0.5])
     """
