@@ -278,3 +278,28 @@ def test_fewer_than_131072_particles_run_on_the_calling_thread():
     assert [len(p) for p in workers.bands(np.arange(131_072) // 1000, 2)] == [65_000, 66_072]
     assert workers.bands(np.arange(131_072) // 1000, 1) is None
     assert len(workers.bands(np.arange(300_000) // 1000, 8)) == 4
+
+
+def test_a_failing_band_fails_the_join_with_its_own_error(tmp_path, small_bands, monkeypatch):
+    """A read that fails on a band's thread is raised on the caller's, as
+    itself, once every band's thread has ended."""
+    from quarry.errors import SourceError
+
+    particles, field = _busy_field(tmp_path)
+    caller = threading.current_thread()
+    band_threads = set()
+    original = RawDriver.read
+
+    def failing(self, var, start, stop):
+        if threading.current_thread() is not caller:
+            band_threads.add(threading.current_thread())
+            raise SourceError(f"cannot read {self.path}: the disk went away")
+        return original(self, var, start, stop)
+
+    monkeypatch.setattr(RawDriver, "read", failing)
+    with quarry.open(particles, jobs=4) as ds:
+        selection = ds.query("energy > 0.3")
+        with pytest.raises(SourceError, match="the disk went away"):
+            selection.interpolate({"bx": field}, POSITIONS, grid="origin=0,0,0 spacing=1,1,1")
+    assert len(band_threads) == 3
+    assert not any(t.is_alive() for t in band_threads)
