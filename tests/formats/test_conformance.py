@@ -49,6 +49,7 @@ QUERIES = [
 class FormatTests:
     kind: str
     multi = True  # holds several variables in one file
+    concurrent: bool  # whether its driver's reads may run from several threads at once
 
     def write(self, folder: str, arrays: dict[str, np.ndarray]) -> str:
         raise NotImplementedError
@@ -90,6 +91,25 @@ class FormatTests:
                 np.testing.assert_array_equal(got, flat[a:b])
             ids = np.sort(rng.choice(flat.size, 20, replace=False)).astype(np.int64)
             np.testing.assert_array_equal(drv.gather(info.path, ids), flat[ids])
+        drv.close()
+
+    def test_declares_whether_reads_may_run_from_several_threads(self, written):
+        """The driver's class declares ``concurrent_reads`` itself, as its
+        library documents (see the driver); where True, reads from four
+        threads at once give what reads one after another give."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        path, _ = written
+        drv = open_source(path)
+        assert type(drv).__dict__.get("concurrent_reads") is self.concurrent
+        if self.concurrent:
+            (info,) = [v for v in drv.variables() if v.name == "temp"]
+            spans = [(a, a + 40) for a in range(0, info.size - 40, 7)] * 4
+            alone = [drv.read(info.path, a, b) for a, b in spans]
+            with ThreadPoolExecutor(4) as pool:
+                together = list(pool.map(lambda span: drv.read(info.path, *span), spans))
+            for one, other in zip(alone, together, strict=True):
+                np.testing.assert_array_equal(one, other)
         drv.close()
 
     @pytest.mark.parametrize("indexed", [False, True])
@@ -167,6 +187,7 @@ def _touch_newest(path: str) -> None:
 
 class TestHDF5(FormatTests):
     kind = "hdf5"
+    concurrent = True
 
     def write(self, folder, arrays):
         path = os.path.join(folder, "data.h5")
@@ -178,6 +199,7 @@ class TestHDF5(FormatTests):
 
 class _NetCDF(FormatTests):
     kind = "netcdf"
+    concurrent = False
     nc_format = "NETCDF4"
 
     def write(self, folder, arrays):
@@ -206,6 +228,7 @@ class TestNetCDF64BitOffset(_NetCDF):
 
 class _Zarr(FormatTests):
     kind = "zarr"
+    concurrent = True
     zarr_format = 3
 
     def write(self, folder, arrays):
@@ -229,6 +252,7 @@ class TestZarrV3(_Zarr):
 
 class _Raw(FormatTests):
     kind = "raw"
+    concurrent = True
     multi = False
     order = "C"
     byteorder = "<"
@@ -257,6 +281,7 @@ class TestRawFortranBigEndian(_Raw):
 
 class _ADIOS2(FormatTests):
     kind = "adios2"
+    concurrent = False
     engine = "BP5"
 
     def write(self, folder, arrays):

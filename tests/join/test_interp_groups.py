@@ -24,8 +24,8 @@ from quarry.formats.raw import RawDriver
 POSITIONS = ["x", "y", "z"]
 
 
-def _join(particles, field, at, grid, **kw):
-    with quarry.open(particles) as ds:
+def _join(particles, field, at, grid, jobs=None, **kw):
+    with quarry.open(particles, jobs=jobs) as ds:
         return ds.query("energy > 0.4").interpolate({"bx": field}, at, grid=grid, **kw)
 
 
@@ -89,7 +89,8 @@ def test_grouped_reads_give_the_same_answers_and_read_no_more(fmt, layout, outsi
 def test_scattered_hits_read_far_less_and_clustered_hits_no_more(tmp_path, monkeypatch, fmt):
     """Counted at the driver: hits in two corners of a 64^3 field read the
     rows around each, not the box between them; hits in one blob read at
-    most the box; every row is read once, consecutive rows in one read."""
+    most the box; on one thread every row is read once, consecutive rows in
+    one read (on several, each thread's band: see test_interp_workers)."""
     shape = (64, 64, 64)
     values = np.random.default_rng(0).normal(size=shape).astype("<f4")
     field = write_field(str(tmp_path), fmt, "bx", values)
@@ -106,12 +107,12 @@ def test_scattered_hits_read_far_less_and_clustered_hits_no_more(tmp_path, monke
         columns = dict(zip(POSITIONS, points, strict=True)) | {"energy": energy}
         particles = write_particles(os.path.join(folder, "p.h5"), columns)
         reads.clear()
-        boxed = _join(particles, field, POSITIONS, grid)
+        boxed = _join(particles, field, POSITIONS, grid, jobs=1)
         box_bytes = sum(b - a for a, b in reads) * 4
         with quarry.open(particles) as ds:
             ds.reorganize(POSITIONS, bins=16)
         reads.clear()
-        grouped = _join(particles, field, POSITIONS, grid)
+        grouped = _join(particles, field, POSITIONS, grid, jobs=1)
         assert np.array_equal(grouped["bx"], boxed["bx"], equal_nan=True)
         assert sum(b - a for a, b in reads) * 4 == grouped.bytes_read["bx"]
         assert grouped.bytes_read["bx"] <= box_bytes * bound

@@ -86,6 +86,11 @@ class ADIOS2Driver:
     >>> drv.close()
     """
 
+    #: An ADIOS2 engine is not thread-safe: one engine's reads are made one at
+    #: a time (its own BP5 reader threads needed a file handle each,
+    #: ornladios/ADIOS2#3219).
+    concurrent_reads = False
+
     def __init__(self, path: str) -> None:
         import adios2
 

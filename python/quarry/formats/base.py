@@ -258,7 +258,14 @@ def variable_problem(shape: tuple[int, ...], dtype: np.dtype[np.generic]) -> str
 
 
 class Driver(Protocol):
-    """One open data file."""
+    """One open data file.
+
+    A driver may declare ``concurrent_reads`` (a class attribute): True
+    where several threads may call its ``read`` at once, because its
+    library is documented safe for that (or serialises itself); False,
+    or not declared, where its calls must be made one at a time. See
+    :func:`reads_concurrently`.
+    """
 
     path: str
     step_context: str | None
@@ -279,6 +286,23 @@ class Driver(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def reads_concurrently(driver: object) -> bool:
+    """Whether ``driver``'s reads may run from several threads at once: its
+    ``concurrent_reads``, False where it declares none (a driver that wraps
+    another, or one of a format whose library is not safe to enter twice).
+
+    Examples
+    --------
+    >>> from quarry.formats.raw import RawDriver
+    >>> from quarry.formats.netcdf import NetCDFDriver
+    >>> reads_concurrently(RawDriver), reads_concurrently(NetCDFDriver)
+    (True, False)
+    >>> reads_concurrently(object())  # declares nothing
+    False
+    """
+    return getattr(driver, "concurrent_reads", False) is True
 
 
 class Backend(Protocol):

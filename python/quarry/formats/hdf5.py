@@ -77,6 +77,11 @@ class HDF5Driver:
     >>> drv.close()
     """
 
+    #: h5py wraps every libhdf5 call in its own global lock (docs.h5py.org,
+    #: "Multi-threading"), so threads may call in at once (those calls run one
+    #: at a time); a contiguous dataset is read from a memory map, in parallel.
+    concurrent_reads = True
+
     def __init__(self, path: str) -> None:
         import h5py
 

@@ -45,6 +45,11 @@ class NetCDFDriver:
     >>> drv.close()
     """
 
+    #: The netCDF-C library is not thread-safe (its FAQ), whichever files two
+    #: threads read, and netCDF4-python releases the GIL around its calls
+    #: since 1.6.1 (Unidata/netcdf4-python#1181): one call at a time.
+    concurrent_reads = False
+
     def __init__(self, path: str) -> None:
         import netCDF4
 

@@ -113,6 +113,9 @@ class RawDriver:
     array([0., 2., 4., 1., 3., 5.], dtype=float32)
     """
 
+    #: A read is a copy out of a read-only memory map: no library, no state.
+    concurrent_reads = True
+
     def __init__(self, path: str, layout: RawLayout) -> None:
         import numpy as np
 

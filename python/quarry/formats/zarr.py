@@ -48,6 +48,11 @@ class ZarrDriver:
     (['/g/x'], array([1., 2., 3.]))
     """
 
+    #: Reading a store opened read-only needs no synchronisation (zarr-python
+    #: #770); zarr 3's synchronous calls hand their work to its own event loop,
+    #: which any thread may do.
+    concurrent_reads = True
+
     def __init__(self, path: str) -> None:
         import zarr
 

@@ -12,13 +12,21 @@ cells cover, through the driver's flat reads: one read per index along
 axis 0 of the box, of the rows of axis 1 the box spans (or one read of the
 whole slab when the box spans every other axis), so the field outside the
 box is never read, but for the rest of those rows.
+
+Threads (:mod:`quarry.join.workers`) may read one field at once: where its
+driver does not declare ``concurrent_reads``
+(:func:`~quarry.formats.base.reads_concurrently`), each read is made under
+one lock per driver class (netCDF-C, say, must not be entered by two threads
+whichever files they read), so only the interpolation runs side by side.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
-from typing import TYPE_CHECKING
+import threading
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +34,7 @@ from quarry.errors import JoinArgumentError, JoinError, SourceError
 from quarry.expr.names import resolve
 from quarry.expr.parser import parse_variable
 from quarry.formats import open_source
+from quarry.formats.base import reads_concurrently
 from quarry.formats.subarray import Subarray, Subscript
 from quarry.join.coords import coordinate_variables
 from quarry.join.grid import Axis, GridSpec
@@ -127,6 +136,10 @@ class Field:
         self.subarray = subarray
         self.axes = axes
         self.bytes_read = 0
+        self._counting = threading.Lock()  # bytes_read, added to from several threads
+        self._one_at_a_time: contextlib.AbstractContextManager[Any] = (
+            contextlib.nullcontext() if reads_concurrently(driver) else _format_lock(driver)
+        )
 
     @staticmethod
     def open(name: str, text: str, grid: GridSpec | None, at: Sequence[str] = ()) -> Field:
@@ -218,12 +231,25 @@ class Field:
         return stacked[(slice(None), slice(None), *trailing)]
 
     def _read(self, start: int, stop: int) -> npt.NDArray[np.generic]:
-        values = self.driver.read(self.info.path, start, stop)
-        self.bytes_read += values.nbytes
+        with self._one_at_a_time:
+            values = self.driver.read(self.info.path, start, stop)
+        with self._counting:
+            self.bytes_read += values.nbytes
         return values
 
     def close(self) -> None:
         self.driver.close()
+
+
+#: One lock per driver class whose reads must be made one at a time.
+_FORMAT_LOCKS: dict[type, threading.Lock] = {}
+_FORMAT_LOCKS_LOCK = threading.Lock()
+
+
+def _format_lock(driver: Driver) -> threading.Lock:
+    """The lock every read through a driver of ``driver``'s class takes."""
+    with _FORMAT_LOCKS_LOCK:
+        return _FORMAT_LOCKS.setdefault(type(driver), threading.Lock())
 
 
 def _variable(name: str, source: FieldSource, driver: Driver) -> VariableInfo:

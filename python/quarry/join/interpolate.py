@@ -27,7 +27,9 @@ from quarry.errors import JoinArgumentError
 from quarry.join.field import Field
 from quarry.join.grid import GridSpec, parse_grid
 from quarry.join.groups import corner_sum, group_keys, interpolate_grouped, readable_by_rows
+from quarry.join.workers import spread
 from quarry.outputs.columns import HIT, ROW, OutputTable, output_attrs, own_name
+from quarry.pool import jobs
 from quarry.records import field, record
 
 if TYPE_CHECKING:
@@ -44,6 +46,11 @@ OUTSIDE = ("nan", "clamp")
 class Selected(Protocol):
     """What the join reads of a selection (a :class:`quarry.Selection`): its
     rows, and the values of its variables there."""
+
+    @property
+    def jobs(self) -> int | None:
+        """Threads its work runs on (None: as the caller chose, :func:`quarry.pool.jobs`)."""
+        ...
 
     def values(self, name: str) -> npt.NDArray[np.generic]: ...
 
@@ -175,8 +182,9 @@ def interpolate(
         stored = [selection.values(a) for a in at]
         positions = [np.asarray(p, dtype=np.float64) for p in stored]
         groups = None if clusters is None else group_keys(clusters, stored)
+        workers = selection.jobs or jobs()
         columns = {
-            name: interpolate_field(f, positions, outside == "clamp", groups)
+            name: interpolate_field(f, positions, outside == "clamp", groups, workers)
             for name, f in zip(fields, opened, strict=True)
         }
     finally:
@@ -204,27 +212,55 @@ def interpolate_field(
     positions: Sequence[npt.NDArray[np.float64]],
     clamp: bool,
     groups: npt.NDArray[np.int64] | None = None,
+    workers: int = 1,
 ) -> npt.NDArray[np.float64]:
     """``field`` interpolated at ``positions`` (one array per axis, axis 0
     first): NaN outside its grid, unless ``clamp``. With ``groups`` (each
     particle's MDBin, :func:`~quarry.join.groups.group_keys`) only the rows
-    each group's cells cover are read; else the box of all of them."""
-    n = len(positions[0])
-    out = np.full(n, np.nan)
-    located = [axis.locate(p, clamp) for axis, p in zip(field.axes, positions, strict=True)]
-    inside = np.logical_and.reduce([found[2] for found in located])
-    if not inside.any():
+    each group's cells cover are read; else the box of all of them. On up
+    to ``workers`` threads, each reading its own band's region
+    (:mod:`quarry.join.workers`), with the same answer as on one."""
+    out = np.full(len(positions[0]), np.nan)
+    # Axis 0 is located for all (the bands are cut along it), the others
+    # band by band, on the band's thread.
+    first_cells, first_t, near = field.axes[0].locate(positions[0], clamp)
+    along = np.flatnonzero(near)
+    if not len(along):
         return out
-    lower = [found[0][inside] for found in located]
-    t = [found[1][inside] for found in located]
-    if groups is not None and readable_by_rows(field):
-        out[inside] = interpolate_grouped(field, lower, t, groups[inside])
-        return out
+    keys = groups if groups is not None and readable_by_rows(field) else None
+
+    def band(part: npt.NDArray[np.int64] | None) -> npt.NDArray[np.float64]:
+        rows = along if part is None else along[part]
+        values = np.full(len(rows), np.nan)
+        located = [(first_cells[rows], first_t[rows])]
+        inside = np.ones(len(rows), dtype=bool)
+        for axis, p in zip(field.axes[1:], positions[1:], strict=True):
+            cells, fraction, within = axis.locate(p[rows], clamp)
+            located.append((cells, fraction))
+            inside &= within
+        if not inside.any():
+            return values
+        lower = [cells[inside] for cells, _ in located]
+        t = [fraction[inside] for _, fraction in located]
+        if keys is not None:
+            values[inside] = interpolate_grouped(field, lower, t, keys[rows][inside])
+        else:
+            values[inside] = interpolate_boxed(field, lower, t)
+        return values
+
+    out[along] = spread(first_cells[along], workers, band)
+    return out
+
+
+def interpolate_boxed(
+    field: Field, lower: Sequence[npt.NDArray[np.int64]], t: Sequence[npt.NDArray[np.float64]]
+) -> npt.NDArray[np.float64]:
+    """The field at particles in cells ``lower`` (per axis) at fractions
+    ``t``, reading the box their cells cover."""
     lo = tuple(int(cell.min()) for cell in lower)
     hi = tuple(int(cell.max()) + 2 for cell in lower)
     box = field.read_box(lo, hi)
-    out[inside] = multilinear(box, [cell - first for cell, first in zip(lower, lo, strict=True)], t)
-    return out
+    return multilinear(box, [cell - first for cell, first in zip(lower, lo, strict=True)], t)
 
 
 def multilinear(
