@@ -32,6 +32,7 @@ the rule above leaves one variable.
 
 from __future__ import annotations
 
+import functools
 import operator
 import unicodedata
 from collections.abc import Sequence
@@ -97,14 +98,22 @@ def _names(variables: Sequence[VariableInfo]) -> _Names:
     return table
 
 
+@functools.lru_cache(maxsize=4096)
 def _split_context(context: str | None) -> tuple[bool, tuple[str, ...]] | None:
-    """(anchored at the root, components) of a context, or None for the whole file."""
+    """(anchored at the root, components) of a context, or None for the whole
+    file; kept per context, as every name of a step resolves in it."""
     if context is None:
         return None
     parts = tuple(p for p in context.strip().split("/") if p)
     if not parts:
         return None
     return context.strip().startswith("/"), parts
+
+
+def _exact(context: str | None) -> bool:
+    """Whether ``context`` names its groups exactly: no glob, and no
+    character Unicode normalisation could change."""
+    return context is not None and context.isascii() and _GLOB.isdisjoint(context)
 
 
 def _component_matches(name: str, pattern: str) -> bool:
@@ -172,7 +181,15 @@ write the one you mean, or narrow the search to one group with --path GROUP (pat
             return found
         raise UnknownVariableError(name, source, suggest(name, variables))
     ctx = _split_context(context)
-    matches = _matches(table, _spellings(name), ctx)
+    tails = _spellings(name)
+    if ctx is not None and ctx[0] and len(tails[0]) == 1 and _exact(context):
+        # A plain name right inside a group the context names exactly (a
+        # series' step, ``/Step#3``): that variable's group holds every other
+        # match under it, so it is the answer, found without a search.
+        direct = table.by_path.get("/" + "/".join((*ctx[1], *tails[0])))
+        if direct is not None:
+            return direct
+    matches = _matches(table, tails, ctx)
     if matches:
         tops = _topmost(matches)
         if len(tops) == 1:
@@ -200,16 +217,20 @@ write the one you mean, or narrow the search to one group with --path GROUP (pat
 _Match = tuple[tuple[str, ...], VariableInfo]
 
 
-def _spellings(name: str) -> list[tuple[str, ...]]:
+@functools.lru_cache(maxsize=4096)
+def _spellings(name: str) -> tuple[tuple[str, ...], ...]:
     """The component sequences a bare name may mean: as written, and with its
-    dots as group separators (``position.x`` is ``position/x``)."""
+    dots as group separators (``position.x`` is ``position/x``). Kept per
+    name: every step of a series spells its names again."""
     tail = _components(name)
     dotted = tuple(q for p in tail for q in p.split(".") if q)
-    return [tail] if dotted == tail or not dotted else [tail, dotted]
+    return (tail,) if dotted == tail or not dotted else (tail, dotted)
 
 
 def _matches(
-    table: _Names, tails: list[tuple[str, ...]], ctx: tuple[bool, tuple[str, ...]] | None
+    table: _Names,
+    tails: Sequence[tuple[str, ...]],
+    ctx: tuple[bool, tuple[str, ...]] | None,
 ) -> list[_Match]:
     """Variables whose path ends with one of ``tails``, under the context."""
     found: dict[str, _Match] = {}
