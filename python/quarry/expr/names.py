@@ -57,22 +57,48 @@ def _components(path: str) -> tuple[str, ...]:
 
 
 class _Names:
-    """A file's variables indexed by their last path component."""
+    """A file's variables by full path and, built when a search first needs
+    them, by their last path component and by the groups above them."""
 
     def __init__(self, variables: Sequence[VariableInfo]) -> None:
+        self.variables = variables
         self.by_path: dict[str, VariableInfo] = {}
-        self.by_last: dict[str, list[tuple[tuple[str, ...], VariableInfo]]] = {}
-        self.groups: set[tuple[str, ...]] = set()
-        # Every variable below each group, for contexts that name one group
-        # exactly (``/Step#3``, as a series gives each of its steps).
-        self.under: dict[tuple[str, ...], list[tuple[tuple[str, ...], VariableInfo]]] = {}
         for info in variables:
+            path = info.path
+            if not _plain(path):
+                path = "/" + "/".join(_components(path))
+            self.by_path[path] = info  # the last of one path, as listed
+
+    @functools.cached_property
+    def by_last(self) -> dict[str, list[tuple[tuple[str, ...], VariableInfo]]]:
+        """Each variable (its path's components, and itself) by its name."""
+        by_last: dict[str, list[tuple[tuple[str, ...], VariableInfo]]] = {}
+        for info in self.variables:
             parts = _components(info.path)
-            self.by_path["/" + "/".join(parts)] = info  # the last of one path, as listed
-            self.by_last.setdefault(parts[-1] if parts else "", []).append((parts, info))
-            self.groups.add(parts[:-1])
+            by_last.setdefault(parts[-1] if parts else "", []).append((parts, info))
+        return by_last
+
+    @functools.cached_property
+    def groups(self) -> set[tuple[str, ...]]:
+        """The groups holding variables, as components."""
+        return {parts[:-1] for entries in self.by_last.values() for parts, _ in entries}
+
+    @functools.cached_property
+    def under(self) -> dict[tuple[str, ...], list[tuple[tuple[str, ...], VariableInfo]]]:
+        """Every variable below each group, for contexts that name one group
+        exactly (``/Step#3``, as a series gives each of its steps)."""
+        under: dict[tuple[str, ...], list[tuple[tuple[str, ...], VariableInfo]]] = {}
+        for info in self.variables:
+            parts = _components(info.path)
             for depth in range(1, len(parts)):
-                self.under.setdefault(parts[:depth], []).append((parts, info))
+                under.setdefault(parts[:depth], []).append((parts, info))
+        return under
+
+
+def _plain(path: str) -> bool:
+    """Whether ``path`` is already written as :func:`_components` reads it
+    (``/a/b``): ASCII, from the root, no empty component."""
+    return path.isascii() and path.startswith("/") and "//" not in path and path[-1] != "/"
 
 
 # Drivers return the same (cached) list on every call, so the table built for
