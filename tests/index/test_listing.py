@@ -137,7 +137,7 @@ def test_an_index_listing_no_offsets_reads_through_the_file(tmp_path):
     assert set(manifest.listing.contiguous) == {"/Step#0/x", "/Step#1/x"}
     doc = manifest.to_json()
     del doc["listing"]["contiguous"]
-    old = Manifest.from_json(doc).listing
+    old = Manifest.from_json(doc, manifest.edges_area()).listing
     assert old is not None and not old.contiguous
     driver = ListedDriver(path, old, lambda: quarry.formats.open_source(path))
     np.testing.assert_array_equal(driver.gather("/Step#1/x", np.array([3, 9])), [6.0, 18.0])

@@ -352,23 +352,24 @@ impl<K: Key> BlockHeader<K> {
         };
         let n_missing = r.u64();
         let missing = (r.u64(), r.u32(), r.u32());
-        let entries = parse_entries::<K>(&mut r, n_entries, n_bins)?;
-        let total = entries
-            .iter()
-            .fold(n_missing, |acc, e| acc.saturating_add(e.count));
+        let entries = parse_entries::<K>(&bytes[r.at..header_len - 4], n_bins)?;
+        // One pass over the parsed entries for both checks (a 1,024-bin
+        // header is parsed at every column open).
+        let mut total = n_missing;
+        let mut inside = true;
+        let within = |offset: u64, len: u32| {
+            offset >= header_len as u64
+                && offset.saturating_add(u64::from(len)) <= bytes.len() as u64
+        };
+        for e in &entries {
+            total = total.saturating_add(e.count);
+            inside &= within(e.offset, e.len);
+        }
         if total != u64::from(n_rows) || stats.count + n_missing != u64::from(n_rows) {
             return corrupt("bin counts do not add up to the block's rows");
         }
-        for (offset, len) in entries
-            .iter()
-            .map(|e| (e.offset, e.len))
-            .chain([(missing.0, missing.1)])
-        {
-            if offset < header_len as u64
-                || offset.saturating_add(u64::from(len)) > bytes.len() as u64
-            {
-                return corrupt("bitmap lies outside the block");
-            }
+        if !inside || !within(missing.0, missing.1) {
+            return corrupt("bitmap lies outside the block");
         }
         Ok(Self {
             n_rows,
@@ -393,21 +394,19 @@ impl<K: Key> BlockHeader<K> {
 }
 
 /// The bin entries of a header: ordered by bin, with disjoint ascending ranges.
-fn parse_entries<K: Key>(
-    r: &mut Reader<'_>,
-    n_entries: usize,
-    n_bins: u32,
-) -> Result<Vec<Entry<K>>> {
+fn parse_entries<K: Key>(bytes: &[u8], n_bins: u32) -> Result<Vec<Entry<K>>> {
     use std::cmp::Ordering;
-    let mut entries: Vec<Entry<K>> = Vec::with_capacity(n_entries);
-    for _ in 0..n_entries {
-        let bin = r.u32();
-        let len = r.u32();
-        let count = r.u64();
-        let (min, max) = (r.key::<K>(), r.key::<K>());
-        let offset = r.u64();
-        let crc = r.u32();
-        let _ = r.u32();
+    let mut entries: Vec<Entry<K>> = Vec::with_capacity(bytes.len() / ENTRY_LEN);
+    // Fixed-size chunks: every field at a constant offset, no bounds checks.
+    for raw in bytes.chunks_exact(ENTRY_LEN) {
+        let field = |at: usize| -> [u8; 8] { raw[at..at + 8].try_into().expect("8 bytes") };
+        let half = |at: usize| -> [u8; 4] { raw[at..at + 4].try_into().expect("4 bytes") };
+        let bin = u32::from_le_bytes(half(0));
+        let len = u32::from_le_bytes(half(4));
+        let count = u64::from_le_bytes(field(8));
+        let (min, max) = (K::from_le_bytes8(field(16)), K::from_le_bytes8(field(24)));
+        let offset = u64::from_le_bytes(field(32));
+        let crc = u32::from_le_bytes(half(40));
         let ordered = entries.last().is_none_or(|prev| {
             prev.bin < bin && prev.max.partial_cmp(&min) == Some(Ordering::Less)
         });

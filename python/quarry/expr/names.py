@@ -70,28 +70,34 @@ class _Names:
             self.by_path[path] = info  # the last of one path, as listed
 
     @functools.cached_property
+    def named(self) -> list[tuple[tuple[str, ...], VariableInfo]]:
+        """Each variable with its path's components: one pair per variable,
+        shared by the tables below (5,040 variables, 5,040 pairs)."""
+        return [(_components(info.path), info) for info in self.variables]
+
+    @functools.cached_property
     def by_last(self) -> dict[str, list[tuple[tuple[str, ...], VariableInfo]]]:
         """Each variable (its path's components, and itself) by its name."""
         by_last: dict[str, list[tuple[tuple[str, ...], VariableInfo]]] = {}
-        for info in self.variables:
-            parts = _components(info.path)
-            by_last.setdefault(parts[-1] if parts else "", []).append((parts, info))
+        for named in self.named:
+            parts = named[0]
+            by_last.setdefault(parts[-1] if parts else "", []).append(named)
         return by_last
 
     @functools.cached_property
     def groups(self) -> set[tuple[str, ...]]:
         """The groups holding variables, as components."""
-        return {parts[:-1] for entries in self.by_last.values() for parts, _ in entries}
+        return {parts[:-1] for parts, _ in self.named}
 
     @functools.cached_property
     def under(self) -> dict[tuple[str, ...], list[tuple[tuple[str, ...], VariableInfo]]]:
         """Every variable below each group, for contexts that name one group
         exactly (``/Step#3``, as a series gives each of its steps)."""
         under: dict[tuple[str, ...], list[tuple[tuple[str, ...], VariableInfo]]] = {}
-        for info in self.variables:
-            parts = _components(info.path)
+        for named in self.named:
+            parts = named[0]
             for depth in range(1, len(parts)):
-                under.setdefault(parts[:depth], []).append((parts, info))
+                under.setdefault(parts[:depth], []).append(named)
         return under
 
 

@@ -99,7 +99,8 @@ class Listing:
             if not isinstance(offset, int) or offset < 0:
                 raise TypeError(f"the offset of {path} is {offset!r}, not a byte offset")
             contiguous[path] = (offset, ListedDtype(dtype).str)
-        variables = tuple(_variable_from_json(v) for v in doc["variables"])
+        dtypes: dict[str, ListedDtype] = {}  # one per dtype text, shared by its variables
+        variables = tuple(_variable_from_json(v, dtypes) for v in doc["variables"])
         return Listing(doc["backend"], context, variables, contiguous)
 
 
@@ -118,20 +119,23 @@ def variable_json(v: VariableInfo) -> dict[str, Any]:
     }
 
 
-def _variable_from_json(doc: Mapping[str, Any]) -> VariableInfo:
+def _variable_from_json(doc: Mapping[str, Any], dtypes: dict[str, ListedDtype]) -> VariableInfo:
     def ints(values: Sequence[Any]) -> tuple[int, ...]:
         if not all(isinstance(n, int) for n in values):
             raise TypeError(f"{values!r} are not whole numbers")
         return tuple(values)
 
-    chunks, dims, attrs = doc["chunks"], doc["dims"], doc["attrs"]
+    chunks, dims, attrs, text = doc["chunks"], doc["dims"], doc["attrs"], doc["dtype"]
     if not isinstance(doc["path"], str) or not isinstance(attrs, dict):
         raise TypeError("a listed variable has a path and attributes")
+    dtype = dtypes.get(text) if isinstance(text, str) else None
+    if dtype is None:
+        dtype = dtypes[text] = ListedDtype(text)
     return VariableInfo(
         doc["path"],
         ints(doc["shape"]),
         # A stand-in NumPy takes as the dtype itself: see ListedDtype.
-        cast("np.dtype[np.generic]", ListedDtype(doc["dtype"])),
+        cast("np.dtype[np.generic]", dtype),
         chunks=None if chunks is None else ints(chunks),
         compression=doc["compression"],
         problem=doc["problem"],

@@ -143,7 +143,7 @@ class VariablePart:
     """A run of consecutive blocks of one variable, as one writer indexed them."""
 
     first_block: int
-    edges: str | None  # encoded; None: sent by the part holding the variable's first block
+    edges: bytes | None  # encoded; None: sent by the part holding the variable's first block
     spans: list[list[int]] = field(default_factory=list)  # [file, offset, length] per block
     source_crc32: list[int] = field(default_factory=list)
 

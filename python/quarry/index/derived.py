@@ -88,24 +88,18 @@ def expand(
         by_group.setdefault(group, {})[name] = info
     out: list[DerivedVariable] = []
     for d in definitions:
-        tree, names = _parsed(d.expr)
-        _check_names(d, tree, names)
+        names, program = _compiled(d)
+        decoding = f"derived at indexing: {d.name} = {d.expr}"
         made = 0
         for group, members in by_group.items():
             if not all(n in members for n in names):
                 continue
             inputs = [members[n] for n in names]
             _check_inputs(d, group, inputs, members)
-            slot = {info.name: i for i, info in enumerate(inputs)}
             path = f"{group}/{d.name}"
             info = VariableInfo(
-                path,
-                inputs[0].shape,
-                np.dtype("f8"),
-                decoding=f"derived at indexing: {d.name} = {d.expr}",
-                dims=inputs[0].dims,
+                path, inputs[0].shape, np.dtype("f8"), decoding=decoding, dims=inputs[0].dims
             )
-            program = tuple(postfix(tree, slot))
             out.append(DerivedVariable(info, tuple(i.path for i in inputs), program))
             made += 1
         if not made:
@@ -116,11 +110,15 @@ def expand(
 
 
 @functools.lru_cache(maxsize=256)
-def _parsed(expr: str) -> tuple[Arith, tuple[str, ...]]:
-    """A definition's expression and the names it reads, parsed once per
-    text: every open of an index expands its definitions again."""
-    tree = parse_expression(expr)
-    return tree, tuple(dict.fromkeys(v.name for v in variables(tree)))
+def _compiled(d: Derivation) -> tuple[tuple[str, ...], tuple[tuple[str, float], ...]]:
+    """The names a definition reads, in order, and its postfix program over
+    them, made once per definition: every open of an index (each file of a
+    720-file series) expands its definitions again, and the inputs come in
+    that order in every group, so one program serves them all."""
+    tree = parse_expression(d.expr)
+    names = tuple(dict.fromkeys(v.name for v in variables(tree)))
+    _check_names(d, tree, names)
+    return names, tuple(postfix(tree, {n: i for i, n in enumerate(names)}))
 
 
 def _check_names(d: Derivation, tree: Arith, names: tuple[str, ...]) -> None:
