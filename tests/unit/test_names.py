@@ -195,14 +195,15 @@ _COMPONENT = st.sampled_from(["a", "b", "x", "y", "Step#0", "Step#1", "e1"])
 @given(
     st.sets(st.lists(_COMPONENT, min_size=1, max_size=4).map(tuple), min_size=1, max_size=12),
     st.lists(_COMPONENT, min_size=1, max_size=2),
+    st.sampled_from("./"),
 )
-def test_resolution_follows_the_documented_rule(trees, name_parts):
+def test_resolution_follows_the_documented_rule(trees, name_parts, sep):
     # A variable cannot also be a group: keep only paths no other path passes through.
     paths = sorted(
         "/" + "/".join(t) for t in trees if not any(u[: len(t)] == t and u != t for u in trees)
     )
     variables = [VariableInfo(p, (2,), np.dtype("f4")) for p in paths]
-    written = ".".join(name_parts)
+    written = sep.join(name_parts)
     expected = _documented_rule(paths, written)
     try:
         got = resolve(written, variables, "f").path
@@ -263,3 +264,7 @@ def test_a_path_right_inside_a_step_still_ties_with_one_deeper():
         resolve("b/x", variables, "f", "/Step#1")
     nearer = [*variables, VariableInfo("/Step#1/x", (2,), np.dtype("f4"))]
     assert resolve("x", nearer, "f", "/Step#1").path == "/Step#1/x"
+    # Likewise right inside the root, with no context.
+    at_root = [VariableInfo(p, (2,), np.dtype("f4")) for p in ("/b/x", "/c/b/x")]
+    with pytest.raises(AmbiguousNameError):
+        resolve("b/x", at_root, "f")

@@ -214,11 +214,11 @@ write the one you mean, or narrow the search to one group with --path GROUP (pat
         raise UnknownVariableError(name, source, suggest(name, variables))
     ctx = _split_context(context)
     tails = _spellings(name)
-    if ctx is not None and ctx[0] and len(tails[0]) == 1 and _exact(context):
-        # A plain name right inside a group the context names exactly (a
-        # series' step, ``/Step#3``): that variable's group holds every other
-        # match under it, so it is the answer, found without a search.
-        direct = table.by_path.get("/" + "/".join((*ctx[1], *tails[0])))
+    if len(tails[0]) == 1 and (ctx is None or (ctx[0] and _exact(context))):
+        # A plain name right inside the root, or inside a group the context
+        # names exactly (a series' step, ``/Step#3``): that variable's group
+        # holds every other match, so it is the answer, found without a search.
+        direct = table.by_path.get("/" + "/".join((*(ctx[1] if ctx else ()), *tails[0])))
         if direct is not None:
             return direct
     matches = _matches(table, tails, ctx)
