@@ -195,14 +195,15 @@ _COMPONENT = st.sampled_from(["a", "b", "x", "y", "Step#0", "Step#1", "e1"])
 @given(
     st.sets(st.lists(_COMPONENT, min_size=1, max_size=4).map(tuple), min_size=1, max_size=12),
     st.lists(_COMPONENT, min_size=1, max_size=2),
+    st.sampled_from("./"),
 )
-def test_resolution_follows_the_documented_rule(trees, name_parts):
+def test_resolution_follows_the_documented_rule(trees, name_parts, sep):
     # A variable cannot also be a group: keep only paths no other path passes through.
     paths = sorted(
         "/" + "/".join(t) for t in trees if not any(u[: len(t)] == t and u != t for u in trees)
     )
     variables = [VariableInfo(p, (2,), np.dtype("f4")) for p in paths]
-    written = ".".join(name_parts)
+    written = sep.join(name_parts)
     expected = _documented_rule(paths, written)
     try:
         got = resolve(written, variables, "f").path
@@ -214,3 +215,56 @@ def test_resolution_follows_the_documented_rule(trees, name_parts):
     except UnknownVariableError:
         got = "unknown"
     assert got == expected
+
+
+def _documented_rule_under(paths, written, context):
+    """:func:`_documented_rule` under a context anchored at the root: only
+    the matches whose groups above the name begin with the context's."""
+    wanted = [p for p in written.replace(".", "/").split("/") if p]
+    under = [
+        p
+        for p in paths
+        if p.split("/")[1:][-len(wanted) :] == wanted
+        and p.split("/")[1:][: -len(wanted)][: len(context)] == context
+    ]
+    return _documented_rule(under, written)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sets(st.lists(_COMPONENT, min_size=1, max_size=4).map(tuple), min_size=1, max_size=12),
+    st.lists(_COMPONENT, min_size=1, max_size=2),
+    st.sampled_from("./"),
+    st.lists(_COMPONENT, min_size=1, max_size=2),
+)
+def test_a_step_named_exactly_resolves_by_the_documented_rule(trees, name_parts, sep, context):
+    # A series resolves each step's names under ``/Step#3``: a plain name right
+    # inside it is found directly, any other by the search; both by the rule.
+    paths = sorted(
+        "/" + "/".join(t) for t in trees if not any(u[: len(t)] == t and u != t for u in trees)
+    )
+    variables = [VariableInfo(p, (2,), np.dtype("f4")) for p in paths]
+    written = sep.join(name_parts)
+    expected = _documented_rule_under(paths, written, context)
+    try:
+        got = resolve(written, variables, "f", "/" + "/".join(context)).path
+    except AmbiguousNameError:
+        got = "ambiguous"
+    except (UnknownVariableError, UnknownPathError):
+        got = "unknown"
+    assert got == expected
+
+
+def test_a_path_right_inside_a_step_still_ties_with_one_deeper():
+    # ``b/x`` right inside /Step#1 is not the answer when /Step#1/c/b/x
+    # matches too: its group /Step#1/b does not hold the other.
+    paths = ["/Step#1/b/x", "/Step#1/c/b/x"]
+    variables = [VariableInfo(p, (2,), np.dtype("f4")) for p in paths]
+    with pytest.raises(AmbiguousNameError):
+        resolve("b/x", variables, "f", "/Step#1")
+    nearer = [*variables, VariableInfo("/Step#1/x", (2,), np.dtype("f4"))]
+    assert resolve("x", nearer, "f", "/Step#1").path == "/Step#1/x"
+    # Likewise right inside the root, with no context.
+    at_root = [VariableInfo(p, (2,), np.dtype("f4")) for p in ("/b/x", "/c/b/x")]
+    with pytest.raises(AmbiguousNameError):
+        resolve("b/x", at_root, "f")

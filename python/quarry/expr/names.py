@@ -32,6 +32,7 @@ the rule above leaves one variable.
 
 from __future__ import annotations
 
+import functools
 import operator
 import unicodedata
 from collections.abc import Sequence
@@ -56,23 +57,54 @@ def _components(path: str) -> tuple[str, ...]:
 
 
 class _Names:
-    """A file's variables indexed by their last path component."""
+    """A file's variables by full path and, built when a search first needs
+    them, by their last path component and by the groups above them."""
 
     def __init__(self, variables: Sequence[VariableInfo]) -> None:
+        self.variables = variables
         self.by_path: dict[str, VariableInfo] = {}
-        self.by_last: dict[str, list[tuple[tuple[str, ...], VariableInfo]]] = {}
-        self.groups: set[tuple[str, ...]] = set()
-        # Every variable below each group, for contexts that name one group
-        # exactly (``/Step#3``, as a series gives each of its steps).
-        self.under: dict[tuple[str, ...], list[tuple[tuple[str, ...], VariableInfo]]] = {}
         for info in variables:
-            parts = _components(info.path)
-            named = (parts, info)  # one pair in every table: 5,040 variables, 5,040 pairs
-            self.by_path["/" + "/".join(parts)] = info  # the last of one path, as listed
-            self.by_last.setdefault(parts[-1] if parts else "", []).append(named)
-            self.groups.add(parts[:-1])
+            path = info.path
+            if not _plain(path):
+                path = "/" + "/".join(_components(path))
+            self.by_path[path] = info  # the last of one path, as listed
+
+    @functools.cached_property
+    def named(self) -> list[tuple[tuple[str, ...], VariableInfo]]:
+        """Each variable with its path's components: one pair per variable,
+        shared by the tables below (5,040 variables, 5,040 pairs)."""
+        return [(_components(info.path), info) for info in self.variables]
+
+    @functools.cached_property
+    def by_last(self) -> dict[str, list[tuple[tuple[str, ...], VariableInfo]]]:
+        """Each variable (its path's components, and itself) by its name."""
+        by_last: dict[str, list[tuple[tuple[str, ...], VariableInfo]]] = {}
+        for named in self.named:
+            parts = named[0]
+            by_last.setdefault(parts[-1] if parts else "", []).append(named)
+        return by_last
+
+    @functools.cached_property
+    def groups(self) -> set[tuple[str, ...]]:
+        """The groups holding variables, as components."""
+        return {parts[:-1] for parts, _ in self.named}
+
+    @functools.cached_property
+    def under(self) -> dict[tuple[str, ...], list[tuple[tuple[str, ...], VariableInfo]]]:
+        """Every variable below each group, for contexts that name one group
+        exactly (``/Step#3``, as a series gives each of its steps)."""
+        under: dict[tuple[str, ...], list[tuple[tuple[str, ...], VariableInfo]]] = {}
+        for named in self.named:
+            parts = named[0]
             for depth in range(1, len(parts)):
-                self.under.setdefault(parts[:depth], []).append(named)
+                under.setdefault(parts[:depth], []).append(named)
+        return under
+
+
+def _plain(path: str) -> bool:
+    """Whether ``path`` is already written as :func:`_components` reads it
+    (``/a/b``): ASCII, from the root, no empty component."""
+    return path.isascii() and path.startswith("/") and "//" not in path and path[-1] != "/"
 
 
 # Drivers return the same (cached) list on every call, so the table built for
@@ -98,14 +130,22 @@ def _names(variables: Sequence[VariableInfo]) -> _Names:
     return table
 
 
+@functools.lru_cache(maxsize=4096)
 def _split_context(context: str | None) -> tuple[bool, tuple[str, ...]] | None:
-    """(anchored at the root, components) of a context, or None for the whole file."""
+    """(anchored at the root, components) of a context, or None for the whole
+    file; kept per context, as every name of a step resolves in it."""
     if context is None:
         return None
     parts = tuple(p for p in context.strip().split("/") if p)
     if not parts:
         return None
     return context.strip().startswith("/"), parts
+
+
+def _exact(context: str | None) -> bool:
+    """Whether ``context`` names its groups exactly: no glob, and no
+    character Unicode normalisation could change."""
+    return context is not None and context.isascii() and _GLOB.isdisjoint(context)
 
 
 def _component_matches(name: str, pattern: str) -> bool:
@@ -173,7 +213,15 @@ write the one you mean, or narrow the search to one group with --path GROUP (pat
             return found
         raise UnknownVariableError(name, source, suggest(name, variables))
     ctx = _split_context(context)
-    matches = _matches(table, _spellings(name), ctx)
+    tails = _spellings(name)
+    if len(tails[0]) == 1 and (ctx is None or (ctx[0] and _exact(context))):
+        # A plain name right inside the root, or inside a group the context
+        # names exactly (a series' step, ``/Step#3``): that variable's group
+        # holds every other match, so it is the answer, found without a search.
+        direct = table.by_path.get("/" + "/".join((*(ctx[1] if ctx else ()), *tails[0])))
+        if direct is not None:
+            return direct
+    matches = _matches(table, tails, ctx)
     if matches:
         tops = _topmost(matches)
         if len(tops) == 1:
@@ -201,16 +249,20 @@ write the one you mean, or narrow the search to one group with --path GROUP (pat
 _Match = tuple[tuple[str, ...], VariableInfo]
 
 
-def _spellings(name: str) -> list[tuple[str, ...]]:
+@functools.lru_cache(maxsize=4096)
+def _spellings(name: str) -> tuple[tuple[str, ...], ...]:
     """The component sequences a bare name may mean: as written, and with its
-    dots as group separators (``position.x`` is ``position/x``)."""
+    dots as group separators (``position.x`` is ``position/x``). Kept per
+    name: every step of a series spells its names again."""
     tail = _components(name)
     dotted = tuple(q for p in tail for q in p.split(".") if q)
-    return [tail] if dotted == tail or not dotted else [tail, dotted]
+    return (tail,) if dotted == tail or not dotted else (tail, dotted)
 
 
 def _matches(
-    table: _Names, tails: list[tuple[str, ...]], ctx: tuple[bool, tuple[str, ...]] | None
+    table: _Names,
+    tails: Sequence[tuple[str, ...]],
+    ctx: tuple[bool, tuple[str, ...]] | None,
 ) -> list[_Match]:
     """Variables whose path ends with one of ``tails``, under the context."""
     found: dict[str, _Match] = {}

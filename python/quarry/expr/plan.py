@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+import operator
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from quarry.errors import QuerySyntaxError
@@ -233,21 +234,25 @@ def int_interval(op: str, literal: Number | Fraction, kind: str) -> Interval | N
     return Interval(kind, lo, True, hi, True, empty=lo > hi)
 
 
-def fold(node: Arith) -> Arith:
-    """Fold arithmetic on constants (``2*3``, ``-1e-3``) into numbers."""
+def fold(node: Arith, values: Mapping[int, Number] | None = None) -> Arith:
+    """Fold arithmetic on constants (``2*3``, ``-1e-3``) into numbers; an
+    aggregate call whose value ``values`` holds (by the call's ``id``) is
+    that number, as :func:`resolved_arith` makes it."""
+    if values is not None and id(node) in values:
+        return Num(values[id(node)], node.pos)
     match node:
         case Neg(operand=x):
-            x = fold(x)
+            x = fold(x, values)
             if isinstance(x, Num):
                 return Num(-x.value, node.pos, -x.exact if x.exact is not None else None)
             return Neg(x, node.pos)
         case BinOp(op=op, left=left, right=right):
-            left, right = fold(left), fold(right)
+            left, right = fold(left, values), fold(right, values)
             if isinstance(left, Num) and isinstance(right, Num):
                 return Num(_apply(op, left.value, right.value), node.pos)
             return BinOp(op, left, right, node.pos)
         case Call(func=func, args=args):
-            folded = tuple(fold(a) for a in args)
+            folded = tuple(fold(a, values) for a in args)
             if all(isinstance(a, Num) for a in folded):
                 import numpy as np
 
@@ -277,10 +282,24 @@ def _apply(op: str, a: Number, b: Number) -> Number:
         exact = _exact_int(op, a, b)
         if exact is not None:
             return exact
+    x, y = as_float(a), as_float(b)
+    # Python's float arithmetic is float64's, rounded as NumPy's (IEEE 754),
+    # at a fraction of the cost; NumPy keeps what Python raises on (x / 0).
+    if op in _PYTHON_OPS and (op != "/" or y != 0.0):
+        return _PYTHON_OPS[op](x, y)
     import numpy as np
 
     with np.errstate(all="ignore"):
-        return float(ufunc(ARITH[op])(np.float64(as_float(a)), np.float64(as_float(b))))
+        return float(ufunc(ARITH[op])(np.float64(x), np.float64(y)))
+
+
+#: The operators Python computes on floats exactly as float64 does.
+_PYTHON_OPS: dict[str, Callable[[float, float], float]] = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": operator.truediv,
+}
 
 
 def _exact_int(op: str, a: int, b: int) -> int | None:
@@ -343,6 +362,20 @@ def compile_plan(
     return _Compiler(resolve, query, aggregate, factor).build(cond)
 
 
+def compile_known(
+    cond: Cond,
+    known: Mapping[int, Arith],
+    resolve: Callable[[Var], VariableInfo],
+    factor: Callable[[VariableInfo], float | None] | None = None,
+) -> PlanNode:
+    """:func:`compile_plan` of ``cond`` whose comparisons' sides are already
+    resolved (as :func:`resolved_arith` makes them): ``known[id(side)]``.
+    What a plan made in one member of a series re-derives in another from
+    that member's variables and aggregate values (see
+    :mod:`quarry.query.planner`): the same ranges, merges and constants."""
+    return _Compiler(resolve, "", None, factor, known).build(cond)
+
+
 class _Compiler:
     """What :func:`compile_plan` compiles with. A class, not nested functions:
     a recursive closure is a reference cycle, and 720 members planned one
@@ -354,11 +387,13 @@ class _Compiler:
         query: str,
         aggregate: Aggregate | None,
         factor: Callable[[VariableInfo], float | None] | None,
+        known: Mapping[int, Arith] | None = None,
     ) -> None:
         self.resolve = resolve
         self.query = query
         self.aggregate = aggregate
         self.factor = factor
+        self.known = known
 
     def scale(self, node: Arith) -> Arith:
         factor, resolve = self.factor, self.resolve
@@ -369,6 +404,8 @@ class _Compiler:
         return scaled(node, lambda v: factor(resolve(v)))
 
     def arith(self, node: Arith) -> Arith:
+        if self.known is not None:
+            return self.known[id(node)]
         return resolved_arith(node, self.resolve, self.query, self.aggregate, self.factor)
 
     def build(self, node: Cond) -> PlanNode:
@@ -413,10 +450,12 @@ def resolved_arith(
     """``node`` as :func:`compile_plan` compares it: names resolved to full
     paths, aggregates computed, values scaled by ``factor``, constants
     folded (a side with no row variables becomes one :class:`Num`)."""
+    if factor is None:
+        return fold(_resolved(node, resolve, aggregate, query))
     from quarry.expr.scaled import scaled
 
     def scale(x: Arith) -> Arith:
-        return x if factor is None else scaled(x, lambda v: factor(resolve(v)))
+        return scaled(x, lambda v: factor(resolve(v)))
 
     return fold(_resolved(node, resolve, aggregate, query, scale))
 

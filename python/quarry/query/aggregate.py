@@ -19,6 +19,7 @@ from quarry import _core
 from quarry.errors import ShapeMismatchError
 from quarry.expr.ast import Arith, Var, to_text, variables
 from quarry.expr.postfix import postfix
+from quarry.index.stats import column_stats
 from quarry.records import record
 
 if TYPE_CHECKING:
@@ -94,17 +95,19 @@ class Aggregator:
         return list(self._values.values())
 
     def __call__(self, func: str, over: Arith) -> Number:
-        text = f"{func}({to_text(over)})"
+        key = over.name if isinstance(over, Var) else to_text(over)
+        text = f"{func}({key})"
         known = self._values.get(text)
         if known is None:
-            stats, source = self.statistics(over)
+            stats, source = self.statistics(over, key)
             known = AggregateValue(text, pick(func, stats), source)
             self._values[text] = known
         return known.value
 
-    def statistics(self, over: Arith) -> tuple[VariableStats, str]:
-        """Statistics of ``over`` (resolved arithmetic) and where they came from."""
-        key = to_text(over)
+    def statistics(self, over: Arith, key: str | None = None) -> tuple[VariableStats, str]:
+        """Statistics of ``over`` (resolved arithmetic; ``key`` its text, if
+        known) and where they came from."""
+        key = to_text(over) if key is None else key
         cached = self._stats.get(key)
         if cached is None:
             if (
@@ -112,8 +115,6 @@ class Aggregator:
                 and self.store is not None
                 and over.name in self.store.variables
             ):
-                from quarry.index.stats import column_stats
-
                 cached = column_stats(self.store.column(over.name)), "index"
             else:
                 cached = self._one_pass(over), "data"

@@ -12,9 +12,8 @@ arithmetic runs on the surviving rows only.
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from quarry import _core
@@ -39,6 +38,8 @@ from quarry.query.stats import Access, CountingDriver, Estimate, QueryStats, Wor
 from quarry.records import field, record
 
 if TYPE_CHECKING:
+    from types import TracebackType
+
     import numpy as np
     import numpy.typing as npt
 
@@ -336,15 +337,10 @@ class Executor:
             self._missing[var.key] = rows
         return rows
 
-    @contextlib.contextmanager
-    def _reading(self, var: VariableInfo) -> Iterator[None]:
+    def _reading(self, var: VariableInfo) -> _Reading:
         """Turn the core's report of bad index bytes into an error naming the
         index file, the variable and how to rebuild."""
-        try:
-            yield
-        except _core.CorruptBlockError as exc:
-            assert self.store is not None
-            raise self.store.damaged(var.path, exc) from None
+        return _Reading(self.store, var.path)
 
     # -- entry points ----------------------------------------------------
     def rows(self, plan: PlanNode) -> _core.RowSet:
@@ -716,6 +712,31 @@ class Executor:
             ),
             domain,
         )
+
+
+class _Reading:
+    """:meth:`Executor._reading`: a class, not a generator, as it wraps every
+    index call (a context manager made of a generator costs several times
+    more, once per member of a series)."""
+
+    __slots__ = ("path", "store")
+
+    def __init__(self, store: IndexStore | None, path: str) -> None:
+        self.store = store
+        self.path = path
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if isinstance(exc, _core.CorruptBlockError):
+            assert self.store is not None
+            raise self.store.damaged(self.path, exc) from None
 
 
 def _bounds_of(iv: Interval) -> Callable[[], list[list[Any]]]:

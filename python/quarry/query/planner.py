@@ -23,17 +23,35 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from quarry.errors import QuarryError, QuerySyntaxError, SubarrayError, UnsupportedVariableError
 from quarry.expr import parse
-from quarry.expr.ast import Cond, Literal, Var, shape
+from quarry.expr.ast import (
+    And,
+    Arith,
+    BinOp,
+    Call,
+    Compare,
+    Cond,
+    Literal,
+    Neg,
+    Not,
+    Or,
+    Var,
+    is_aggregate,
+    shape,
+)
 from quarry.expr.ast import variables as named_in
 from quarry.expr.names import resolve
 from quarry.expr.plan import (
     AndNode,
     Const,
     NotNode,
+    Number,
     OrNode,
     PlanNode,
     RangeLeaf,
+    compile_known,
     compile_plan,
+    fold,
+    resolved_arith,
 )
 from quarry.index.options import DEFAULT_BLOCK_LEN
 from quarry.query.aggregate import AggregateValue, Aggregator
@@ -103,6 +121,7 @@ class Planner:
         self._names: dict[tuple[str, Any, str | None], VariableInfo] = {}
         self._aggregate_stats: dict[str, Any] = {}
         self._batches: dict[tuple[tuple[str, ...], str | None], Any] = {}
+        self._tables: dict[Hashable, Table] = {}
 
     @property
     def block_len(self) -> int:
@@ -132,8 +151,13 @@ class Planner:
         return Aggregator(self.driver, self.store, by_key, self._aggregate_stats)
 
     def table(self, variables: list[VariableInfo]) -> Table:
-        """The table ``variables`` form, cut into this planner's blocks."""
-        return table_of(variables, self.block_len)
+        """The table ``variables`` form, cut into this planner's blocks: one
+        per layout of shapes and dimensions (every step of a series has one)."""
+        layout = tuple((info.shape, info.dims) for info in variables)
+        table = self._tables.get(layout)
+        if table is None:
+            table = self._tables[layout] = table_of(variables, self.block_len)
+        return table
 
     def plan(self, query: str, path: str | None = None) -> PlannedQuery:
         """The plan of ``query``, its bare names resolving under ``path``."""
@@ -179,20 +203,22 @@ class Planner:
 
         written = [lookup(var) for var in parsed.variables]
         template = _template_key(query, parsed, written, self.factor)
-        plan = _rebound(_TEMPLATES.get(template), written) if template else None
+        found = _TEMPLATES.get(template) if template else None
         aggregates: list[AggregateValue] = []
-        if plan is None:
+        if found is None:
             aggregator = self.aggregator(by_key)
             plan = compile_plan(cond, lookup, query, aggregator, self.factor)
             aggregates = aggregator.used
-            if template and not aggregates and _bindable(plan):
-                if len(_TEMPLATES) >= MAX_PLANS:
-                    _TEMPLATES.clear()
-                _TEMPLATES[template] = _Template(plan, tuple(info.key for info in written))
+            if template:
+                _remember(template, plan, parsed, written, bool(aggregates), self.factor)
+        elif found.sides is None:
+            plan = _bind(found.plan, dict(zip(found.keys, written, strict=True)))
+        else:
+            plan, aggregates = self._rederived(found.sides, written, query)
         # Every variable the query reads row by row forms the table, even one
         # whose comparison folded away (``nan < x`` is unknown on every row of
         # x); variables seen only inside aggregates do not.
-        used = list({info.key: info for info in map(lookup, parsed.row_variables)}.values())
+        used = list({info.key: info for info in (written[k] for k in parsed.rows)}.values())
         if not used:
             raise QuarryError(
                 f"query {query!r} compares no variable row by row "
@@ -200,16 +226,43 @@ class Planner:
             )
         return PlannedQuery(plan, self.table(used), aggregates, used, resolved)
 
+    def _rederived(
+        self, sides: _Sides, written: list[VariableInfo], query: str
+    ) -> tuple[PlanNode, list[AggregateValue]]:
+        """The plan ``sides`` (made in another member) gives in this one: its
+        names bound to ``written``, its aggregates computed here and the
+        comparisons' sides folded from them as the full planner folds them,
+        then ranges and merges made of these as :func:`compile_plan` makes
+        them."""
+        names = _MemberNames(written, sides.positions)
+        aggregator = self.aggregator(names.by_key)
+        values: dict[int, Number] = {}
+        known = dict(sides.fixed)
+        for side_id, (k, pos) in sides.variables.items():
+            known[side_id] = Var(written[k].key, pos)
+        for side, calls in sides.computed:
+            for call in calls:
+                (over,) = call.args
+                if isinstance(over, Var):
+                    over = Var(names(over).key, over.pos)
+                else:
+                    over = resolved_arith(over, names, query, aggregator)
+                values[id(call)] = aggregator(call.func, over)
+            known[id(side)] = fold(side, values)
+        return compile_known(sides.cond, known, names), aggregator.used
+
 
 class _Parsed(NamedTuple):
     """A query's text parsed, the variables it names (all of them in the
     order written, and those it reads row by row, not only inside
-    aggregates) and its shape (:func:`quarry.expr.ast.shape`)."""
+    aggregates, with their positions among all) and its shape
+    (:func:`quarry.expr.ast.shape`)."""
 
     cond: Cond
     variables: tuple[Var, ...]
     row_variables: tuple[Var, ...]
     shape: tuple[Hashable, tuple[Literal, ...]]
+    rows: tuple[int, ...]
 
 
 @functools.lru_cache(maxsize=MAX_PLANS)
@@ -217,16 +270,53 @@ def parse_cached(query: str) -> _Parsed:
     """Parsed once per text, whatever file or step group it is planned in
     (the tree is immutable)."""
     cond = parse(query)
-    variables = tuple(named_in(cond)), tuple(named_in(cond, in_aggregates=False))
-    return _Parsed(cond, *variables, shape(cond))
+    variables, row_variables = tuple(named_in(cond)), tuple(named_in(cond, in_aggregates=False))
+    row_ids = {id(var) for var in row_variables}
+    rows = tuple(k for k, var in enumerate(variables) if id(var) in row_ids)
+    return _Parsed(cond, variables, row_variables, shape(cond), rows)
 
 
 class _Template(NamedTuple):
     """A plan made in one member, and the keys of the variables the query
-    named there (in the order written), to be bound to another member's."""
+    named there (in the order written), to be bound to another member's;
+    for a query with aggregates, how the plan is re-derived from another
+    member's aggregate values (``sides``)."""
 
     plan: PlanNode
     keys: tuple[str, ...]
+    sides: _Sides | None = None
+
+
+class _Sides(NamedTuple):
+    """The sides of every comparison of a query with aggregates, as planning
+    it in another member needs them: ``cond`` is the template member's parse
+    (the ids below are its nodes'), ``positions`` each name's position
+    among the names written, ``variables`` each side that is a bare name
+    (its position, and where it is written), ``fixed`` each side made of
+    numbers alone (folded once), and ``computed`` the sides holding
+    aggregates with the aggregates they hold (outside any other), in the
+    order the planner computes them."""
+
+    cond: Cond
+    positions: dict[int, int]
+    variables: dict[int, tuple[int, int]]
+    fixed: dict[int, Arith]
+    computed: tuple[tuple[Arith, tuple[Call, ...]], ...]
+
+
+class _MemberNames:
+    """Resolves the names of a template's condition to one member's
+    variables: a name as written by its position, a resolved name (a
+    variable's key) by that key."""
+
+    def __init__(self, written: list[VariableInfo], positions: dict[int, int]) -> None:
+        self.written = written
+        self.positions = positions
+        self.by_key = {info.key: info for info in written}
+
+    def __call__(self, var: Var) -> VariableInfo:
+        k = self.positions.get(id(var))
+        return self.written[k] if k is not None else self.by_key[var.name]
 
 
 #: Plans by query text and what its names resolved to, up to the variables'
@@ -256,6 +346,78 @@ def _template_key(
     return (query, *described)
 
 
+def _remember(
+    template: tuple[Any, ...],
+    plan: PlanNode,
+    parsed: _Parsed,
+    written: list[VariableInfo],
+    with_aggregates: bool,
+    factor: Callable[[VariableInfo], float | None] | None,
+) -> None:
+    """Keep ``plan`` (made in one member) for the other members planning the
+    same ``template``, where it can be bound to their variables (and, with
+    aggregates, re-derived from their values: unscaled values only)."""
+    if not _bindable(plan):
+        return
+    sides = None
+    if with_aggregates:
+        sides = _sides_of(parsed) if factor is None else None
+        if sides is None:
+            return
+    if len(_TEMPLATES) >= MAX_PLANS:
+        _TEMPLATES.clear()
+    _TEMPLATES[template] = _Template(plan, tuple(info.key for info in written), sides)
+
+
+def _sides_of(parsed: _Parsed) -> _Sides | None:
+    """The comparisons' sides of ``parsed`` sorted as :class:`_Sides` holds
+    them; None where a side computes with a variable row by row (a scan,
+    planned in each member)."""
+    positions = {id(var): k for k, var in enumerate(parsed.variables)}
+    sides = _Sides(parsed.cond, positions, {}, {}, ())
+    computed: list[tuple[Arith, tuple[Call, ...]]] = []
+    compares = _compares(parsed.cond, [])
+    for side in (side for compare in compares for side in (compare.left, compare.right)):
+        if isinstance(side, Var):
+            sides.variables[id(side)] = (positions[id(side)], side.pos)
+        elif named_in(side, in_aggregates=False):
+            return None
+        elif named_in(side):
+            computed.append((side, tuple(_aggregates(side, []))))
+        else:
+            sides.fixed[id(side)] = fold(side)
+    return sides._replace(computed=tuple(computed))
+
+
+def _aggregates(node: Arith, into: list[Call]) -> list[Call]:
+    """The aggregate calls of ``node`` outside any other, in the order written."""
+    match node:
+        case Call() if is_aggregate(node):
+            into.append(node)
+        case Call(args=items):
+            for item in items:
+                _aggregates(item, into)
+        case BinOp(left=left, right=right):
+            _aggregates(left, into)
+            _aggregates(right, into)
+        case Neg(operand=x):
+            _aggregates(x, into)
+    return into
+
+
+def _compares(cond: Cond, into: list[Compare]) -> list[Compare]:
+    """The comparisons of ``cond``, in the order the planner compiles them."""
+    match cond:
+        case Compare():
+            into.append(cond)
+        case Not(operand=x):
+            _compares(x, into)
+        case And(items=items) | Or(items=items):
+            for item in items:
+                _compares(item, into)
+    return into
+
+
 def _bindable(plan: PlanNode) -> bool:
     """Whether ``plan`` can be bound to another member's variables: index
     ranges and constants under ``&&``, ``||`` and ``!`` (a scan's arithmetic
@@ -268,14 +430,6 @@ def _bindable(plan: PlanNode) -> bool:
         case NotNode(operand=operand):
             return _bindable(operand)
     return False
-
-
-def _rebound(template: _Template | None, written: list[VariableInfo]) -> PlanNode | None:
-    """The template's plan with each of its variables replaced by this
-    member's variable of the same written name."""
-    if template is None:
-        return None
-    return _bind(template.plan, dict(zip(template.keys, written, strict=True)))
 
 
 def _bind(node: PlanNode, to_member: dict[str, VariableInfo]) -> PlanNode:

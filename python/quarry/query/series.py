@@ -85,17 +85,23 @@ def step_groups(
     if context is not None:
         return groups_named(variables, context)
     by_prefix: dict[str, dict[str, int]] = {}
-    for info in variables:
-        parts = [p for p in info.path.split("/") if p]
-        if len(parts) < 2:
-            continue
-        match = _STEP_NAME.match(parts[0])
+    # Each top-level group once: a step holds many variables.
+    tops = {_top_group(info.path) for info in variables}
+    for top in filter(None, tops):
+        match = _STEP_NAME.match(top)
         if match:
-            by_prefix.setdefault(match.group(1), {})[parts[0]] = int(match.group(2))
+            by_prefix.setdefault(match.group(1), {})[top] = int(match.group(2))
     if not by_prefix:
         return []
     prefix = max(sorted(by_prefix), key=lambda p: len(by_prefix[p]))
     return sorted((step, "/" + name) for name, step in by_prefix[prefix].items())
+
+
+def _top_group(path: str) -> str | None:
+    """The top-level group holding the variable ``path``; None for a
+    variable at the root."""
+    head, inside, _ = path.strip("/").partition("/")
+    return head if inside else None
 
 
 def groups_named(
