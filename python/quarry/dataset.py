@@ -138,18 +138,17 @@ class Dataset:
         file's listing, the index is opened now and the driver answers from
         the listing, opening the file only to read values (see
         :mod:`quarry.formats.listing`); otherwise the file is opened."""
-        if os.path.exists(self.index_path):
-            try:
-                store: IndexStore | None = IndexStore(self.index_path, self.path, self._read_source)
-            except (QuarryError, OSError):
-                store = None  # stale or damaged: reported when the index is used
-            self._store = store  # opened once: queries use it as it is
-            listing = store.manifest.listing if store is not None else None
-            if store is not None and listing is not None and store.trusted:
-                for known in BACKENDS:
-                    if known.name == listing.backend:
-                        opener = functools.partial(known.open, self.path, self._sidecars)
-                        return ListedDriver(self.path, listing, opener), known.name
+        try:
+            store: IndexStore | None = IndexStore(self.index_path, self.path, self._read_source)
+        except (QuarryError, OSError):
+            store = None  # none, stale or damaged: reported when the index is used
+        self._store = store  # opened once: queries use it as it is
+        listing = store.manifest.listing if store is not None else None
+        if store is not None and listing is not None and store.trusted:
+            for known in BACKENDS:
+                if known.name == listing.backend:
+                    opener = functools.partial(known.open, self.path, self._sidecars)
+                    return ListedDriver(self.path, listing, opener), known.name
         backend = backend_for(self.path, self._sidecars)
         return backend.open(self.path, self._sidecars), backend.name
 
@@ -518,10 +517,12 @@ class Dataset:
         checked once, when a query could read it; None where it has none. A
         stale or damaged copy is refused as a stale index is."""
         if self._copy is None and not self._copy_absent:
-            from quarry.reorg.locate import find_copy
+            from quarry.reorg.locate import beside_index, find_copy
 
+            # A named index was resolved to its file when this dataset opened.
             given = self.index_path if self._index_given else None
-            if not os.path.exists(find_copy(self.path, given)):
+            found = beside_index(given) if given is not None else find_copy(self.path)
+            if not os.path.exists(found):
                 self._copy_absent = True  # looked for once per open
                 return None
             from quarry.reorg.read import open_copy

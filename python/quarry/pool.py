@@ -8,18 +8,17 @@ calling Python thread only, so concurrent callers do not disturb each other.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from quarry import _core
 
 
-@contextlib.contextmanager
-def threads(jobs: int | None) -> Iterator[int]:
+class threads:  # noqa: N801 -- used as a function: ``with threads(2):``
     """Run the core's work inside the block on ``jobs`` threads (None or 0:
-    one per core); yields the number of threads in use.
+    one per core); yields the number of threads in use. A class rather than
+    a generator: a series enters it once per member.
 
     Examples
     --------
@@ -27,13 +26,21 @@ def threads(jobs: int | None) -> Iterator[int]:
     ...     n
     2
     """
-    if jobs is not None and jobs < 0:
-        raise ValueError(f"jobs must be a positive number of threads, got {jobs}")
-    previous = _core.set_jobs(jobs or 0)
-    try:
-        yield _core.jobs()
-    finally:
-        _core.set_jobs(previous)
+
+    __slots__ = ("_jobs", "_previous")
+
+    def __init__(self, jobs: int | None) -> None:
+        if jobs is not None and jobs < 0:
+            raise ValueError(f"jobs must be a positive number of threads, got {jobs}")
+        self._jobs = jobs or 0
+        self._previous = 0
+
+    def __enter__(self) -> int:
+        self._previous = _core.set_jobs(self._jobs)
+        return _core.jobs()
+
+    def __exit__(self, *exc: object) -> None:
+        _core.set_jobs(self._previous)
 
 
 def jobs() -> int:

@@ -8,6 +8,7 @@ import doctest
 import importlib
 import json
 import os
+import re
 import sys
 from types import ModuleType
 from typing import Any
@@ -100,7 +101,12 @@ def test_the_reorg_goals_are_judged_from_its_report() -> None:
     assert f"| {warm} | 2.5x |" in text
     assert "| reorganisation on all cores, over a plain read, both cold | 2.0x |" in text
     assert "| Q1 values through the copy, over the bitmap index path | 1.5x |" in text
-    assert "Goals met: 8 of 9; missed: Q1 values through the copy, over the bitmap index" in text
+    # One goal missed, however many joins the report times.
+    judged = re.search(r"Goals met: (\d+) of (\d+); missed: ([^.]*)\.", text)
+    assert judged is not None, text
+    met, goals, missed = judged.groups()
+    assert int(met) == int(goals) - 1
+    assert missed == "Q1 values through the copy, over the bitmap index path"
 
 
 def test_the_workload_goals_met_are_computed_from_its_report() -> None:

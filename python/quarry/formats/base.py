@@ -11,6 +11,7 @@ import functools
 import math
 import os
 import re
+import stat
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -160,7 +161,7 @@ def fingerprint(path: str) -> dict[str, int]:
     (4, 1, ['ctime_ns', 'files', 'fine_times', 'ino', 'mtime_ns', 'size'])
     """
     st = os.stat(path)
-    if not os.path.isdir(path):
+    if not stat.S_ISDIR(st.st_mode):
         stamp = {
             "size": st.st_size,
             "mtime_ns": st.st_mtime_ns,

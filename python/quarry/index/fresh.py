@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 from quarry.errors import StaleIndexError
 from quarry.formats.base import fingerprint
+from quarry.index.locate import rebuild_command
 from quarry.records import record
 
 if TYPE_CHECKING:
@@ -106,14 +107,14 @@ class Freshness:
     unchecked: frozenset[str]
 
 
-def assess(index_path: str, source_path: str, manifest: Manifest, rebuild: str) -> Freshness:
+def assess(index_path: str, source_path: str, manifest: Manifest) -> Freshness:
     """Compare the source as it is now with what the index recorded (see the
     module notes); raises :class:`StaleIndexError` when the source was
-    written, naming what moved and the command ``rebuild``."""
+    written, naming what moved and the command that rebuilds the index."""
     recorded = manifest.source.stamp
     now = fingerprint(source_path)
     if manifest.follow is not None:
-        return _assess_followed(source_path, manifest, now, rebuild)
+        return _assess_followed(index_path, source_path, manifest, now)
     if same(now, recorded, STAT_FIELDS) and trusted(recorded, manifest.source.read_ns):
         return Freshness(now, frozenset())
     every = frozenset(manifest.variables)
@@ -128,13 +129,13 @@ def assess(index_path: str, source_path: str, manifest: Manifest, rebuild: str) 
             changes.append(f"{recorded.get('files')} -> {now.get('files')} files")
         raise StaleIndexError(
             f"{source_path} has changed since it was indexed ({'; '.join(changes)}); "
-            f"rebuild the index with: {rebuild}"
+            f"rebuild the index with: {rebuild_command(source_path, index_path)}"
         )
     return Freshness(now, every - checked)
 
 
 def _assess_followed(
-    source_path: str, manifest: Manifest, now: dict[str, int], rebuild: str
+    index_path: str, source_path: str, manifest: Manifest, now: dict[str, int]
 ) -> Freshness:
     """Freshness of an index published while following a run (module notes)."""
     import zlib
@@ -159,7 +160,7 @@ def _assess_followed(
     if moved:
         raise StaleIndexError(
             f"{source_path} has changed since it was followed ({'; '.join(moved)}); "
-            f"rebuild the index with: {rebuild}"
+            f"rebuild the index with: {rebuild_command(source_path, index_path)}"
         )
     return Freshness(now, frozenset())
 

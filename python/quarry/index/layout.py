@@ -441,9 +441,8 @@ def read(path: str) -> tuple[list[_core.IndexFile], Manifest]:
     return them with the verified manifest."""
     index, manifest = read_manifest(path)
     files = [index]
-    directory = os.path.dirname(os.path.abspath(path))
     for shard in manifest.shards:
-        shard_file = os.path.join(directory, shard.name)
+        shard_file = os.path.join(os.path.dirname(os.path.abspath(path)), shard.name)
         try:
             mapped = _core.IndexFile(shard_file)
         except OSError as exc:

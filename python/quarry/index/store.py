@@ -33,7 +33,7 @@ class IndexStore:
         self._files, self.manifest = layout.read(index_path)
         self._columns: dict[str, _core.Column] = {}
         self._read = read
-        self._freshness = fresh.assess(index_path, source_path, self.manifest, self.rebuild)
+        self._freshness = fresh.assess(index_path, source_path, self.manifest)
         self._unchecked = set(self._freshness.unchecked)
 
     @property

@@ -206,7 +206,7 @@ def _resumable(index_path: str, path: str, opts: BuildOptions) -> Manifest | Non
         return None
     try:
         _, manifest = layout.read_manifest(index_path)
-        assess(index_path, path, manifest, "")
+        assess(index_path, path, manifest)
     except QuarryError:
         return None
     entries = list(manifest.variables.values())

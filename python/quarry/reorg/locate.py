@@ -24,5 +24,18 @@ def find_copy(source: str, index: str | None = None) -> str:
     ('/nowhere/run.h5.qmd', '/scratch/run.qmd')
     """
     if index is not None and not os.path.isdir(index):
-        return index.removesuffix(".qidx") + SUFFIX
+        return beside_index(index)
     return find_index(source, index, SUFFIX)
+
+
+def beside_index(index_file: str) -> str:
+    """The copy that belongs beside the index file ``index_file`` (which
+    need not exist): what :func:`find_copy` gives for a named index file,
+    without asking the file system whether it is a directory.
+
+    Examples
+    --------
+    >>> beside_index("/scratch/run.h5.qidx")
+    '/scratch/run.h5.qmd'
+    """
+    return index_file.removesuffix(".qidx") + SUFFIX
