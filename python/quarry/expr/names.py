@@ -117,9 +117,12 @@ _TABLES: list[tuple[Sequence[VariableInfo], tuple[VariableInfo, ...], _Names]] =
 
 
 def _names(variables: Sequence[VariableInfo]) -> _Names:
+    first = variables[0] if variables else None
     for k, (seen, items, table) in enumerate(_TABLES):
+        # The first variable rejects another file's list without a scan.
         if len(items) == len(variables) and (
-            seen is variables or all(map(operator.is_, items, variables))
+            seen is variables
+            or ((not items or items[0] is first) and all(map(operator.is_, items, variables)))
         ):
             if k:
                 _TABLES.insert(0, _TABLES.pop(k))
