@@ -5,8 +5,9 @@ The README holds three generated parts, each between a pair of markers:
 ``<!-- reorg:begin -->`` / ``<!-- reorg:end -->`` (the reorganised copies' and the
 interpolation joins' figures) and ``<!-- tunables:begin -->`` / ``<!-- tunables:end -->``
 (the Tunables table). They are rendered from ``benches/REPORT.json``,
-``REPORT-series.json``, ``REPORT-720.json``, ``REPORT-parallel.json`` and
-``REPORT-reorg.json``, which the bench scripts write next to their Markdown reports.
+``REPORT-series.json``, ``REPORT-720.json``, ``REPORT-parallel.json``,
+``REPORT-opening.json`` and ``REPORT-reorg.json``, which the bench scripts write next
+to their Markdown reports.
 
     python benches/readme_figures.py          # rewrite README.md
     python benches/readme_figures.py --check  # exit 1 if README.md is not up to date
@@ -45,6 +46,7 @@ def load_results() -> dict[str, Any]:
         ("parallel", "REPORT-parallel"),
         ("workload", "REPORT-720"),
         ("reorg", "REPORT-reorg"),
+        ("opening", "REPORT-opening"),
     ):
         with open(os.path.join(BENCH, f"{name}.json")) as fh:
             out[key] = json.load(fh)
@@ -167,7 +169,7 @@ def bench_section(res: dict[str, Any]) -> str:
             )
         lines.append("")
     lines += series_part(series) + workload_part(res["workload"])
-    lines += losses(run, series, res["workload"]) + parallel_part(par)
+    lines += losses(run, series, res["workload"], res["opening"]) + parallel_part(par)
     return "\n".join(lines)
 
 
@@ -252,7 +254,12 @@ def series_part(series: dict[str, Any]) -> list[str]:
     return lines
 
 
-def losses(run: dict[str, Any], series: dict[str, Any], workload: dict[str, Any]) -> list[str]:
+def losses(
+    run: dict[str, Any],
+    series: dict[str, Any],
+    workload: dict[str, Any],
+    opening: dict[str, Any] | None = None,
+) -> list[str]:
     """Every like-for-like comparison at 1 thread where NumPy is faster, by condition."""
     found: dict[str, list[str]] = {"warm": [], "cold open": []}
     for r in run["rows"]:
@@ -284,6 +291,16 @@ def losses(run: dict[str, Any], series: dict[str, Any], workload: dict[str, Any]
                 if t["quarry" + suffix]["median"] > t["numpy" + suffix]["median"]:
                     x = ratio(t["numpy" + suffix], t["quarry" + suffix])
                     found[word].append(f"{label}, {layout} ({x})")
+    readers = {"raw": "`numpy.fromfile`"}
+    for fmt, by in (opening or {}).get("formats", {}).items():
+        for m in by.values():
+            plain = m.get("plain")
+            if plain is not None and m["cold"]["median"] > plain["median"]:
+                reader = readers.get(fmt, f"the {fmt} library's own reader")
+                found["cold open"].append(
+                    f"opening a small {fmt} file and counting {_name(m['query'])}, "
+                    f"against {reader} and NumPy ({ratio(plain, m['cold'])})"
+                )
     found["fresh process"] = []
     for label, c in run["cli"].items():
         if label != "imports" and c["quarry"]["median"] > c["numpy"]["median"]:
