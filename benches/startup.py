@@ -68,17 +68,18 @@ def _environment() -> dict[str, str]:
 
 
 def ensure_data() -> None:
-    """The data file and its index, made once."""
-    if os.path.exists(DATA) and os.path.exists(DATA + ".qidx"):
-        return
-    import h5py
-    import numpy as np
+    """The data file, made once, and its index, built afresh by this Quarry: an
+    index left by an older one (an earlier format, no recorded listing) would
+    time that one's opening instead."""
+    if not os.path.exists(DATA):
+        import h5py
+        import numpy as np
 
-    os.makedirs(os.path.dirname(DATA), exist_ok=True)
-    with h5py.File(DATA, "w") as f:
-        f["energy"] = np.random.default_rng(15).normal(size=N)
+        os.makedirs(os.path.dirname(DATA), exist_ok=True)
+        with h5py.File(DATA, "w") as f:
+            f["energy"] = np.random.default_rng(15).normal(size=N)
     subprocess.run(
-        [sys.executable, "-m", "quarry.cli.main", "index", DATA],
+        [sys.executable, "-m", "quarry.cli.main", "index", DATA, "--force"],
         check=True,
         capture_output=True,
         env=_environment(),
