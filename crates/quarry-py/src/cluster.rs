@@ -479,7 +479,7 @@ fn write_staged<T: cluster::Plain>(
 fn start_writeback(file: &std::fs::File, ranges: Vec<(u64, u64)>) {
     // Its own descriptor of the file, closed when it is done, so the
     // caller may close its own at any time.
-    let Ok(file) = file.try_clone() else {
+    let Some(file) = reopen(file) else {
         return; // no descriptor to spare: the closing fsync does it all
     };
     let started = std::thread::Builder::new()
@@ -490,6 +490,28 @@ fn start_writeback(file: &std::fs::File, ranges: Vec<(u64, u64)>) {
             }
         });
     drop(started); // a thread that cannot start leaves the work to the fsync
+}
+
+/// The file opened afresh, not duplicated: a duplicate shares the caller's
+/// open file description, and with it the `flock` the copy's writer holds
+/// (so that a concurrent build's clean-up leaves the temporary alone). A
+/// write-back thread still running after the copy was published would keep
+/// the published copy locked, and a reader that locks (h5py by default)
+/// would be refused it.
+fn reopen(file: &std::fs::File) -> Option<std::fs::File> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(format!("/proc/self/fd/{}", file.as_raw_fd()))
+            .ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = file;
+        None // sync_file_range is Linux's: nothing to start elsewhere
+    }
 }
 
 fn sync_range(file: &std::fs::File, offset: u64, len: u64) {
