@@ -61,9 +61,14 @@ class Service:
         """``job``'s answer from a worker thread, within the time limit: 504
         past it, 503 when every slot is held by work past its own."""
         seconds = self.config.limits.query_seconds
+        # The slot's deadline is taken before the request's own clock starts,
+        # so a request answered 504 has made its slot overdue by then: the
+        # next request finding every slot so is refused at once (503), not
+        # queued behind it (its slot, taken later, would still look in time).
+        deadline = time.monotonic() + seconds
         try:
             with anyio.fail_after(seconds):
-                return await self.slots.run(answers.run_guarded, job, seconds)
+                return await self.slots.run(answers.run_guarded, job, deadline)
         except TimeoutError:
             raise ServiceError(
                 504, f"the answer took longer than this server allows ({seconds:g} s); narrow it"
@@ -125,10 +130,10 @@ class Slots:
                 503, "the server is busy with work past its time limit; try again later"
             )
 
-    def _take(self, seconds: float) -> int:
+    def _take(self, deadline: float) -> int:
         with self._lock:
             slot = next(i for i in range(self.workers) if i not in self._deadlines)
-            self._deadlines[slot] = time.monotonic() + seconds
+            self._deadlines[slot] = deadline
             return slot
 
     def _give_back(self, slot: int, loop: asyncio.AbstractEventLoop) -> None:
@@ -138,14 +143,15 @@ class Slots:
             loop.call_soon_threadsafe(self._free.release)
 
     async def run(
-        self, work: Callable[[Callable[[], T]], T], job: Callable[[], T], seconds: float
+        self, work: Callable[[Callable[[], T]], T], job: Callable[[], T], deadline: float
     ) -> T:
-        """``work(job)`` on one of the worker threads once a slot is free."""
+        """``work(job)`` on one of the worker threads once a slot is free, the
+        slot past its time from ``deadline`` (:func:`time.monotonic`) on."""
         loop = asyncio.get_running_loop()
         self._start_threads()
         self._refuse_when_stuck()
         await self._free.acquire()
-        slot = self._take(seconds)
+        slot = self._take(deadline)
         done: asyncio.Future[T] = loop.create_future()
 
         def settle(outcome: Callable[[], None]) -> None:
