@@ -33,8 +33,14 @@ macro_rules! bin_float {
                 let scaled = (self - origin) / size;
                 let clipped = scaled.max(0.0).min(last as $t);
                 // Whole and in range (`last` < 2^31): exact, and 32-bit
-                // lanes vectorise where 64-bit ones do not.
-                let bin = clipped as i32 as u32;
+                // lanes vectorise where 64-bit ones do not. Unchecked: `as`
+                // saturates (and maps NaN to 0), which LLVM cannot do in
+                // vector lanes, so `as` made this loop scalar (a compare
+                // and a branch per value).
+                // SAFETY: `clipped` is never NaN (max returns the number
+                // when one operand is NaN, and 0 is one) and lies in
+                // [0, last], last < 2^31: it fits i32.
+                let bin = unsafe { clipped.to_int_unchecked::<i32>() } as u32;
                 if scaled.is_nan() { nan } else { bin }
             }
 
