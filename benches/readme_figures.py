@@ -426,10 +426,18 @@ def reorg_section(res: dict[str, Any]) -> str:
         flag = " (!)" if loaded(t, limit) or loaded(plain, limit) else ""
         lines.append(f"| {what} | {x:.1f}x{flag} | at most 3x |")
         (met if x <= 3 else missed).append(what)
+    floor = prep.get("write floor")
+    floor_text = (
+        ""
+        if floor is None
+        else " Writing the copy's bytes durably with no compute (the disk's floor, measured "
+        f"in the same run) takes {floor['median'] / prep['read']['median']:.1f}x the warm "
+        "plain read alone."
+    )
     lines += [
         "",
         f"The copy is {prep['copy_bytes'] / prep['raw_bytes']:.2f}x the raw bytes of the "
-        f"variables it holds. Goals met: {len(met)} of {len(met) + len(missed)}"
+        f"variables it holds.{floor_text} Goals met: {len(met)} of {len(met) + len(missed)}"
         + (f"; missed: {'; '.join(missed)}." if missed else "."),
     ]
     return "\n".join(lines)

@@ -251,12 +251,18 @@ def prepare(data: dict[str, str], work: str, runs: int) -> dict[str, Any]:
     out: dict[str, Any] = {"index_dirs": {"index": only, "mdbin": with_copy}}
     read = partial(read_columns, path, VARS)
     log("plain read of the four variables")
-    out["read"] = measure(read, runs)
+    out["read"] = measure(read, runs, setup=settle)
     for label, jobs in REORG_JOBS:
         log(f"reorganising on {label}")
-        out[f"reorg {label}"] = measure(partial(reorganise, path, with_copy, jobs), runs)
+        fn = partial(reorganise, path, with_copy, jobs)
+        out[f"reorg {label}"] = measure(fn, runs, setup=settle)
+    # The disk's share: the copy's bytes written durably with no compute, beside the copy.
+    log("writing the copy's bytes durably, no compute")
+    size = tree_bytes(only_copy(with_copy))
+    out["write floor"] = measure(partial(write_durably, work, size), runs, setup=settle)
+    os.unlink(os.path.join(work, "floor.bin"))
     # Cold against cold: the source's pages dropped before each run of both.
-    drop = partial(drop_pages, path)
+    drop = partial(settle_and_drop, path)
     log("plain read of the four variables, cold")
     out["read cold"] = measure(read, runs, setup=drop)
     out["cold works"] = bool(out["read cold"]["median"] > COLD_OVER_WARM * out["read"]["median"])
@@ -265,9 +271,8 @@ def prepare(data: dict[str, str], work: str, runs: int) -> dict[str, Any]:
             log(f"reorganising on {label}, cold")
             fn = partial(reorganise, path, with_copy, jobs)
             out[f"reorg {label} cold"] = measure(fn, runs, setup=drop)
-    copies = [e for e in os.listdir(with_copy) if e.endswith(".qmd")]
-    assert len(copies) == 1, copies
-    out["copy_bytes"] = tree_bytes(os.path.join(with_copy, copies[0]))
+    out["settled"] = True  # every run of the above after settle()
+    out["copy_bytes"] = tree_bytes(only_copy(with_copy))
     cols = read()
     out["raw_bytes"] = int(sum(c.nbytes for c in cols.values()))
     return out
@@ -278,6 +283,85 @@ def reorganise(path: str, index: str, jobs: int) -> None:
 
     with quarry.open(path, index=index, jobs=jobs) as ds:
         ds.reorganize(list(VARS), bin_size=list(BIN_SIZE))
+
+
+#: The threads that free a replaced file's blocks: the old copy's
+#: (quarry.reorg.layout.close_in_background) and the floor's old file's.
+FREEING = ("quarry-free-old-copy", "floor-free-old-file")
+
+
+def settle() -> None:
+    """Let the disk finish what the run before left it, untimed: wait for the threads
+    freeing a replaced file, then sync the file systems, which on one mounted with
+    ``discard`` also sends the freed blocks' discards. Each run then starts with the disk
+    idle, as a single ``quarry reorg`` does; back to back, the previous run's freeing
+    shares the disk with the next run (the floor's durable write of the same bytes took
+    209-824 ms so against 151-157 ms settled, on the benchmark machine)."""
+    import threading
+
+    for thread in threading.enumerate():
+        if thread.name in FREEING:
+            thread.join()
+    os.sync()
+
+
+def settle_and_drop(path: str) -> None:
+    """:func:`settle`, then :func:`drop_pages` of ``path``: a cold run's setup."""
+    settle()
+    drop_pages(path)
+
+
+def only_copy(directory: str) -> str:
+    """The path of the one reorganised copy in ``directory``."""
+    copies = [e for e in os.listdir(directory) if e.endswith(".qmd")]
+    assert len(copies) == 1, copies
+    return os.path.join(directory, copies[0])
+
+
+#: Pieces the floor writes at a time, each one's write-back started as it is written: as
+#: the reorganisation's parts do (quarry-py's cluster.rs, WRITEBACK_BYTES).
+FLOOR_PIECE = 4 << 20
+_FLOOR_BYTES = np.random.default_rng(12).integers(0, 256, FLOOR_PIECE, np.uint8).tobytes()
+
+
+def write_durably(directory: str, size: int) -> None:
+    """Write ``size`` bytes durably with no compute, as a reorganisation ends with its copy:
+    into a new file in ``directory``, a piece of FLOOR_PIECE at a time with each piece's
+    write-back started at once (``sync_file_range``), then the fsync, the atomic rename over
+    the previous such file (whose blocks are freed on a thread of its own, as the old copy's
+    are) and the directory's fsync. What is left of a reorganisation's time over this is
+    its reading, its compute and what of them the writing does not hide."""
+    import ctypes
+    import threading
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    start_writeback = getattr(libc, "sync_file_range", None)
+    if start_writeback is not None:
+        start_writeback.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    final = os.path.join(directory, "floor.bin")
+    temporary = final + ".tmp"
+    fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for at in range(0, size, FLOOR_PIECE):
+            piece = _FLOOR_BYTES[: min(FLOOR_PIECE, size - at)]
+            os.pwrite(fd, piece, at)
+            if start_writeback is not None:
+                start_writeback(fd, at, len(piece), 2)  # SYNC_FILE_RANGE_WRITE
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        old = os.open(final, os.O_RDONLY)
+    except OSError:
+        old = None
+    os.replace(temporary, final)
+    if old is not None:
+        threading.Thread(target=os.close, args=(old,), name=FREEING[1]).start()
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def drop_pages(path: str) -> None:
@@ -524,6 +608,43 @@ def render(res: dict[str, Any]) -> str:
             goal_rows.append(
                 (f"reorganisation on {label}, over the plain read (both cold)", over, -3.0)
             )
+    if prep.get("settled"):
+        settle_text = (
+            "Before every run (untimed), the threads freeing a replaced file are waited for "
+            "and the file systems synced, which also sends the freed blocks' discards (this "
+            "one is mounted with `discard`): each run starts with the disk idle, as a single "
+            "`quarry reorg` does (its process waits for that freeing before it exits), "
+            "where back to back the previous run's freeing and discards would share the "
+            "disk with the next. "
+        )
+    else:
+        settle_text = (
+            "That freeing overlaps the start of the next run (a `quarry reorg` process waits "
+            "for it before it exits). "
+        )
+    floor_text = ""
+    if "write floor" in prep:
+        floor = prep["write floor"]
+        of_cold = f"; {floor['median'] / prep['read cold']['median']:.1f}x (of the cold read)"
+        reorg_rows.append(
+            f"| floor: the copy's bytes written durably, no compute | {ms(floor, limit)} | "
+            f"{floor['median'] / read:.1f}x{of_cold if cold else ''} |"
+        )
+        floor_text = (
+            f" The floor row writes the copy's {prep['copy_bytes']:,} bytes into a new file "
+            "on its file system as a reorganisation does, with nothing computed and nothing read: "
+            "4 MiB at a time, each piece's write-back started as it is written, then the "
+            "fsync, the atomic rename over the previous one and the directory's fsync. It is "
+            "what the disk alone takes of the ratio."
+        )
+        if cold:
+            both = (prep["read cold"]["median"] + floor["median"]) / prep["read cold"]["median"]
+            floor_text += (
+                " A reorganisation reads every variable (their ranges) before it writes "
+                "anything, so with the source cold its floor is the cold read and then this "
+                f"write: {both:.1f}x the cold read (the sum of the two medians, not a "
+                "measurement of its own)."
+            )
     if "read cold" not in prep:
         cold_text = "The cold measurements were not taken in this run."
     elif cold:
@@ -599,9 +720,8 @@ def render(res: dict[str, Any]) -> str:
         "position in the file and the offset tables). Each reorganisation replaces the "
         "copy of the run before and ends with the fsync that makes the copy durable before "
         "its atomic rename; the old copy's blocks are freed after the rename on a thread "
-        "of its own (a time is until the call returns: that freeing overlaps the start of "
-        "the next run, and a `quarry reorg` process waits for it before it exits). "
-        f"{cold_text}",
+        f"of its own (a time is until the call returns). {settle_text}"
+        f"{cold_text}{floor_text}",
         "",
         "| reorganisation | time (ms) | over the plain read |",
         "|---|---:|---:|",

@@ -33,8 +33,14 @@ macro_rules! bin_float {
                 let scaled = (self - origin) / size;
                 let clipped = scaled.max(0.0).min(last as $t);
                 // Whole and in range (`last` < 2^31): exact, and 32-bit
-                // lanes vectorise where 64-bit ones do not.
-                let bin = clipped as i32 as u32;
+                // lanes vectorise where 64-bit ones do not. Unchecked: `as`
+                // saturates (and maps NaN to 0), which LLVM cannot do in
+                // vector lanes, so `as` made this loop scalar (a compare
+                // and a branch per value).
+                // SAFETY: `clipped` is never NaN (max returns the number
+                // when one operand is NaN, and 0 is one) and lies in
+                // [0, last], last < 2^31: it fits i32.
+                let bin = unsafe { clipped.to_int_unchecked::<i32>() } as u32;
                 if scaled.is_nan() { nan } else { bin }
             }
 
@@ -363,8 +369,10 @@ pub const SPAN_ROWS: usize = 1 << 16;
 /// per part (first touches of large buffers dominate otherwise).
 #[derive(Default)]
 pub struct Scratch {
-    /// Counting sort: a counter per key of the part's range, all zero
-    /// between calls.
+    /// Counting sort: a bit per key of the part's range, set where the key
+    /// is present; the rank of each 64 bits' first; a counter per key present.
+    present: Vec<u64>,
+    rank: Vec<u32>,
     counts: Vec<u32>,
     /// Radix sort: the packed words and their spare.
     words: Vec<u64>,
@@ -378,16 +386,16 @@ pub struct Scratch {
     staged_position: Vec<u32>,
     /// Where the next row of each span goes while staging.
     cursor: Vec<usize>,
-    /// How large buffers of counters and positions are allocated (None:
-    /// as any `Vec`), given the buffer and the length it must reach.
+    /// How large buffers of positions are allocated (None: as any `Vec`),
+    /// given the buffer and the length it must reach.
     reserve: Option<fn(&mut Vec<u32>, usize)>,
 }
 
 impl Scratch {
-    /// Scratch whose large buffers of counters and positions are made room
-    /// for by `reserve` (given an empty buffer and the length it must
-    /// reach): huge pages, say, where random increments over megabytes of
-    /// counters would miss the TLB on 4 KiB pages.
+    /// Scratch whose large buffers of positions are made room for by
+    /// `reserve` (given an empty buffer and the length it must reach): huge
+    /// pages, say, where writes spread over megabytes would miss the TLB on
+    /// 4 KiB pages.
     #[must_use]
     pub fn reserving(reserve: fn(&mut Vec<u32>, usize)) -> Self {
         Scratch {
@@ -397,7 +405,7 @@ impl Scratch {
     }
 }
 
-/// Key ranges up to this many counters, or twice the rows, are grouped by a
+/// Key ranges up to this many keys, or twice the rows, are grouped by a
 /// counting sort; wider ones by [`stable_order`]'s radix sort.
 const COUNTING_FLOOR: u64 = 1 << 16;
 
@@ -406,10 +414,14 @@ const COUNTING_FLOOR: u64 = 1 << 16;
 /// sort's order), noting it in `scratch` for [`stage`] and [`write_spans`];
 /// returns the offset table of the keys present. Keys spanning a range of at
 /// most twice the rows (an `MDBin` part's usually do: its rows cover a few
-/// bins of its slowest variable) are counted: one histogram pass, whose
-/// prefix sums are the offset table and each key's first position, and one
-/// pass giving each row its key's next position (noting the row's span and
-/// regrouping the positions by span on the way). Wider ones are radix sorted.
+/// bins of its slowest variable) are counted: one pass marking the keys
+/// present in a bitmap of the range (which stays in cache: a part's range
+/// spans millions of keys, of which some tens of thousands are present), one
+/// histogram pass over a counter per key present (found by its rank in the
+/// bitmap), whose prefix sums are the offset table and each key's first
+/// position, and one pass giving each row its key's next position (noting
+/// the row's span and regrouping the positions by span on the way). Wider
+/// ones are radix sorted.
 ///
 /// Columns are then placed in two streaming passes instead of one scatter
 /// to a slot per key present (tens of thousands of them, scattered over a
@@ -457,43 +469,59 @@ pub fn group_rows<K: Key>(keys: &[K], scratch: &mut Scratch) -> Table {
         }
         return table;
     }
-    // All zeros between parts (set back below), so only its growth is
-    // written here, not a counter per key of the range every part.
-    let counts = &mut scratch.counts;
+    // The keys present are marked in a bitmap of the range (a bit per key:
+    // 1/32 of a counter per key, and it stays in cache where a counter per
+    // key of a wide range would not); each present key's counter is then
+    // found by its rank among them, so only as many counters as keys present.
     let range = (high - low) as usize + 1;
-    if counts.len() < range {
-        if let Some(reserve) = scratch.reserve {
-            reserve(counts, range);
-        }
-        counts.resize(range, 0);
-    }
-    let counts = &mut counts[..range];
+    let present_bits = &mut scratch.present;
+    present_bits.clear();
+    present_bits.resize(range.div_ceil(64), 0);
     for &key in keys {
-        counts[(key.into() - low) as usize] += 1;
+        let at = (key.into() - low) as usize;
+        present_bits[at / 64] |= 1 << (at % 64);
+    }
+    // Each word's rank: how many keys present lie in the words before it.
+    let rank = &mut scratch.rank;
+    rank.clear();
+    let mut sum = 0u32;
+    rank.extend(present_bits.iter().map(|&word| {
+        let before = sum;
+        sum += word.count_ones();
+        before
+    }));
+    let dense = |key: K| -> usize {
+        let at = (key.into() - low) as usize;
+        let below = present_bits[at / 64] & ((1u64 << (at % 64)) - 1);
+        (rank[at / 64] + below.count_ones()) as usize
+    };
+    let counts = &mut scratch.counts;
+    counts.clear();
+    counts.resize(sum as usize, 0);
+    for &key in keys {
+        counts[dense(key)] += 1;
     }
     // The offset table; each counter becomes its key's first position.
-    // Most of a wide range is empty: runs of empty counters are passed over
-    // a cache line at a time.
-    let (mut present, mut starts, mut at) = (Vec::new(), Vec::new(), 0u32);
-    for (base, line) in (low..).step_by(16).zip(counts.chunks_mut(16)) {
-        if line.iter().all(|&count| count == 0) {
-            continue;
-        }
-        for (key, count) in (base..).zip(line.iter_mut()) {
-            if *count > 0 {
-                present.push(key);
-                starts.push(i64::from(at));
-                (at, *count) = (at + *count, at);
-            }
+    let (mut present, mut starts, mut at) = (
+        Vec::with_capacity(counts.len()),
+        Vec::with_capacity(counts.len()),
+        0u32,
+    );
+    let mut count = counts.iter_mut();
+    for (base, &word) in (low..).step_by(64).zip(present_bits.iter()) {
+        let mut bits = word;
+        while bits != 0 {
+            present.push(base + u64::from(bits.trailing_zeros()));
+            starts.push(i64::from(at));
+            let next = count.next().expect("a counter per key present");
+            (at, *next) = (at + *next, at);
+            bits &= bits - 1;
         }
     }
     for (span, &key) in scratch.span.iter_mut().zip(keys) {
-        let next = &mut counts[(key.into() - low) as usize];
+        let next = &mut counts[dense(key)];
         *span = spans.put(*next, &mut scratch.staged_position, *next);
         *next += 1;
-    }
-    for &key in &present {
-        counts[(key - low) as usize] = 0;
     }
     Table {
         keys: present,
@@ -572,11 +600,21 @@ pub fn stage<T: Plain>(
     let cursor = &mut scratch.cursor;
     cursor.clear();
     cursor.extend((0..values.len().div_ceil(SPAN_ROWS)).map(|span| span * SPAN_ROWS));
+    let line = (64 / std::mem::size_of::<T>()).max(1);
     for (values, spans) in values.chunks(STAGE_ROWS).zip(spans.chunks(STAGE_ROWS)) {
-        for (&value, &span) in values.iter().zip(spans) {
-            let next = &mut cursor[usize::from(span)];
-            staged[*next] = value;
-            *next += 1;
+        for (values, spans) in values.chunks(line).zip(spans.chunks(line)) {
+            // The values usually come from a memory map of the source, in
+            // 4 KiB pages the hardware's prefetcher does not cross.
+            prefetch(
+                values
+                    .as_ptr()
+                    .wrapping_add(PREFETCH_AHEAD / std::mem::size_of::<T>().max(1)),
+            );
+            for (&value, &span) in values.iter().zip(spans) {
+                let next = &mut cursor[usize::from(span)];
+                staged[*next] = value;
+                *next += 1;
+            }
         }
         seen(values);
     }

@@ -326,14 +326,26 @@ fn write_part(
         cluster::group_rows(&w.keys, &mut w.scratch)
     };
     let scratch = &mut w.scratch;
+    // The keys are spent once the rows are grouped: their buffer, as long
+    // as a part and already touched, stages the 4-byte columns (fresh
+    // memory costs a page fault per page on its first touch).
+    let staged32 = if narrow {
+        &mut w.keys32
+    } else {
+        &mut w.staged32
+    };
+    let sink = Sink {
+        file,
+        writeback: Writeback::new(file),
+    };
     let mut sources = Vec::with_capacity(columns.len());
     let mut written = Vec::with_capacity(columns.len() + 1);
     for (column, &offset) in columns.iter().zip(offsets) {
         let (source, copy) = match column {
-            RawSlice::U8(v) => put(v, scratch, &mut w.staged8, &mut w.span8, file, offset)?,
-            RawSlice::U16(v) => put(v, scratch, &mut w.staged16, &mut w.span16, file, offset)?,
-            RawSlice::U32(v) => put(v, scratch, &mut w.staged32, &mut w.span32, file, offset)?,
-            RawSlice::U64(v) => put(v, scratch, &mut w.staged64, &mut w.span64, file, offset)?,
+            RawSlice::U8(v) => put(v, scratch, &mut w.staged8, &mut w.span8, &sink, offset)?,
+            RawSlice::U16(v) => put(v, scratch, &mut w.staged16, &mut w.span16, &sink, offset)?,
+            RawSlice::U32(v) => put(v, scratch, staged32, &mut w.span32, &sink, offset)?,
+            RawSlice::U64(v) => put(v, scratch, &mut w.staged64, &mut w.span64, &sink, offset)?,
         };
         sources.push(source);
         written.push(copy);
@@ -346,38 +358,12 @@ fn write_part(
             scratch,
             &mut w.rows64,
             &mut w.span_rows64,
-            file,
+            &sink,
             at,
         )?
     } else {
-        put_rows(
-            first,
-            rows,
-            scratch,
-            &mut w.staged32,
-            &mut w.span32,
-            file,
-            at,
-        )?
+        put_rows(first, rows, scratch, staged32, &mut w.span32, &sink, at)?
     });
-    let mut ranges = Vec::with_capacity(offsets.len());
-    for (k, &offset) in offsets.iter().enumerate() {
-        let size = match columns.get(k) {
-            Some(RawSlice::U8(_)) => 1,
-            Some(RawSlice::U16(_)) => 2,
-            Some(RawSlice::U32(_)) => 4,
-            Some(RawSlice::U64(_)) => 8,
-            None => {
-                if wide_rows {
-                    8
-                } else {
-                    4
-                }
-            }
-        };
-        ranges.push((offset, size * rows as u64));
-    }
-    start_writeback(file, ranges);
     Ok((sources, written, table))
 }
 
@@ -419,7 +405,7 @@ fn put<T: cluster::Plain>(
     scratch: &mut cluster::Scratch,
     staged: &mut Vec<T>,
     span: &mut Vec<T>,
-    file: &std::fs::File,
+    sink: &Sink<'_>,
     at: u64,
 ) -> std::io::Result<(u32, u32)> {
     reserve_huge(staged, values.len());
@@ -428,7 +414,7 @@ fn put<T: cluster::Plain>(
     cluster::stage(values, scratch, staged, |seen| {
         source = cluster::crc32(cluster::as_bytes(seen), source);
     });
-    Ok((source, write_staged(staged, scratch, span, file, at)?))
+    Ok((source, write_staged(staged, scratch, span, sink, at)?))
 }
 
 /// The rows `first + row` in the grouped order, written at `at` as [`put`].
@@ -438,58 +424,98 @@ fn put_rows<T: cluster::Plain + TryFrom<u64>>(
     scratch: &mut cluster::Scratch,
     staged: &mut Vec<T>,
     span: &mut Vec<T>,
-    file: &std::fs::File,
+    sink: &Sink<'_>,
     at: u64,
 ) -> std::io::Result<u32> {
     reserve_huge(staged, rows);
     staged.resize(rows, T::default());
     cluster::stage_rows(first, scratch, staged);
-    write_staged(staged, scratch, span, file, at)
+    write_staged(staged, scratch, span, sink, at)
 }
 
-/// Write a staged column at `at` in `file`, a span at a time in one
-/// sequential run, checksumming each span while it is in cache; returns the
-/// CRC-32 of what was written.
+/// Write a staged column at `at` in the sink's file, a span at a time in one
+/// sequential run, checksumming each span while it is in cache and handing
+/// each [`WRITEBACK_BYTES`] written to its write-back; returns the CRC-32 of
+/// what was written.
 fn write_staged<T: cluster::Plain>(
     staged: &[T],
     scratch: &cluster::Scratch,
     span: &mut Vec<T>,
-    file: &std::fs::File,
+    sink: &Sink<'_>,
     mut at: u64,
 ) -> std::io::Result<u32> {
     use std::os::unix::fs::FileExt;
     let mut crc = 0;
+    let mut pending = at; // written since the last range handed to writeback
     cluster::write_spans(staged, scratch, span, |values| {
         let bytes = cluster::as_bytes(values);
-        file.write_all_at(bytes, at)?;
+        sink.file.write_all_at(bytes, at)?;
         crc = cluster::crc32(bytes, crc);
         at += bytes.len() as u64;
+        if at - pending >= WRITEBACK_BYTES {
+            sink.writeback.start(pending, at - pending);
+            pending = at;
+        }
         Ok::<(), std::io::Error>(())
     })?;
+    if at > pending {
+        sink.writeback.start(pending, at - pending);
+    }
     Ok(crc)
 }
 
-/// Start writing the `(offset, len)` byte ranges of `file` to the disk, on a
-/// thread of its own: the copy's closing fsync (which stays, and is what
-/// makes it durable) then finds most of it written while later parts were
-/// being clustered, instead of all of it at the end. Starting write-back
-/// costs CPU (the file system places the blocks, the requests are built)
-/// and may wait for room in the disk's queue: a worker clustering alone
-/// leaves that to the other core.
-fn start_writeback(file: &std::fs::File, ranges: Vec<(u64, u64)>) {
-    // Its own descriptor of the file, closed when it is done, so the
-    // caller may close its own at any time.
-    let Some(file) = reopen(file) else {
-        return; // no descriptor to spare: the closing fsync does it all
-    };
-    let started = std::thread::Builder::new()
-        .name("quarry-writeback".into())
-        .spawn(move || {
-            for (offset, len) in ranges {
-                sync_range(&file, offset, len);
-            }
-        });
-    drop(started); // a thread that cannot start leaves the work to the fsync
+/// Where a part's columns are written: the copy's file, and the thread
+/// starting their write-back.
+struct Sink<'a> {
+    file: &'a std::fs::File,
+    writeback: Writeback,
+}
+
+/// Bytes of a column written before their write-back to disk is started:
+/// small enough that the disk is kept busy from a part's first column on
+/// and the closing fsync finds little left to write, large enough that the
+/// file system places them in long runs.
+const WRITEBACK_BYTES: u64 = 4 << 20;
+
+/// Starts writing byte ranges of the copy to the disk as a part writes them,
+/// on a thread of its own: the copy's closing fsync (which stays, and is what
+/// makes it durable) then finds nearly all of it written while the parts
+/// were being clustered, instead of all of it at the end. Starting
+/// write-back costs CPU (the file system places the blocks, the requests
+/// are built) and may wait for room in the disk's queue: a worker
+/// clustering alone leaves that to the other core. Dropped, it lets its
+/// thread finish the ranges it was given.
+struct Writeback {
+    ranges: Option<std::sync::mpsc::Sender<(u64, u64)>>,
+}
+
+impl Writeback {
+    fn new(file: &std::fs::File) -> Self {
+        // Its own descriptor of the file, closed when it is done, so the
+        // caller may close its own at any time.
+        let Some(file) = reopen(file) else {
+            return Writeback { ranges: None }; // the closing fsync does it all
+        };
+        let (ranges, given) = std::sync::mpsc::channel::<(u64, u64)>();
+        let started = std::thread::Builder::new()
+            .name("quarry-writeback".into())
+            .spawn(move || {
+                for (offset, len) in given {
+                    sync_range(&file, offset, len);
+                }
+            });
+        // A thread that cannot start leaves the work to the fsync.
+        Writeback {
+            ranges: started.is_ok().then_some(ranges),
+        }
+    }
+
+    /// Have `len` bytes from `offset` written to the disk soon.
+    fn start(&self, offset: u64, len: u64) {
+        if let Some(ranges) = &self.ranges {
+            let _ = ranges.send((offset, len)); // a thread gone: left to the fsync
+        }
+    }
 }
 
 /// The file opened afresh, not duplicated: a duplicate shares the caller's
