@@ -31,7 +31,16 @@ macro_rules! bin_float {
                 // lost by max and min (they return the number), so it is
                 // picked apart at the end. Branch-free: the loop vectorises.
                 let scaled = (self - origin) / size;
-                let clipped = scaled.max(0.0).min(last as $t);
+                // The greatest value of this dtype not above `last`: `last
+                // as f32` rounds to nearest, and rounded up it would give a
+                // bin past the last (the NaN bin's, or 2^31). Loop-invariant.
+                let rounded = last as $t;
+                let top = if f64::from(rounded) > f64::from(last) {
+                    <$t>::from_bits(rounded.to_bits() - 1)
+                } else {
+                    rounded
+                };
+                let clipped = scaled.max(0.0).min(top);
                 // Whole and in range (`last` < 2^31): exact, and 32-bit
                 // lanes vectorise where 64-bit ones do not. Unchecked: `as`
                 // saturates (and maps NaN to 0), which LLVM cannot do in
@@ -39,7 +48,7 @@ macro_rules! bin_float {
                 // and a branch per value).
                 // SAFETY: `clipped` is never NaN (max returns the number
                 // when one operand is NaN, and 0 is one) and lies in
-                // [0, last], last < 2^31: it fits i32.
+                // [0, top], top <= last < 2^31: it fits i32.
                 let bin = unsafe { clipped.to_int_unchecked::<i32>() } as u32;
                 if scaled.is_nan() { nan } else { bin }
             }
@@ -861,6 +870,18 @@ mod tests {
             let placed = spans_of(&staged, &scratch);
             assert!(placed.iter().zip(&want).all(|(&v, &r)| v == r * 31));
         }
+    }
+
+    #[test]
+    fn a_last_bin_f32_cannot_hold_stays_below_the_nan_bin() {
+        // 2^25 + 3 is not an f32: it rounds up to 2^25 + 4, past the last bin.
+        let last = (1u32 << 25) + 3;
+        assert_eq!(1e30f32.bin(0.0, 1.0, last, last + 1), 1 << 25);
+        assert_eq!(
+            f32::INFINITY.bin(0.0, 1.0, u32::MAX >> 1, 1 << 31),
+            (1 << 31) - 128
+        );
+        assert_eq!(1e300f64.bin(0.0, 1.0, last, last + 1), last);
     }
 
     #[test]
