@@ -441,8 +441,10 @@ def read(path: str) -> tuple[list[_core.IndexFile], Manifest]:
     return them with the verified manifest."""
     index, manifest = read_manifest(path)
     files = [index]
+    # Shards are named relative to the index (most indexes have none).
+    directory = os.path.dirname(os.path.abspath(path)) if manifest.shards else ""
     for shard in manifest.shards:
-        shard_file = os.path.join(os.path.dirname(os.path.abspath(path)), shard.name)
+        shard_file = os.path.join(directory, shard.name)
         try:
             mapped = _core.IndexFile(shard_file)
         except OSError as exc:
