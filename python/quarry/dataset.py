@@ -435,12 +435,17 @@ class Dataset:
         binning = Binning.of(len(variables), bin_size, bins)
         rows = part_rows or DEFAULT_PART_ROWS
         self._copy, self._copy_absent = None, False  # the next query opens the new copy
+        index = None
+        with contextlib.suppress(QuarryError):  # a stale index: the ranges are read
+            index = self._open_store()
+        driver = self._file_driver
         if comm is not None and comm.size > 1:
             from quarry.parallel.reorg import reorganize_shared
 
-            driver = self._file_driver
-            return reorganize_shared(comm, driver, plans, target, binning, rows, None, progress)
-        return reorganize(self._file_driver, plans, target, binning, rows, None, progress)
+            return reorganize_shared(
+                comm, driver, plans, target, binning, rows, None, progress, index
+            )
+        return reorganize(driver, plans, target, binning, rows, None, progress, index)
 
     def reorganize_plan(self, variables: list[str], path: str | None = None) -> list[MemberPlan]:
         """The tables :meth:`reorganize` would write: the variables ``variables``

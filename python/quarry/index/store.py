@@ -46,6 +46,12 @@ class IndexStore:
         """Whether every column may answer without reading the source first."""
         return not self._unchecked
 
+    @property
+    def source_stat(self) -> dict[str, int]:
+        """The source's :func:`~quarry.formats.base.fingerprint` when the
+        index was opened (what its freshness was decided on)."""
+        return self._freshness.now
+
     def check(self, paths: Iterable[str] | None = None) -> None:
         """Check the columns ``paths`` (default: all) that the stat could not
         prove unchanged against their recorded CRCs, reading them in full;

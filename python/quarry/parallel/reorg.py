@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quarry.errors import ParallelError, SourceError
 from quarry.formats.base import Driver, fingerprint
@@ -32,12 +32,16 @@ from quarry.reorg.build import (
     assemble,
     cluster_parts,
     cut_parts,
+    indexed_extents,
     make_axes,
     measure,
     merge_extents,
     serial_reader,
 )
 from quarry.reorg.layout import CopyManifest, CopyWriter
+
+if TYPE_CHECKING:
+    from quarry.index.store import IndexStore
 
 
 def reorganize_shared(
@@ -49,14 +53,17 @@ def reorganize_shared(
     part_rows: int,
     jobs: int | None = None,
     progress: Callable[[int], object] | None = None,
+    index: IndexStore | None = None,
 ) -> CopyManifest:
     """Write the reorganised copy of ``members`` with every rank of ``comm``
     (collective: all ranks call it with the same arguments); returns its
     manifest on every rank, or raises :class:`ParallelError` on every rank,
-    naming the ranks that failed and why."""
+    naming the ranks that failed and why. Each rank's ``index`` (its own
+    opening of the file's index, if any) spares it reading the ranges it knows."""
     sizes, cuts = cut_parts(members, part_rows)
     before = fingerprint(driver.path)
     read_ns = time.time_ns()  # the stat above is trusted only if safely older
+    known = indexed_extents(index, members, before)
     shares = share([len(c) for c in cuts], comm.rank, comm.size)
     mine = [parts[a:b] for parts, (a, b) in zip(cuts, shares, strict=True)]
     read = serial_reader(driver)
@@ -67,7 +74,8 @@ def reorganize_shared(
         extents: list[Any] = []
         try:
             extents = [
-                measure(read, p, parts, workers) for p, parts in zip(members, mine, strict=True)
+                measure(read, p, parts, workers, known)
+                for p, parts in zip(members, mine, strict=True)
             ]
         except Exception as exc:
             failure = _describe(exc)

@@ -76,6 +76,38 @@ class Extent:
             pick(max, self.finite_high, other.finite_high),
         )
 
+    @staticmethod
+    def of_statistics(
+        count: int, missing: int, low: float | None, high: float | None, integer: bool
+    ) -> Extent | None:
+        """The extent of a variable whose statistics are known (an index's):
+        ``count`` values not NaN, ``missing`` NaN, the least and greatest of
+        them. None where those cannot tell it: an infinity among them (the
+        least and greatest finite values are not known), or values missing
+        from an integer variable (an index counts what it was told is
+        missing, which :func:`extent_of` would take as values).
+
+        Examples
+        --------
+        >>> Extent.of_statistics(3, 1, -2.0, 5.0, False)
+        Extent(low=-2.0, high=5.0, has_nan=True, finite_low=-2.0, finite_high=5.0)
+        >>> Extent.of_statistics(2, 0, -1, 9, True)
+        Extent(low=-1, high=9, has_nan=False, finite_low=-1, finite_high=9)
+        >>> Extent.of_statistics(0, 4, None, None, False)
+        Extent(low=None, high=None, has_nan=True, finite_low=None, finite_high=None)
+        >>> Extent.of_statistics(3, 0, 1.0, math.inf, False) is None
+        True
+        """
+        if integer and missing:
+            return None
+        if count == 0 or low is None or high is None:
+            return Extent(None, None, missing > 0)
+        if integer:
+            return Extent(int(low), int(high), False, int(low), int(high))
+        if not (math.isfinite(low) and math.isfinite(high)):
+            return None
+        return Extent(float(low), float(high), missing > 0, float(low), float(high))
+
 
 #: Values reduced at a time by :func:`extent_of`: a slice (256 KiB of
 #: float32) stays in the second-level cache between its minimum and its

@@ -2,7 +2,10 @@
 
 1. *Ranges*: every part of the rows finds each variable's least and greatest
    value and whether it holds NaN; the parts' extents merged give each
-   variable's :class:`~quarry.reorg.binning.Axis`.
+   variable's :class:`~quarry.reorg.binning.Axis`. A fresh index of the file
+   already knows them (its blocks' statistics, :func:`indexed_extents`): the
+   variables it covers are not read for this pass, which is then most of a
+   cold source's reading saved.
 2. *Clustering*: every part reads its rows of each variable (one span per
    variable) and hands them to the core in one call without the GIL
    (:func:`quarry._core.cluster_part`): it gives each row its 1-D bin per
@@ -36,7 +39,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from quarry import _core
-from quarry.errors import ReorgError, ShapeMismatchError, SourceError, UnsupportedVariableError
+from quarry.errors import (
+    QuarryError,
+    ReorgError,
+    ShapeMismatchError,
+    SourceError,
+    UnsupportedVariableError,
+)
 from quarry.formats.base import Driver, VariableInfo, fingerprint
 from quarry.index.layout import remove_debris
 from quarry.index.manifest import SourceRecord
@@ -58,6 +67,8 @@ from quarry.version import VERSION
 
 if TYPE_CHECKING:
     import numpy.typing as npt
+
+    from quarry.index.store import IndexStore
 
 #: Reads rows ``[start, stop)`` of a variable as a contiguous array.
 Reader = Callable[[str, int, int], Any]
@@ -163,11 +174,14 @@ def reorganize(
     part_rows: int = DEFAULT_PART_ROWS,
     jobs: int | None = None,
     progress: Callable[[int], object] | None = None,
+    index: IndexStore | None = None,
 ) -> CopyManifest:
     """Write the reorganised copy of ``members`` of an open file to ``path``
     (atomically, replacing any old copy); returns its manifest. ``jobs``
     threads share the parts (None or 0: as many as the core uses);
-    ``progress`` is called with the rows of each part clustered.
+    ``progress`` is called with the rows of each part clustered; the file's
+    ``index``, if given, saves reading the variables it knows the ranges of
+    (see :func:`indexed_extents`).
 
     Examples
     --------
@@ -189,11 +203,12 @@ def reorganize(
     sizes, cuts = cut_parts(members, part_rows)
     before = fingerprint(driver.path)
     read_ns = time.time_ns()  # the stat above is trusted only if safely older
+    known = indexed_extents(index, members, before)
     remove_debris(path)
     read = serial_reader(driver)
     with ThreadPoolExecutor(jobs or core_jobs()) as workers:
         all_axes = [
-            make_axes(plan, binning, measure(read, plan, parts, workers))
+            make_axes(plan, binning, measure(read, plan, parts, workers, known))
             for plan, parts in zip(members, cuts, strict=True)
         ]
         shapes = [(m.name, n, axes) for m, n, axes in zip(members, sizes, all_axes, strict=True)]
@@ -233,12 +248,73 @@ def serial_reader(driver: Driver) -> Reader:
     return read
 
 
+def indexed_extents(
+    index: IndexStore | None, members: list[MemberPlan], now: dict[str, Any]
+) -> dict[str, Extent]:
+    """The extents of ``members``' variables that ``index`` already holds,
+    by variable path: each one's least and greatest value and NaN count
+    over the file's blocks (:meth:`Extent.of_statistics`), exactly what pass
+    1 would find. Only an index that the source's stat ``now`` proves fresh
+    is asked: trusted without reading the source, and opened at this very
+    stat (a file written since then gets its variables read); a variable it
+    does not cover whole, or whose statistics cannot tell its extent, is left
+    to pass 1, as is every variable of an index that cannot be read.
+
+    Examples
+    --------
+    >>> import h5py, numpy as np, tempfile, os, quarry
+    >>> from quarry.formats.hdf5 import HDF5Driver
+    >>> file = os.path.join(tempfile.mkdtemp(), "p.h5")
+    >>> with h5py.File(file, "w") as f:
+    ...     f["x"], f["y"] = np.array([3.0, np.nan, 2.0]), np.array([0.0, np.inf, 1.0])
+    >>> with quarry.open(file) as ds:
+    ...     _ = ds.build_index()
+    ...     plan = MemberPlan("m0", None, None, tuple(HDF5Driver(file).variables()))
+    ...     before = indexed_extents(ds.index, [plan], fingerprint(file))
+    ...     ds.index.check()  # written just now: trusted once its CRCs are checked
+    ...     after = indexed_extents(ds.index, [plan], fingerprint(file))
+    >>> before, after  # y's infinity: read
+    ({}, {'/x': Extent(low=2.0, high=3.0, has_nan=True, finite_low=2.0, finite_high=3.0)})
+    """
+    from quarry.index.stats import column_stats
+
+    if index is None or not index.trusted or index.source_stat != now:
+        return {}
+    known = {}
+    for var in {v.path: v for member in members for v in member.variables}.values():
+        entry = index.variables.get(var.path)
+        if entry is None or entry.n_rows != var.size or var.dtype.kind not in "fiu":
+            continue
+        try:
+            stats = column_stats(index.column(var.path))
+        except QuarryError:  # a damaged column: the pass reads it
+            continue
+        extent = Extent.of_statistics(
+            stats.count, stats.missing, stats.min, stats.max, var.dtype.kind in "iu"
+        )
+        if extent is not None:
+            known[var.path] = extent
+    return known
+
+
 def measure(
-    read: Reader, plan: MemberPlan, parts: list[tuple[int, int]], workers: ThreadPoolExecutor
+    read: Reader,
+    plan: MemberPlan,
+    parts: list[tuple[int, int]],
+    workers: ThreadPoolExecutor,
+    known: dict[str, Extent] | None = None,
 ) -> list[Extent]:
-    """The extent of each variable of ``plan`` over ``parts`` (pass 1)."""
-    found = workers.map(lambda cut: [extent_of(read(v.path, *cut)) for v in plan.variables], parts)
-    return merge_extents(list(found), len(plan.variables))
+    """The extent of each variable of ``plan`` over ``parts`` (pass 1): as
+    ``known`` gives it (by path; the whole variable's), else read."""
+    known = known or {}
+    todo = [v for v in plan.variables if v.path not in known]
+    found = (
+        list(workers.map(lambda cut: [extent_of(read(v.path, *cut)) for v in todo], parts))
+        if todo
+        else []
+    )
+    measured = iter(merge_extents(found, len(todo)))
+    return [known[v.path] if v.path in known else next(measured) for v in plan.variables]
 
 
 def merge_extents(found: list[list[Extent]], n_vars: int) -> list[Extent]:
