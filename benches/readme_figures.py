@@ -24,6 +24,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from reorg import goal_met, goal_rows, goal_wanted
 from timing import break_even, loaded, ratio
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -364,45 +365,7 @@ def reorg_section(res: dict[str, Any]) -> str:
     """Issue 12's figures: Q1's values through the copy, the joins, the reorganisation."""
     r = res["reorg"]
     limit = r["meta"]["others_limit"]
-    q1, prep, goals = r["q1"], r["prepare"], r["goals"]
-    mdbin = q1["mdbin"]
-    labels = ("1 thread", "all cores")
-    # (what, reorganisation, plain read): page cache warm, and both cold where dropping
-    # the file's pages made the read cold on the machine (see benches/reorg.py).
-    reorgs = [
-        (f"reorganisation on {label}, over a plain read of the four variables, warm", k, "read")
-        for label in labels
-        for k in [f"reorg {label}"]
-    ]
-    if prep.get("cold works"):
-        reorgs += [
-            (f"reorganisation on {label}, over a plain read, both cold", k, "read cold")
-            for label in labels
-            for k in [f"reorg {label} cold"]
-        ]
-    checks = [
-        (
-            "Q1 values through the copy, over the bitmap index path",
-            q1["index"],
-            mdbin,
-            goals["index"],
-        ),
-        (
-            "Q1 values through the copy, over NumPy reading the file and filtering",
-            q1["numpy cold"],
-            mdbin,
-            goals["scan"],
-        ),
-    ]
-    checks += [
-        (
-            f"{name}, {j['method']} join, over the NumPy reference",
-            j["numpy"],
-            j["quarry"],
-            goals["join"],
-        )
-        for name, j in r["joins"].items()
-    ]
+    q1, prep = r["q1"], r["prepare"]
     lines = [
         f"`benches/reorg.py` times issue 12's reorganised copy (MDBin) and interpolation "
         f"joins on {r['n']:,} particles and a {r['mesh']}^3 field "
@@ -415,17 +378,11 @@ def reorg_section(res: dict[str, Any]) -> str:
         "|---|---:|---:|",
     ]
     met, missed = [], []
-    for label, base, tool, goal in checks:
-        x = base["median"] / tool["median"]
-        flag = " (!)" if loaded(base, limit) or loaded(tool, limit) else ""
-        lines.append(f"| {label} | {ratio(base, tool)}{flag} | at least {goal:g}x |")
-        (met if x >= goal else missed).append(label)
-    for what, key, read_key in reorgs:
-        t, plain = prep[key], prep[read_key]
-        x = t["median"] / plain["median"]
-        flag = " (!)" if loaded(t, limit) or loaded(plain, limit) else ""
-        lines.append(f"| {what} | {x:.1f}x{flag} | at most 3x |")
-        (met if x <= 3 else missed).append(what)
+    for label, a, b, goal in goal_rows(r):
+        x = a["median"] / b["median"]
+        flag = " (!)" if loaded(a, limit) or loaded(b, limit) else ""
+        lines.append(f"| {label} | {x:.1f}x{flag} | {goal_wanted(goal)} |")
+        (met if goal_met(x, goal) else missed).append(label)
     floor = prep.get("write floor")
     floor_text = (
         ""
