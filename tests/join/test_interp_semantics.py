@@ -226,3 +226,44 @@ def test_a_subarray_takes_its_part_of_the_coordinate_variables(tmp_path):
     with quarry.open(particles) as ds:
         table = ds.select_all(["lat"]).interpolate({"t": f"{field}:tas[1]"}, ["lat", "lon"])
     assert_close(table["t"], reference(tas[1], coords[1:], [lat, lon], "nan"), tas)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("copy", [False, True])
+def test_fields_on_one_grid_or_several_in_one_join_are_each_their_own(tmp_path, seed, copy):
+    """Fields of one join are located once per grid they share; each answer
+    is bit for bit the one joined alone, and the NumPy reference's: two
+    components of one mesh (float32, int16), one of a larger shape (another
+    grid), and one that is a subarray of a larger variable (the mesh's shape,
+    other rows read)."""
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(n) for n in rng.integers(2, 7, 3))
+    mesh = {
+        "bx": rng.normal(0, 10, shape).astype("<f4"),
+        "by": rng.integers(-500, 500, shape).astype("<i2"),
+        "bz": rng.normal(0, 1, tuple(n + 2 for n in shape)),
+        "ex": rng.normal(0, 1, (shape[0] + 2, *shape[1:])),
+    }
+    texts = {name: write_field(str(tmp_path), "raw", name, v) for name, v in mesh.items()}
+    texts["ex"] += f"[1:{shape[0] + 1}]"
+    kept = dict(mesh, ex=mesh["ex"][1 : shape[0] + 1])
+    n = int(rng.integers(1, 400))
+    points = [rng.uniform(-0.5, s - 0.5, n) for s in shape]
+    particles = write_particles(str(tmp_path / "p.h5"), dict(zip("xyz", points, strict=True)))
+    with quarry.open(particles) as ds:
+        if copy:
+            ds.reorganize(["x", "y", "z"], bins=3)
+        alone = {
+            name: ds.select_all(["x"]).interpolate({name: text}, "xyz", grid=GRID)[name]
+            for name, text in texts.items()
+        }
+        together = ds.select_all(["x"]).interpolate(texts, "xyz", grid=GRID)
+    for name, values in kept.items():
+        assert np.array_equal(together[name], alone[name], equal_nan=True), name
+        # A subarray keeps the whole variable's coordinates along its axes: ex's axis 0
+        # starts at node 1.
+        coords = [
+            np.arange(s, dtype=np.float64) + (name == "ex" and k == 0)
+            for k, s in enumerate(values.shape)
+        ]
+        assert_close(together[name], reference(values, coords, points, "nan"), values)

@@ -59,13 +59,17 @@ def readable_by_rows(field: Field) -> bool:
 
 
 def interpolate_grouped(
-    field: Field,
+    fields: Sequence[Field],
     lower: Sequence[IntArray],
     t: Sequence[npt.NDArray[np.float64]],
     keys: IntArray,
 ) -> npt.NDArray[np.float64]:
-    """The field at particles in cells ``lower`` (per axis) at fractions
-    ``t``, reading only the rows of each group (``keys``) of them."""
+    """``fields`` (of one stored shape and part, :func:`same_grid`) at
+    particles in cells ``lower`` (per axis) at fractions ``t``, reading only
+    the rows of each group (``keys``) of them: one row of values per field.
+    The rows to read, and where each particle's nodes lie in them, are found
+    once for all the fields."""
+    field = fields[0]
     rank = len(lower)
     stored = (*field.info.shape, 1, 1)[:3]
     starts = [a.start for a in field.subarray.axes if not isinstance(a, int)] + [0, 0]
@@ -77,7 +81,7 @@ def interpolate_grouped(
     i, j = np.nonzero(mask)
     units = (starts[0] + first[0] + i) * stored[1] + (starts[1] + first[1] + j)
     width = stored[2]
-    values = field.read_units(units.astype(np.int64), width)
+    values = [f.read_units(units.astype(np.int64), width) for f in fields]
     slot = np.full(mask.size, -1, np.int64)
     slot[i * mask.shape[1] + j] = np.arange(len(i), dtype=np.int64) * width
     within = starts[2] + (lower[2] if rank > 2 else zeros)
@@ -132,20 +136,31 @@ def _covered(
 
 
 def corner_sum(
-    values: npt.NDArray[Any],
+    values: Sequence[npt.NDArray[Any]],
     rank: int,
     t: Sequence[npt.NDArray[np.float64]],
     index: Callable[[tuple[int, ...]], npt.NDArray[np.int64]],
 ) -> npt.NDArray[np.float64]:
-    """The sum over the ``2**rank`` corners of each particle's cell (corner
-    ``(0, 1, 0)``: the upper node along axis 1) of the corner's weight, a
-    product of ``t`` or ``1 - t`` per axis, times its value, ``values[index(corner)]``."""
-    # The weights built axis by axis, corners in the order of itertools.product.
-    weights = [1.0 - t[0], t[0]]
-    for fraction in t[1:]:
-        weights = [w * f for w in weights for f in (1.0 - fraction, fraction)]
-    out = np.zeros(len(t[0]))
-    corners = itertools.product((0, 1), repeat=rank)
-    for weight, corner in zip(weights, corners, strict=True):
-        out += weight * values[index(corner)]  # float32 widens to float64 exactly
+    """For each of ``values`` (fields laid out alike), the sum over the
+    ``2**rank`` corners of each particle's cell (corner ``(0, 1, 0)``: the
+    upper node along axis 1) of the corner's weight, a product of ``t`` or
+    ``1 - t`` per axis, times its value, ``values[k][index(corner)]``: one
+    row per field. Each corner's weight and index are made once, for all.
+
+    Examples
+    --------
+    >>> fields = [np.array([0.0, 10.0]), np.array([1.0, 3.0])]
+    >>> corner_sum(fields, 1, [np.array([0.25, 1.0])], lambda c: np.array([c[0], c[0]])).tolist()
+    [[2.5, 10.0], [1.5, 3.0]]
+    """
+    out = np.zeros((len(values), len(t[0])))
+    sides = [(1.0 - fraction, fraction) for fraction in t]
+    for corner in itertools.product((0, 1), repeat=rank):
+        # The weight built axis by axis, in the order of the axes.
+        weight = sides[0][corner[0]]
+        for bit, side in zip(corner[1:], sides[1:], strict=True):
+            weight = weight * side[bit]
+        at = index(corner)
+        for row, field in zip(out, values, strict=True):
+            row += weight * field[at]  # float32 widens to float64 exactly
     return out

@@ -1,9 +1,11 @@
 """The interpolation join (SCJoin, after SDS-MD): mesh fields interpolated
 at the positions of selected particles.
 
-For each field: locate every particle on each axis (its cell and fraction
-``t``, :meth:`~quarry.join.grid.Axis.locate`), read the box of the field the
-cells of the inside particles cover (never the rest of the field:
+For the fields on one grid (:func:`same_grid`: three components of one
+mesh, say), once: locate every particle on each axis (its cell and fraction
+``t``, :meth:`~quarry.join.grid.Axis.locate`) and find what to read; then for
+each field, read the box of the field the cells of the inside particles
+cover (never the rest of the field:
 :meth:`~quarry.join.field.Field.read_box`), and weigh the ``2**rank`` nodes
 of each cell by the products of ``t`` and ``1 - t``: linear on one axis,
 bilinear on two, trilinear on three, in float64 whatever the field's dtype.
@@ -183,10 +185,11 @@ def interpolate(
         positions = [np.asarray(p, dtype=np.float64) for p in stored]
         groups = None if clusters is None else group_keys(clusters, stored)
         workers = selection.jobs or jobs()
-        columns = {
-            name: interpolate_field(f, positions, outside == "clamp", groups, workers)
-            for name, f in zip(fields, opened, strict=True)
-        }
+        columns = {}
+        for alike in same_grid(opened):
+            found = interpolate_fields(alike, positions, outside == "clamp", groups, workers)
+            columns.update({f.name: values for f, values in zip(alike, found, strict=True)})
+        columns = {name: columns[name] for name in fields}
     finally:
         for field in opened:
             field.close()
@@ -207,20 +210,54 @@ def interpolate(
     return Interpolated(table, tuple(fields), read, by)
 
 
-def interpolate_field(
-    field: Field,
+def same_grid(fields: Sequence[Field]) -> list[list[Field]]:
+    """``fields`` in groups on one grid: the same coordinates along each
+    axis, and the same part of variables of the same stored shape, so the
+    particles' cells, fractions, MDBin groups and the rows to read are the
+    same for each. In the order of their first field.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> from quarry.formats.raw import RawLayout, register
+    >>> from quarry.join.grid import GridSpec
+    >>> folder = tempfile.mkdtemp()
+    >>> for name in ("bx", "by", "bz"):
+    ...     path = os.path.join(folder, name + ".bin")
+    ...     np.zeros(8, "<f4").tofile(path)
+    ...     _ = register(path, RawLayout(name, "<f4", (2, 4)))
+    >>> unit, half = GridSpec((0, 0), (1, 1)), GridSpec((0, 0), (0.5, 1))
+    >>> opened = [Field.open(n, os.path.join(folder, n + ".bin"), g)
+    ...           for n, g in (("bx", unit), ("by", half), ("bz", unit))]
+    >>> [[f.name for f in alike] for alike in same_grid(opened)]
+    [['bx', 'bz'], ['by']]
+    >>> for f in opened:
+    ...     f.close()
+    """
+    groups: dict[Any, list[Field]] = {}
+    for f in fields:
+        grid = tuple((a.coords.tobytes(), a.descending) for a in f.axes)
+        groups.setdefault((f.info.shape, f.subarray, grid), []).append(f)
+    return list(groups.values())
+
+
+def interpolate_fields(
+    fields: Sequence[Field],
     positions: Sequence[npt.NDArray[np.float64]],
     clamp: bool,
     groups: npt.NDArray[np.int64] | None = None,
     workers: int = 1,
 ) -> npt.NDArray[np.float64]:
-    """``field`` interpolated at ``positions`` (one array per axis, axis 0
-    first): NaN outside its grid, unless ``clamp``. With ``groups`` (each
-    particle's MDBin, :func:`~quarry.join.groups.group_keys`) only the rows
-    each group's cells cover are read; else the box of all of them. On up
-    to ``workers`` threads, each reading its own band's region
-    (:mod:`quarry.join.workers`), with the same answer as on one."""
-    out = np.full(len(positions[0]), np.nan)
+    """``fields`` (on one grid, :func:`same_grid`) interpolated at
+    ``positions`` (one array per axis, axis 0 first), one row per field:
+    NaN outside the grid, unless ``clamp``. The particles are located once
+    for all the fields. With ``groups`` (each particle's MDBin,
+    :func:`~quarry.join.groups.group_keys`) only the rows each group's cells
+    cover are read; else the box of all of them. On up to ``workers``
+    threads, each reading its own band's region (:mod:`quarry.join.workers`),
+    with the same answer as on one."""
+    field = fields[0]
+    out = np.full((len(fields), len(positions[0])), np.nan)
     # Axis 0 is located for all (the bands are cut along it), the others
     # band by band, on the band's thread.
     first_cells, first_t, near = field.axes[0].locate(positions[0], clamp)
@@ -231,7 +268,7 @@ def interpolate_field(
 
     def band(part: npt.NDArray[np.int64] | None) -> npt.NDArray[np.float64]:
         rows = along if part is None else along[part]
-        values = np.full(len(rows), np.nan)
+        values = np.full((len(fields), len(rows)), np.nan)
         located = [(first_cells[rows], first_t[rows])]
         inside = np.ones(len(rows), dtype=bool)
         for axis, p in zip(field.axes[1:], positions[1:], strict=True):
@@ -243,43 +280,47 @@ def interpolate_field(
         lower = [cells[inside] for cells, _ in located]
         t = [fraction[inside] for _, fraction in located]
         if keys is not None:
-            values[inside] = interpolate_grouped(field, lower, t, keys[rows][inside])
+            values[:, inside] = interpolate_grouped(fields, lower, t, keys[rows][inside])
         else:
-            values[inside] = interpolate_boxed(field, lower, t)
+            values[:, inside] = interpolate_boxed(fields, lower, t)
         return values
 
-    out[along] = spread(first_cells[along], workers, band)
+    out[:, along] = spread(first_cells[along], workers, band)
     return out
 
 
 def interpolate_boxed(
-    field: Field, lower: Sequence[npt.NDArray[np.int64]], t: Sequence[npt.NDArray[np.float64]]
-) -> npt.NDArray[np.float64]:
-    """The field at particles in cells ``lower`` (per axis) at fractions
-    ``t``, reading the box their cells cover."""
-    lo = tuple(int(cell.min()) for cell in lower)
-    hi = tuple(int(cell.max()) + 2 for cell in lower)
-    box = field.read_box(lo, hi)
-    return multilinear(box, [cell - first for cell, first in zip(lower, lo, strict=True)], t)
-
-
-def multilinear(
-    box: npt.NDArray[np.generic],
+    fields: Sequence[Field],
     lower: Sequence[npt.NDArray[np.int64]],
     t: Sequence[npt.NDArray[np.float64]],
 ) -> npt.NDArray[np.float64]:
-    """The weighted sum over the ``2**rank`` corners of each cell: the value
-    at lower corner ``lower`` (indices into ``box``, per axis) plus
-    fraction ``t`` of the way along each axis.
+    """``fields`` (on one grid) at particles in cells ``lower`` (per axis)
+    at fractions ``t``, reading the box their cells cover: one row per field."""
+    lo = tuple(int(cell.min()) for cell in lower)
+    hi = tuple(int(cell.max()) + 2 for cell in lower)
+    boxes = [f.read_box(lo, hi) for f in fields]
+    return multilinear(boxes, [cell - first for cell, first in zip(lower, lo, strict=True)], t)
+
+
+def multilinear(
+    boxes: Sequence[npt.NDArray[np.generic]],
+    lower: Sequence[npt.NDArray[np.int64]],
+    t: Sequence[npt.NDArray[np.float64]],
+) -> npt.NDArray[np.float64]:
+    """For each of ``boxes`` (of one shape), the weighted sum over the
+    ``2**rank`` corners of each cell: the value at lower corner ``lower``
+    (indices into the box, per axis) plus fraction ``t`` of the way along
+    each axis; one row per box.
 
     Examples
     --------
     >>> box = np.array([[0.0, 1.0], [10.0, 11.0]])
-    >>> multilinear(box, [np.array([0, 0]), np.array([0, 0])],
+    >>> multilinear([box, -box], [np.array([0, 0]), np.array([0, 0])],
     ...             [np.array([0.5, 1.0]), np.array([0.5, 0.0])]).tolist()
-    [5.5, 10.0]
+    [[5.5, 10.0], [-5.5, -10.0]]
     """
-    flat = np.ascontiguousarray(box).reshape(-1)
+    box = boxes[0]
+    flat = [np.ascontiguousarray(b).reshape(-1) for b in boxes]
     strides = [int(np.prod(box.shape[k + 1 :], dtype=np.int64)) for k in range(box.ndim)]
     first = sum((cell * stride for cell, stride in zip(lower, strides, strict=True)), np.int64(0))
 

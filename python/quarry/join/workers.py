@@ -75,9 +75,10 @@ def spread(
     cells: IntArray, workers: int, work: Callable[[IntArray | None], FloatArray]
 ) -> FloatArray:
     """``work`` of every band (:func:`bands`), each on its own thread (the
-    first on the calling one), its values put back in place: ``work(part)`` gives the values of the
-    particles ``part``, ``work(None)`` those of all of them (one band, run
-    on the calling thread).
+    first on the calling one), its values put back in place: ``work(part)``
+    gives the values of the particles ``part`` (along its last axis: one row
+    per field, say), ``work(None)`` those of all of them (one band, run on
+    the calling thread).
 
     Examples
     --------
@@ -111,7 +112,9 @@ def spread(
         thread.join()
     if failures:
         raise failures[min(failures)]
-    out = np.empty(len(cells))
+    first = results[0]
+    assert first is not None
+    out = np.empty((*first.shape[:-1], len(cells)))  # the particles along the last axis
     for part, values in zip(parts, results, strict=True):
-        out[part] = values
+        out[..., part] = values
     return out
