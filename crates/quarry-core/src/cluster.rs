@@ -388,15 +388,17 @@ pub struct Scratch {
     spare: Vec<u64>,
     /// Radix sort: each row's position in the grouped order.
     position: Vec<u32>,
-    /// The span of [`SPAN_ROWS`] each row's position falls in (a part has
-    /// at most 2^32 rows, so 2^16 spans).
-    span: Vec<u16>,
+    /// Each row's slot in the staged order: the next free one of the span
+    /// of [`SPAN_ROWS`] its position falls in, when it was grouped. Noted
+    /// then, so staging a column is a plain scatter, with no cursor to
+    /// carry from row to row.
+    slot: Vec<u32>,
     /// The positions, rows regrouped by span ([`stage`]'s order).
     staged_position: Vec<u32>,
-    /// Where the next row of each span goes while staging.
+    /// Where the next row of each span goes while grouping.
     cursor: Vec<usize>,
-    /// How large buffers of positions are allocated (None: as any `Vec`),
-    /// given the buffer and the length it must reach.
+    /// How the large buffers of positions and slots are allocated (None:
+    /// as any `Vec`), given the buffer and the length it must reach.
     reserve: Option<fn(&mut Vec<u32>, usize)>,
 }
 
@@ -427,9 +429,10 @@ const COUNTING_FLOOR: u64 = 1 << 16;
 /// present in a bitmap of the range (which stays in cache: a part's range
 /// spans millions of keys, of which some tens of thousands are present), one
 /// histogram pass over a counter per key present (found by its rank in the
-/// bitmap), whose prefix sums are the offset table and each key's first
-/// position, and one pass giving each row its key's next position (noting
-/// the row's span and regrouping the positions by span on the way). Wider
+/// bitmap, and noted in the row's slot for the next pass), whose prefix sums
+/// are the offset table and each key's first position, and one pass giving
+/// each row its key's next position (regrouping the positions by span on
+/// the way, and noting each row's slot in that order for [`stage`]). Wider
 /// ones are radix sorted.
 ///
 /// Columns are then placed in two streaming passes instead of one scatter
@@ -444,15 +447,13 @@ const COUNTING_FLOOR: u64 = 1 << 16;
 pub fn group_rows<K: Key>(keys: &[K], scratch: &mut Scratch) -> Table {
     let n = keys.len();
     assert!(u32::try_from(n).is_ok(), "at most u32::MAX rows");
-    scratch.span.resize(n, 0); // every slot is written below
-    if let Some(reserve) = scratch
-        .reserve
-        .filter(|_| scratch.staged_position.len() < n)
-    {
-        scratch.staged_position = Vec::new();
-        reserve(&mut scratch.staged_position, n);
+    for buffer in [&mut scratch.slot, &mut scratch.staged_position] {
+        if let Some(reserve) = scratch.reserve.filter(|_| buffer.capacity() < n) {
+            *buffer = Vec::new();
+            reserve(buffer, n);
+        }
+        buffer.resize(n, 0); // zeros only where it grows: every one is set below
     }
-    scratch.staged_position.resize(n, 0);
     if keys.is_empty() {
         return Table {
             keys: Vec::new(),
@@ -464,7 +465,8 @@ pub fn group_rows<K: Key>(keys: &[K], scratch: &mut Scratch) -> Table {
         (low, high) = (low.min(key), high.max(key));
     }
     let (low, high): (u64, u64) = (low.into(), high.into());
-    let mut spans = Spans::new(n, &mut scratch.cursor);
+    let mut spans = Spans::new(&mut scratch.cursor, &mut scratch.staged_position);
+    let slots = &mut scratch.slot[..];
     if high - low >= COUNTING_FLOOR.max(2 * n as u64) {
         scratch.words.resize(n, 0);
         scratch.spare.resize(n, 0);
@@ -473,8 +475,8 @@ pub fn group_rows<K: Key>(keys: &[K], scratch: &mut Scratch) -> Table {
         for (at, &row) in (0u32..).zip(&scratch.words[..n]) {
             scratch.position[row as usize] = at;
         }
-        for (span, &at) in scratch.span.iter_mut().zip(&scratch.position) {
-            *span = spans.put(at, &mut scratch.staged_position, at);
+        for (slot, &at) in slots.iter_mut().zip(&scratch.position) {
+            *slot = spans.put(at);
         }
         return table;
     }
@@ -483,32 +485,36 @@ pub fn group_rows<K: Key>(keys: &[K], scratch: &mut Scratch) -> Table {
     // key of a wide range would not); each present key's counter is then
     // found by its rank among them, so only as many counters as keys present.
     let range = (high - low) as usize + 1;
-    let present_bits = &mut scratch.present;
-    present_bits.clear();
-    present_bits.resize(range.div_ceil(64), 0);
+    scratch.present.clear();
+    scratch.present.resize(range.div_ceil(64), 0);
+    let present_bits = &mut scratch.present[..];
     for &key in keys {
         let at = (key.into() - low) as usize;
         present_bits[at / 64] |= 1 << (at % 64);
     }
     // Each word's rank: how many keys present lie in the words before it.
-    let rank = &mut scratch.rank;
-    rank.clear();
+    scratch.rank.clear();
     let mut sum = 0u32;
-    rank.extend(present_bits.iter().map(|&word| {
+    scratch.rank.extend(present_bits.iter().map(|&word| {
         let before = sum;
         sum += word.count_ones();
         before
     }));
+    let (present_bits, rank) = (&*present_bits, &scratch.rank[..]);
     let dense = |key: K| -> usize {
         let at = (key.into() - low) as usize;
         let below = present_bits[at / 64] & ((1u64 << (at % 64)) - 1);
         (rank[at / 64] + below.count_ones()) as usize
     };
-    let counts = &mut scratch.counts;
-    counts.clear();
-    counts.resize(sum as usize, 0);
-    for &key in keys {
-        counts[dense(key)] += 1;
+    scratch.counts.clear();
+    scratch.counts.resize(sum as usize, 0);
+    let counts = &mut scratch.counts[..];
+    // Each row's counter is noted in its slot, so the last pass looks it up
+    // once more from there, not from the bitmap and the ranks again.
+    for (slot, &key) in slots.iter_mut().zip(keys) {
+        let counter = dense(key);
+        counts[counter] += 1;
+        *slot = counter as u32;
     }
     // The offset table; each counter becomes its key's first position.
     let (mut present, mut starts, mut at) = (
@@ -527,9 +533,9 @@ pub fn group_rows<K: Key>(keys: &[K], scratch: &mut Scratch) -> Table {
             bits &= bits - 1;
         }
     }
-    for (span, &key) in scratch.span.iter_mut().zip(keys) {
-        let next = &mut counts[dense(key)];
-        *span = spans.put(*next, &mut scratch.staged_position, *next);
+    for slot in slots {
+        let next = &mut counts[*slot as usize];
+        *slot = spans.put(*next);
         *next += 1;
     }
     Table {
@@ -539,47 +545,30 @@ pub fn group_rows<K: Key>(keys: &[K], scratch: &mut Scratch) -> Table {
 }
 
 /// Where the next row of each span of [`SPAN_ROWS`] positions goes while
-/// rows are regrouped by span.
+/// rows are regrouped by span, and the positions so regrouped.
 struct Spans<'a> {
-    cursor: &'a mut Vec<usize>,
+    cursor: &'a mut [usize],
+    staged: &'a mut [u32],
 }
 
 impl<'a> Spans<'a> {
-    /// The cursors of `rows` rows' spans, each at its span's start.
-    fn new(rows: usize, cursor: &'a mut Vec<usize>) -> Self {
+    /// The cursors of the spans of as many positions as `staged` holds,
+    /// each at its span's start.
+    fn new(cursor: &'a mut Vec<usize>, staged: &'a mut [u32]) -> Self {
         cursor.clear();
-        cursor.extend((0..rows.div_ceil(SPAN_ROWS)).map(|span| span * SPAN_ROWS));
-        Spans { cursor }
+        cursor.extend((0..staged.len().div_ceil(SPAN_ROWS)).map(|span| span * SPAN_ROWS));
+        Spans { cursor, staged }
     }
 
-    /// Put `value` at the next slot of `staged` of the span of position
-    /// `at`; returns that span.
+    /// Put position `at` at the next slot of its span; returns that slot.
     #[inline]
-    #[allow(clippy::cast_possible_truncation)] // at most 2^32 rows: 2^16 spans
-    fn put<T>(&mut self, at: u32, staged: &mut [T], value: T) -> u16 {
-        let span = at as usize / SPAN_ROWS;
-        let next = &mut self.cursor[span];
-        staged[*next] = value;
+    #[allow(clippy::cast_possible_truncation)] // at most 2^32 rows
+    fn put(&mut self, at: u32) -> u32 {
+        let next = &mut self.cursor[at as usize / SPAN_ROWS];
+        let slot = *next;
+        self.staged[slot] = at;
         *next += 1;
-        span as u16
-    }
-}
-
-/// Put each of `values` (one per row) at its span's next slot of `staged`.
-fn stage_by<T>(
-    span: &[u16],
-    cursor: &mut Vec<usize>,
-    values: impl Iterator<Item = T>,
-    staged: &mut [T],
-) {
-    let n = span.len();
-    assert_eq!(staged.len(), n, "one slot per key grouped");
-    cursor.clear();
-    cursor.extend((0..n.div_ceil(SPAN_ROWS)).map(|span| span * SPAN_ROWS));
-    for (value, &span) in values.zip(span) {
-        let next = &mut cursor[usize::from(span)];
-        staged[*next] = value;
-        *next += 1;
+        slot as u32
     }
 }
 
@@ -593,25 +582,27 @@ const STAGE_ROWS: usize = 4096;
 /// `seen` is shown the values in row order, a few thousand at a time, each
 /// batch just after it was staged (to checksum them while in cache).
 ///
+/// Each value goes to the slot [`group_rows`] noted for its row: a plain
+/// scatter to a few dozen sequential streams, with no cursor carried from
+/// row to row (consecutive rows often share a span, and each would wait on
+/// the load, increment and store of its cursor by the row before).
+///
 /// # Panics
 /// If `values` and `staged` are not as long as the keys grouped.
 pub fn stage<T: Plain>(
     values: &[T],
-    scratch: &mut Scratch,
+    scratch: &Scratch,
     staged: &mut [T],
     mut seen: impl FnMut(&[T]),
 ) {
-    let spans = &scratch.span;
+    let slots = &scratch.slot[..];
     assert!(
-        values.len() == spans.len() && staged.len() == spans.len(),
+        values.len() == slots.len() && staged.len() == slots.len(),
         "one value per key grouped"
     );
-    let cursor = &mut scratch.cursor;
-    cursor.clear();
-    cursor.extend((0..values.len().div_ceil(SPAN_ROWS)).map(|span| span * SPAN_ROWS));
     let line = (64 / std::mem::size_of::<T>()).max(1);
-    for (values, spans) in values.chunks(STAGE_ROWS).zip(spans.chunks(STAGE_ROWS)) {
-        for (values, spans) in values.chunks(line).zip(spans.chunks(line)) {
+    for (values, slots) in values.chunks(STAGE_ROWS).zip(slots.chunks(STAGE_ROWS)) {
+        for (values, slots) in values.chunks(line).zip(slots.chunks(line)) {
             // The values usually come from a memory map of the source, in
             // 4 KiB pages the hardware's prefetcher does not cross.
             prefetch(
@@ -619,10 +610,8 @@ pub fn stage<T: Plain>(
                     .as_ptr()
                     .wrapping_add(PREFETCH_AHEAD / std::mem::size_of::<T>().max(1)),
             );
-            for (&value, &span) in values.iter().zip(spans) {
-                let next = &mut cursor[usize::from(span)];
-                staged[*next] = value;
-                *next += 1;
+            for (&value, &slot) in values.iter().zip(slots) {
+                staged[slot as usize] = value;
             }
         }
         seen(values);
@@ -634,9 +623,11 @@ pub fn stage<T: Plain>(
 /// # Panics
 /// If `staged` is not as long as the keys grouped, or a row does not fit
 /// `T` (the caller picks a type that holds them all).
-pub fn stage_rows<T: Plain + TryFrom<u64>>(first: u64, scratch: &mut Scratch, staged: &mut [T]) {
-    let rows = (first..).map(|row| T::try_from(row).ok().expect("rows fit T"));
-    stage_by(&scratch.span, &mut scratch.cursor, rows, staged);
+pub fn stage_rows<T: Plain + TryFrom<u64>>(first: u64, scratch: &Scratch, staged: &mut [T]) {
+    assert_eq!(staged.len(), scratch.slot.len(), "one slot per key grouped");
+    for (row, &slot) in (first..).zip(&scratch.slot) {
+        staged[slot as usize] = T::try_from(row).ok().expect("rows fit T");
+    }
 }
 
 /// Hand `write` each span of [`SPAN_ROWS`] values of `staged` (as
@@ -826,11 +817,11 @@ mod tests {
                 stable_order(&keys, &mut want, &mut vec![0; keys.len()]);
                 group_rows(&keys, &mut scratch);
                 let mut staged = vec![0u16; keys.len()];
-                stage(&values, &mut scratch, &mut staged, |_| ());
+                stage(&values, &scratch, &mut staged, |_| ());
                 let wanted: Vec<u16> = want.iter().map(|&r| values[r as usize]).collect();
                 prop_assert_eq!(spans_of(&staged, &scratch), wanted);
                 let mut rows = vec![0i64; keys.len()];
-                stage_rows(first, &mut scratch, &mut rows);
+                stage_rows(first, &scratch, &mut rows);
                 let wanted: Vec<i64> = want.iter().map(|&r| (first + r) as i64).collect();
                 prop_assert_eq!(spans_of(&rows, &scratch), wanted);
             }
@@ -847,6 +838,55 @@ mod tests {
         })
         .unwrap();
         out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(12))]
+        #[test]
+        fn parts_clustered_in_turn_keep_every_column_in_order(
+            parts in prop::collection::vec((1usize..3 * SPAN_ROWS, prop_oneof![1u64..200_000, (1u64 << 20)..(1 << 34)], any::<u64>()), 1..4),
+            first in 0u64..(1 << 20),
+        ) {
+            // Parts longer and shorter than the last (buffers grow and
+            // shrink), of one span or several, the last one short; keys
+            // counted (narrow spreads) and radix sorted (wide ones).
+            let mut scratch = Scratch::reserving(Vec::reserve_exact);
+            for (n, spread, seed) in parts {
+                let keys: Vec<u64> = (0..n as u64)
+                    .map(|i| (i ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15) % spread)
+                    .collect();
+                let mut want = vec![0; n];
+                stable_order(&keys, &mut want, &mut vec![0; n]);
+                let got = group_rows(&keys, &mut scratch);
+                let (present, starts) = offset_table(want.iter().map(|&r| keys[r as usize]));
+                prop_assert_eq!((got.keys, got.starts), (present, starts));
+                let bytes: Vec<u8> = (0..n).map(|i| (i * 131) as u8).collect();
+                let words: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
+                let longs: Vec<u64> = (0..n as u64).map(|i| i << 40 | i).collect();
+                prop_assert_eq!(staged_in_order(&bytes, &scratch), want.iter().map(|&r| bytes[r as usize]).collect::<Vec<_>>());
+                prop_assert_eq!(staged_in_order(&words, &scratch), want.iter().map(|&r| words[r as usize]).collect::<Vec<_>>());
+                prop_assert_eq!(staged_in_order(&longs, &scratch), want.iter().map(|&r| longs[r as usize]).collect::<Vec<_>>());
+                let mut rows = vec![0u32; n];
+                stage_rows(first, &scratch, &mut rows);
+                let rows = spans_of(&rows, &scratch);
+                prop_assert!(rows.iter().zip(&want).all(|(&got, &r)| u64::from(got) == first + r));
+            }
+        }
+    }
+
+    /// `values` staged (checking `seen` is shown them all, in row order)
+    /// and written, laid end to end.
+    fn staged_in_order<T: Plain + PartialEq + std::fmt::Debug>(
+        values: &[T],
+        scratch: &Scratch,
+    ) -> Vec<T> {
+        let mut staged = vec![T::default(); values.len()];
+        let mut seen = Vec::new();
+        stage(values, scratch, &mut staged, |batch| {
+            seen.extend_from_slice(batch);
+        });
+        assert_eq!(seen, values);
+        spans_of(&staged, scratch)
     }
 
     #[test]
@@ -866,7 +906,7 @@ mod tests {
             assert!(order.iter().zip(&want).all(|(&a, &b)| u64::from(a) == b));
             let values: Vec<u64> = (0..n as u64).map(|i| i * 31).collect();
             let mut staged = vec![0u64; n];
-            stage(&values, &mut scratch, &mut staged, |_| ());
+            stage(&values, &scratch, &mut staged, |_| ());
             let placed = spans_of(&staged, &scratch);
             assert!(placed.iter().zip(&want).all(|(&v, &r)| v == r * 31));
         }

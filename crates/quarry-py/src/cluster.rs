@@ -325,7 +325,7 @@ fn write_part(
         cluster::add_bins(floats, &mut w.keys);
         cluster::group_rows(&w.keys, &mut w.scratch)
     };
-    let scratch = &mut w.scratch;
+    let scratch = &w.scratch;
     // The keys are spent once the rows are grouped: their buffer, as long
     // as a part and already touched, stages the 4-byte columns (fresh
     // memory costs a page fault per page on its first touch).
@@ -402,7 +402,7 @@ fn reserve_huge<T>(out: &mut Vec<T>, len: usize) {
 /// of `values` and of what was written.
 fn put<T: cluster::Plain>(
     values: &[T],
-    scratch: &mut cluster::Scratch,
+    scratch: &cluster::Scratch,
     staged: &mut Vec<T>,
     span: &mut Vec<T>,
     sink: &Sink<'_>,
@@ -421,7 +421,7 @@ fn put<T: cluster::Plain>(
 fn put_rows<T: cluster::Plain + TryFrom<u64>>(
     first: u64,
     rows: usize,
-    scratch: &mut cluster::Scratch,
+    scratch: &cluster::Scratch,
     staged: &mut Vec<T>,
     span: &mut Vec<T>,
     sink: &Sink<'_>,
