@@ -768,7 +768,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=N, help="particles (default 16,777,216)")
     p.add_argument("--mesh", type=int, default=MESH, help="field points per axis")
     p.add_argument("--runs", type=int, default=7, help="timed runs per query measurement")
-    p.add_argument("--reorg-runs", type=int, default=3, help="timed runs of the reorganisation")
+    p.add_argument("--reorg-runs", type=int, default=7, help="timed runs of the reorganisation")
     p.add_argument("--make-data", help="path of make_data.py (default: ../shared/bench)")
     p.add_argument("--data-dir", help="scratch directory (default: under the system's temp)")
     p.add_argument("--render", action="store_true", help="only re-render the report")
