@@ -72,3 +72,41 @@ def test_a_mistake_is_reported_once(tmp_path):
         f["x"] = np.arange(10.0)
     done = mpirun(2, "reorg", path, "--vars", "nope", expect=1)
     assert done.stderr.count("nope") == 1, done.stderr
+
+
+def test_ranks_take_the_ranges_from_a_fresh_index(tmp_path):
+    """Each rank opens the file's index and takes the variables' ranges from it
+    (see quarry.reorg.build.indexed_extents): the copy is the serial one."""
+    import time
+
+    import quarry
+    from quarry.formats.base import fingerprint
+    from quarry.index import fresh
+    from quarry.reorg.build import indexed_extents
+
+    path = str(tmp_path / "run.h5")
+    rng = np.random.default_rng(5)
+    with h5py.File(path, "w") as f:
+        energy = rng.exponential(0.4, 20_011)
+        energy[rng.random(20_011) < 0.05] = np.nan
+        f["energy"] = energy
+        f["x"] = rng.integers(-100, 300, 20_011).astype("i4")
+    # An index built just after its file was written is trusted only once the
+    # file's times are older than the racy window (quarry.index.fresh): the
+    # ranks would then read the ranges, and the index would go untested here.
+    window = fresh.FINE_RACY_NS if fingerprint(path).get("fine_times") else fresh.RACY_NS
+    time.sleep(1.5 * window / 1e9)
+    with quarry.open(path) as ds:
+        ds.build_index()
+    with quarry.open(path) as ds:
+        plans = ds.reorganize_plan(["energy", "x"])
+        known = indexed_extents(ds.index, plans, fingerprint(path))
+    assert set(known) == {"/energy", "/x"}, "the index must give both ranges"
+    args = ["reorg", path, "--vars", "energy,x", "--bins", "7", "--part-rows", "3000"]
+    subprocess.run([sys.executable, "-m", "quarry.cli.main", *args], check=True)
+    serial = contents(path + ".qmd")
+    mpirun(2, *args)
+    parallel = contents(path + ".qmd")
+    assert serial.keys() == parallel.keys()
+    for name, values in serial.items():
+        np.testing.assert_array_equal(parallel[name], values, err_msg=name)
