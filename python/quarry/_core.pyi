@@ -17,6 +17,7 @@ __all__ = [
     "add_bins",
     "build_blocks",
     "cluster_part",
+    "corner_sum",
     "count_ranges",
     "crc32",
     "evaluate",
@@ -199,6 +200,19 @@ def cluster_part(
     rows ``first + order`` (uint32, or int64 when ``wide_rows``) at the last.
     Returns the CRC-32 of each column as given, of each column and of the
     rows as written, the keys present and where each one's rows start."""
+
+def corner_sum(
+    values: npt.NDArray[np.generic],
+    t: list[npt.NDArray[np.float64]],
+    planes: list[npt.NDArray[np.int64]],
+    corners: list[tuple[int, int]],
+    out: npt.NDArray[np.float64],
+) -> None:
+    """Set ``out[i]`` to the sum over the ``2**len(t)`` corners of point
+    ``i``'s cell (corner bits in order, the first axis' slowest) of the
+    corner's weight, the product over the axes of ``1 - t[a][i]`` or
+    ``t[a][i]``, times its node ``values[planes[p][i] + offset]``, corner
+    ``k`` being ``corners[k] = (p, offset)``; in float64, as NumPy would."""
 
 def crc32(data: npt.NDArray[np.uint8], start: int = 0) -> int:
     """The CRC-32 of ``data``'s bytes continuing from ``start`` (``zlib.crc32``'s)."""

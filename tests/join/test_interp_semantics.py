@@ -267,3 +267,40 @@ def test_fields_on_one_grid_or_several_in_one_join_are_each_their_own(tmp_path, 
             for k, s in enumerate(values.shape)
         ]
         assert_close(together[name], reference(values, coords, points, "nan"), values)
+
+
+@pytest.mark.parametrize(
+    "dtype", ["<f4", "<f8", "<i1", "<i2", "<i4", "<i8", "<u1", "<u2", "<u4", "<u8"]
+)
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_the_corner_sum_is_numpys_formula_bit_for_bit(dtype, rank):
+    """The core's sum over each cell's corners (quarry.join.groups.corner_sum)
+    equals NumPy evaluating the formula over whole arrays, bit for bit, for
+    every dtype (64-bit integers past 2^53 included), NaN nodes and
+    fractions at 0 and 1."""
+    import itertools
+
+    from quarry.join.groups import corner_sum
+
+    rng = np.random.default_rng(rank)
+    n, size = 2000, 64
+    if dtype[1] == "f":
+        values = rng.normal(0, 1e3, size).astype(dtype)
+        values[rng.random(size) < 0.1] = np.nan
+    else:
+        info = np.iinfo(dtype)
+        values = rng.integers(info.min, info.max, size, dtype=dtype, endpoint=True)
+    t = [rng.choice([0.0, 1.0, 0.5, *rng.random(5)], n) for _ in range(rank)]
+    planes = [rng.integers(0, size - 8, n) for _ in range(2 ** max(rank - 1, 0))]
+    corners = [
+        (int("".join(map(str, c[:-1])) or "0", 2), c[-1])
+        for c in itertools.product((0, 1), repeat=rank)
+    ]
+    got = corner_sum([values], t, planes, corners)[0]
+    weights = [1.0 - t[0], t[0]]
+    for fraction in t[1:]:
+        weights = [w * f for w in weights for f in (1.0 - fraction, fraction)]
+    want = np.zeros(n)
+    for weight, (plane, offset) in zip(weights, corners, strict=True):
+        want += weight * values[planes[plane] + offset]
+    assert got.tobytes() == want.tobytes()

@@ -19,6 +19,7 @@ pub mod cluster;
 pub mod column;
 pub mod error;
 pub mod eval;
+pub mod interp;
 pub mod key;
 pub mod portable;
 pub mod rowset;

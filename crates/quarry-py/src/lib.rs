@@ -19,6 +19,7 @@ mod cluster;
 mod column;
 mod conversions;
 mod errors;
+mod interp;
 mod pool;
 mod rowset;
 mod scan;
@@ -39,6 +40,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cluster::stable_order, m)?)?;
     m.add_function(wrap_pyfunction!(cluster::crc32, m)?)?;
     m.add_function(wrap_pyfunction!(cluster::cluster_part, m)?)?;
+    m.add_function(wrap_pyfunction!(interp::corner_sum, m)?)?;
     m.add_function(wrap_pyfunction!(scan::count_ranges, m)?)?;
     m.add_function(wrap_pyfunction!(scan::evaluate, m)?)?;
     m.add_function(wrap_pyfunction!(scan::scan_compare, m)?)?;

@@ -19,10 +19,12 @@ are identical.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from quarry import _core
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -85,22 +87,19 @@ def interpolate_grouped(
     slot = np.full(mask.size, -1, np.int64)
     slot[i * mask.shape[1] + j] = np.arange(len(i), dtype=np.int64) * width
     within = starts[2] + (lower[2] if rank > 2 else zeros)
-    # Where each particle's cell starts in ``values``: its lower node's row.
-    base = slot[(cells[0] - first[0]) * mask.shape[1] + (cells[1] - first[1])] + within
-    # The rows of the cell's other corners, the same for every particle but
-    # for where they land: found once per corner of the row plane.
-    rows: dict[tuple[int, int], IntArray] = {(0, 0): base}
-
-    def index(corner: tuple[int, ...]) -> IntArray:
-        plane = (corner[0], corner[1] if rank > 1 else 0)
-        if plane not in rows:
-            a = cells[0] + plane[0] - first[0]
-            b = cells[1] + plane[1] - first[1]
-            rows[plane] = slot[a * mask.shape[1] + b] + within
-        found: IntArray = rows[plane] + (corner[2] if rank > 2 else 0)
-        return found
-
-    return corner_sum(values, rank, t, index)
+    # The row of each particle's cell's corners in ``values``, one plane of
+    # corners (along axes 0 and 1) at a time; axis 2 is the next value along it.
+    planes = {}
+    for plane in itertools.product((0, 1), repeat=min(rank, 2)):
+        a = cells[0] + plane[0] - first[0]
+        b = cells[1] + (plane[1] if rank > 1 else 0) - first[1]
+        planes[plane] = slot[a * mask.shape[1] + b] + within
+    order = list(planes)
+    corners = [
+        (order.index(corner[:2]), corner[2] if rank > 2 else 0)
+        for corner in itertools.product((0, 1), repeat=rank)
+    ]
+    return corner_sum(values, t, list(planes.values()), corners)
 
 
 def _group_boxes(
@@ -137,30 +136,27 @@ def _covered(
 
 def corner_sum(
     values: Sequence[npt.NDArray[Any]],
-    rank: int,
     t: Sequence[npt.NDArray[np.float64]],
-    index: Callable[[tuple[int, ...]], npt.NDArray[np.int64]],
+    planes: Sequence[npt.NDArray[np.int64]],
+    corners: Sequence[tuple[int, int]],
 ) -> npt.NDArray[np.float64]:
     """For each of ``values`` (fields laid out alike), the sum over the
-    ``2**rank`` corners of each particle's cell (corner ``(0, 1, 0)``: the
-    upper node along axis 1) of the corner's weight, a product of ``t`` or
-    ``1 - t`` per axis, times its value, ``values[k][index(corner)]``: one
-    row per field. Each corner's weight and index are made once, for all.
+    ``2**rank`` corners of each particle's cell (``rank = len(t)``; corner
+    ``(0, 1, 0)``: the upper node along axis 1, corners in the order of
+    ``itertools.product``) of the corner's weight, the product over the axes
+    of ``t`` or ``1 - t``, times its value ``values[k][planes[p] + offset]``
+    (``(p, offset) = corners[c]``): one row per field, in float64 (the
+    core's :func:`quarry._core.corner_sum`, exactly the sum NumPy would make).
 
     Examples
     --------
-    >>> fields = [np.array([0.0, 10.0]), np.array([1.0, 3.0])]
-    >>> corner_sum(fields, 1, [np.array([0.25, 1.0])], lambda c: np.array([c[0], c[0]])).tolist()
+    >>> fields = [np.array([0.0, 10.0]), np.array([1, 3], np.int16)]
+    >>> corner_sum(fields, [np.array([0.25, 1.0])], [np.array([0, 0])], [(0, 0), (0, 1)]).tolist()
     [[2.5, 10.0], [1.5, 3.0]]
     """
-    out = np.zeros((len(values), len(t[0])))
-    sides = [(1.0 - fraction, fraction) for fraction in t]
-    for corner in itertools.product((0, 1), repeat=rank):
-        # The weight built axis by axis, in the order of the axes.
-        weight = sides[0][corner[0]]
-        for bit, side in zip(corner[1:], sides[1:], strict=True):
-            weight = weight * side[bit]
-        at = index(corner)
-        for row, field in zip(out, values, strict=True):
-            row += weight * field[at]  # float32 widens to float64 exactly
+    out = np.empty((len(values), len(t[0])))
+    t = [np.ascontiguousarray(fraction, np.float64) for fraction in t]
+    planes = [np.ascontiguousarray(plane, np.int64) for plane in planes]
+    for row, field in zip(out, values, strict=True):
+        _core.corner_sum(np.ascontiguousarray(field), t, planes, list(corners), row)
     return out

@@ -20,6 +20,7 @@ field under the name it was given.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -323,9 +324,8 @@ def multilinear(
     flat = [np.ascontiguousarray(b).reshape(-1) for b in boxes]
     strides = [int(np.prod(box.shape[k + 1 :], dtype=np.int64)) for k in range(box.ndim)]
     first = sum((cell * stride for cell, stride in zip(lower, strides, strict=True)), np.int64(0))
-
-    def index(corner: tuple[int, ...]) -> npt.NDArray[np.int64]:
-        offset = sum(bit * stride for bit, stride in zip(corner, strides, strict=True))
-        return np.asarray(first + offset, dtype=np.int64)
-
-    return corner_sum(flat, box.ndim, t, index)
+    corners = [
+        (0, sum(bit * stride for bit, stride in zip(corner, strides, strict=True)))
+        for corner in itertools.product((0, 1), repeat=box.ndim)
+    ]
+    return corner_sum(flat, t, [np.asarray(first, dtype=np.int64)], corners)
