@@ -304,3 +304,30 @@ def test_the_corner_sum_is_numpys_formula_bit_for_bit(dtype, rank):
     for weight, (plane, offset) in zip(weights, corners, strict=True):
         want += weight * values[planes[plane] + offset]
     assert got.tobytes() == want.tobytes()
+
+
+def test_a_big_endian_netcdf_field_is_interpolated_as_its_little_endian_twin(tmp_path):
+    """NetCDF hands back a big-endian variable's values in their own byte order."""
+    import netCDF4
+
+    values = _linear_field((4, 5, 3))
+    for name, endian in (("big", ">f8"), ("little", "<f8")):
+        with netCDF4.Dataset(str(tmp_path / f"{name}.nc"), "w") as f:
+            for axis, n in zip("abc", values.shape, strict=True):
+                f.createDimension(axis, n)
+            f.createVariable("bx", endian, ("a", "b", "c"), endian=name)[:] = values
+    # Points in opposite corners: the box read is the whole field, as NetCDF stores it.
+    points = {"x": [0.5, 2.75], "y": [0.25, 3.5], "z": [0.25, 1.75]}
+    particles = write_particles(str(tmp_path / "p.h5"), {k: np.array(v) for k, v in points.items()})
+    with quarry.open(particles) as ds:
+        tables = {
+            name: ds.select_all(list(points)).interpolate(
+                {"bx": str(tmp_path / f"{name}.nc")}, list(points), grid=GRID
+            )
+            for name in ("big", "little")
+        }
+    assert (
+        tables["big"]["bx"].tolist()
+        == tables["little"]["bx"].tolist()
+        == [100 * x + 10 * y + z for x, y, z in zip(*points.values(), strict=True)]
+    )

@@ -170,3 +170,37 @@ def test_a_damaged_index_leaves_the_ranges_to_be_read(tmp_path, monkeypatch):
         manifest = ds.reorganize(["energy", "x"], bins=4)
     assert (manifest.members[0].axes[0].low, manifest.members[0].axes[0].high) == (0.0, 99.0)
     assert counts["/energy"] == 2
+
+
+def test_a_raw_files_ranges_are_read_whatever_its_index_says(tmp_path, monkeypatch):
+    """A raw file's description (quarry register) can change how it reads
+    without the file's stat moving: -9999 missing when it was indexed is a
+    value once registered again without it, and the copy must know it."""
+    from quarry.formats.raw import RawLayout, register
+
+    values = np.linspace(0, 10, 1000).astype("<f4")
+    values[::10] = -9999.0
+    path = str(tmp_path / "e.bin")
+    values.tofile(path)
+    register(path, RawLayout("e", "<f4", (1000,), fill_value=-9999.0))
+    with quarry.open(path) as ds:
+        ds.build_index()
+    register(path, RawLayout("e", "<f4", (1000,)))
+    counts = reads_counted(monkeypatch)
+    with quarry.open(path) as ds:
+        manifest = ds.reorganize(["e"], bins=4)
+    assert manifest.members[0].axes[0].low == -9999.0
+    assert counts["/e"] == 2  # pass 1 and pass 2: one part
+
+
+def test_an_index_that_cannot_be_opened_leaves_the_ranges_to_be_read(tmp_path, monkeypatch):
+    path = str(tmp_path / "p.h5")
+    write_particles(path, np.arange(100.0, dtype="f4"))
+    with quarry.open(path) as ds:
+        ds.build_index()
+        index_path = ds.index_path
+    os.remove(index_path)
+    os.mkdir(index_path)  # where the index should be, something that is not one
+    with quarry.open(path) as ds:
+        manifest = ds.reorganize(["energy", "x"], bins=4)
+    assert (manifest.members[0].axes[0].low, manifest.members[0].axes[0].high) == (0.0, 99.0)

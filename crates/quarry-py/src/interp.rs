@@ -51,7 +51,9 @@ pub fn corner_sum<'py>(
         let (low, high) = rows
             .iter()
             .fold((i64::MAX, i64::MIN), |(l, h), &r| (l.min(r), h.max(r)));
-        if n > 0 && (low + offset < 0 || high + offset >= values.len() as i64) {
+        let inside =
+            |node: Option<i64>| node.is_some_and(|at| (0..values.len() as i64).contains(&at));
+        if n > 0 && !(inside(low.checked_add(offset)) && inside(high.checked_add(offset))) {
             return Err(wrong(format!("nodes outside the {} values", values.len())).into());
         }
     }

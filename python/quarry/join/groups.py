@@ -150,7 +150,7 @@ def corner_sum(
 
     Examples
     --------
-    >>> fields = [np.array([0.0, 10.0]), np.array([1, 3], np.int16)]
+    >>> fields = [np.array([0.0, 10.0]), np.array([1, 3], ">i2")]
     >>> corner_sum(fields, [np.array([0.25, 1.0])], [np.array([0, 0])], [(0, 0), (0, 1)]).tolist()
     [[2.5, 10.0], [1.5, 3.0]]
     """
@@ -158,5 +158,6 @@ def corner_sum(
     t = [np.ascontiguousarray(fraction, np.float64) for fraction in t]
     planes = [np.ascontiguousarray(plane, np.int64) for plane in planes]
     for row, field in zip(out, values, strict=True):
-        _core.corner_sum(np.ascontiguousarray(field), t, planes, list(corners), row)
+        native = np.ascontiguousarray(field, field.dtype.newbyteorder("="))  # NetCDF's may not be
+        _core.corner_sum(native, t, planes, list(corners), row)
     return out

@@ -63,7 +63,6 @@ def reorganize_shared(
     sizes, cuts = cut_parts(members, part_rows)
     before = fingerprint(driver.path)
     read_ns = time.time_ns()  # the stat above is trusted only if safely older
-    known = indexed_extents(index, members, before)
     shares = share([len(c) for c in cuts], comm.rank, comm.size)
     mine = [parts[a:b] for parts, (a, b) in zip(cuts, shares, strict=True)]
     read = serial_reader(driver)
@@ -73,6 +72,7 @@ def reorganize_shared(
     with ThreadPoolExecutor(jobs or core_jobs()) as workers:
         extents: list[Any] = []
         try:
+            known = indexed_extents(index, members, before)
             extents = [
                 measure(read, p, parts, workers, known)
                 for p, parts in zip(members, mine, strict=True)

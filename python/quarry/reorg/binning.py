@@ -83,9 +83,10 @@ class Extent:
         """The extent of a variable whose statistics are known (an index's):
         ``count`` values not NaN, ``missing`` NaN, the least and greatest of
         them. None where those cannot tell it: an infinity among them (the
-        least and greatest finite values are not known), or values missing
-        from an integer variable (an index counts what it was told is
-        missing, which :func:`extent_of` would take as values).
+        least and greatest finite values are not known), or an integer
+        variable said to miss values (an index's integers never do; NaN is
+        the only missing value :func:`extent_of` knows). A zero end may be
+        ``0.0`` where the values' own least is ``-0.0``: the same bins.
 
         Examples
         --------
