@@ -436,11 +436,8 @@ class Dataset:
         rows = part_rows or DEFAULT_PART_ROWS
         self._copy, self._copy_absent = None, False  # the next query opens the new copy
         index = None
-        # A raw file's description (quarry register) can change how it reads
-        # without its stat moving: an index's statistics are not proof of it.
-        if self._backend != "raw":
-            with contextlib.suppress(QuarryError, OSError):  # stale, unreadable: ranges read
-                index = self._open_store()
+        with contextlib.suppress(QuarryError, OSError):  # stale, unreadable: ranges read
+            index = self._open_store()
         driver = self._file_driver
         if comm is not None and comm.size > 1:
             from quarry.parallel.reorg import reorganize_shared

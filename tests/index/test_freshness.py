@@ -408,3 +408,36 @@ def test_network_file_systems_keep_the_two_second_window(tmp_path, monkeypatch, 
         assert fingerprint(str(path))["fine_times"] == fine
     finally:
         base._file_system_of.cache_clear()
+
+
+@pytest.mark.parametrize("elsewhere", [False, True])
+def test_a_raw_file_described_again_otherwise_has_a_stale_index(tmp_path, elsewhere):
+    """README: a raw file's index records the description it was read by;
+    described again otherwise, the index is stale and says so. The same
+    description written again leaves it fresh."""
+    from quarry.formats.raw import RawLayout, register
+
+    values = np.linspace(0, 10, 3000).astype("<f4")
+    values[::10] = -9999.0
+    path = str(tmp_path / "e.bin")
+    values.tofile(path)
+    index_dir = str(tmp_path / "idx") if elsewhere else None
+    if index_dir:
+        os.mkdir(index_dir)
+    described = RawLayout("e", "<f4", (3000,), fill_value=-9999.0)
+    register(path, described, index_dir)
+    run("index", path, *(["--index", index_dir] if index_dir else []))
+    register(path, described, index_dir)  # the same words again
+    with quarry.open(path, index=index_dir) as ds:
+        assert ds.query("e < 0").count() == 0  # -9999 is missing
+    register(path, RawLayout("e", "<f4", (3000,)), index_dir)
+    with quarry.open(path, index=index_dir) as ds, pytest.raises(StaleIndexError) as caught:
+        ds.query("e < 0").count()
+    assert "description" in str(caught.value) and "quarry index" in str(caught.value)
+    done = run(
+        "query", path, "e < 0", "--count", *(["--index", index_dir] if index_dir else []), code=1
+    )
+    assert "description" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    run("index", path, "--force", *(["--index", index_dir] if index_dir else []))
+    with quarry.open(path, index=index_dir) as ds:
+        assert ds.query("e < 0").count() == int(np.sum(values < 0))

@@ -196,6 +196,40 @@ def _description_of(path: str, sidecar_dirs: tuple[str, ...]) -> str | None:
     return None
 
 
+def description_stamp(path: str, index_path: str) -> dict[str, int]:
+    """What an index of ``path`` records of the raw-binary description its
+    values are read by (found as :class:`RawBackend` finds it, beside the
+    index or else beside the file): ``{"description_crc32": CRC}``, the
+    CRC-32 of its bytes, so that describing the file again otherwise
+    (``quarry register`` with another dtype or fill value, which moves
+    nothing in the file's own stat) makes the index stale; ``{}`` for a
+    file without one.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "e.bin")
+    >>> np.zeros(4, "<f4").tofile(path)
+    >>> description_stamp(path, path + ".qidx")
+    {}
+    >>> _ = register(path, RawLayout("e", "<f4", (4,)))
+    >>> first = description_stamp(path, path + ".qidx")
+    >>> _ = register(path, RawLayout("e", "<f4", (4,), fill_value=-1.0))
+    >>> sorted(first), first == description_stamp(path, path + ".qidx")
+    (['description_crc32'], False)
+    """
+    import zlib
+
+    description = _description_of(path, (os.path.dirname(os.path.abspath(index_path)),))
+    if description is None:
+        return {}
+    try:
+        with open(description, "rb") as f:
+            return {"description_crc32": zlib.crc32(f.read())}
+    except OSError:
+        return {}
+
+
 class RawBackend:
     """Raw binary files that ``quarry register`` described. Asked first: a
     description says what a file is whatever its bytes look like."""

@@ -22,6 +22,7 @@ from quarry import _core
 from quarry.errors import CorruptIndexError, SourceError, UnsupportedVariableError
 from quarry.expr.keys import KEY_DTYPES, key_kind
 from quarry.formats.base import Driver, VariableInfo, fingerprint
+from quarry.formats.raw import description_stamp
 from quarry.index import layout
 from quarry.index.manifest import Manifest, Shard, SourceRecord, VariableEntry
 from quarry.index.options import BuildOptions
@@ -120,8 +121,9 @@ def build_index(
         runs = {v.path: (0, block_count(v, opts)) for v in variables}
         parts = index_blocks(driver, variables, runs, opts, writer, progress)
         check_unchanged(driver.path, before)
+        stamp = {**before, **description_stamp(driver.path, index_path)}
         manifest = assemble(
-            driver.path, before, read_ns, variables, opts, parts, [], derived or [], listing
+            driver.path, stamp, read_ns, variables, opts, parts, [], derived or [], listing
         )
         writer.commit(manifest)
     return manifest

@@ -113,6 +113,8 @@ def assess(index_path: str, source_path: str, manifest: Manifest) -> Freshness:
     written, naming what moved and the command that rebuilds the index."""
     recorded = manifest.source.stamp
     now = fingerprint(source_path)
+    if "description_crc32" in recorded:
+        _check_description(index_path, source_path, recorded["description_crc32"])
     if manifest.follow is not None:
         return _assess_followed(index_path, source_path, manifest, now)
     if same(now, recorded, STAT_FIELDS) and trusted(recorded, manifest.source.read_ns):
@@ -132,6 +134,20 @@ def assess(index_path: str, source_path: str, manifest: Manifest) -> Freshness:
             f"rebuild the index with: {rebuild_command(source_path, index_path)}"
         )
     return Freshness(now, every - checked)
+
+
+def _check_description(index_path: str, source_path: str, recorded: int) -> None:
+    """Raise :class:`StaleIndexError` where the raw-binary description the
+    source was indexed by is not the one it is read by now (see
+    :func:`quarry.formats.raw.description_stamp`)."""
+    from quarry.formats.raw import description_stamp
+
+    if description_stamp(source_path, index_path).get("description_crc32") != recorded:
+        raise StaleIndexError(
+            f"the description of {source_path} (quarry register) has changed since it was "
+            f"indexed, so its values read otherwise; rebuild the index with: "
+            f"{rebuild_command(source_path, index_path)}"
+        )
 
 
 def _assess_followed(

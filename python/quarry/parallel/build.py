@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from quarry.errors import ParallelError, QuarryError, SourceError
 from quarry.formats.base import Driver, VariableInfo, fingerprint
+from quarry.formats.raw import description_stamp
 from quarry.index import layout
 from quarry.index.build import (
     VariablePart,
@@ -139,7 +140,7 @@ def _publish(
             part.spans = [[renumber[f], offset, length] for f, offset, length in part.spans]
     manifest = assemble(
         driver.path,
-        gathered[0][4],
+        {**gathered[0][4], **description_stamp(driver.path, index_path)},
         read_ns,
         variables,
         opts,
