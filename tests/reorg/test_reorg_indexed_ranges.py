@@ -155,27 +155,40 @@ def test_a_touched_file_is_not_trusted_for_ranges(tmp_path, monkeypatch):
     assert counts["/energy"] == 2  # pass 1 and pass 2: one part
 
 
-def test_a_damaged_index_leaves_the_ranges_to_be_read(tmp_path, monkeypatch):
+def damage(index_path: str) -> None:
+    """Overwrite the middle of an index file: its blocks' headers and bitmaps."""
+    size = os.path.getsize(index_path)
+    with open(index_path, "r+b") as f:
+        f.seek(size // 8)
+        f.write(b"\xff" * (size // 2))
+
+
+def replace_with_a_folder(index_path: str) -> None:
+    """Where the index should be, something that is not one."""
+    os.remove(index_path)
+    os.mkdir(index_path)
+
+
+@pytest.mark.parametrize("spoil", [damage, replace_with_a_folder])
+def test_an_index_that_cannot_be_read_leaves_the_ranges_to_be_read(tmp_path, monkeypatch, spoil):
     path = str(tmp_path / "p.h5")
     write_particles(path, np.arange(100.0, dtype="f4"))
     with quarry.open(path) as ds:
         ds.build_index()
         index_path = ds.index_path
-    size = os.path.getsize(index_path)
-    with open(index_path, "r+b") as f:  # the blocks' headers and bitmaps
-        f.seek(size // 8)
-        f.write(b"\xff" * (size // 2))
+    spoil(index_path)
     counts = reads_counted(monkeypatch)
     with quarry.open(path) as ds:
         manifest = ds.reorganize(["energy", "x"], bins=4)
     assert (manifest.members[0].axes[0].low, manifest.members[0].axes[0].high) == (0.0, 99.0)
-    assert counts["/energy"] == 2
+    assert counts["/energy"] == 2  # pass 1 and pass 2: one part
 
 
-def test_a_raw_files_ranges_are_read_whatever_its_index_says(tmp_path, monkeypatch):
+def test_a_raw_file_described_again_has_its_ranges_read(tmp_path, monkeypatch):
     """A raw file's description (quarry register) can change how it reads
     without the file's stat moving: -9999 missing when it was indexed is a
-    value once registered again without it, and the copy must know it."""
+    value once registered again without it. The index is then stale, and
+    the copy's ranges are read."""
     from quarry.formats.raw import RawLayout, register
 
     values = np.linspace(0, 10, 1000).astype("<f4")
@@ -191,16 +204,3 @@ def test_a_raw_files_ranges_are_read_whatever_its_index_says(tmp_path, monkeypat
         manifest = ds.reorganize(["e"], bins=4)
     assert manifest.members[0].axes[0].low == -9999.0
     assert counts["/e"] == 2  # pass 1 and pass 2: one part
-
-
-def test_an_index_that_cannot_be_opened_leaves_the_ranges_to_be_read(tmp_path, monkeypatch):
-    path = str(tmp_path / "p.h5")
-    write_particles(path, np.arange(100.0, dtype="f4"))
-    with quarry.open(path) as ds:
-        ds.build_index()
-        index_path = ds.index_path
-    os.remove(index_path)
-    os.mkdir(index_path)  # where the index should be, something that is not one
-    with quarry.open(path) as ds:
-        manifest = ds.reorganize(["energy", "x"], bins=4)
-    assert (manifest.members[0].axes[0].low, manifest.members[0].axes[0].high) == (0.0, 99.0)
