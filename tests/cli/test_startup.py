@@ -253,3 +253,25 @@ def test_a_listed_variable_reads_as_the_files_own(indexed):
     finally:
         driver.close()
     assert os.path.exists(path + ".qidx")
+
+
+@pytest.mark.parametrize("given", [None, "2"])
+def test_the_cli_keeps_numpys_blas_to_one_thread_unless_told(given):
+    """Quarry makes no BLAS calls: NumPy's OpenBLAS would otherwise start a
+    thread per core at import, each busy-waiting for work (~0.1 s of CPU a
+    process on 2 cores). A setting of the user's own stands."""
+    code = (
+        "import os\n"
+        "from quarry.cli.main import main\n"
+        "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+        "import numpy\n"
+        "print(os.environ['OPENBLAS_NUM_THREADS'], len(os.listdir('/proc/self/task')))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    *_, setting, threads = done.stdout.split()  # after what --version prints
+    assert setting == (given or "1"), done.stderr
+    if given is None:
+        assert threads == "1"  # NumPy loaded, and no BLAS thread beside the main one
