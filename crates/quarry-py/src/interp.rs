@@ -44,15 +44,19 @@ pub fn corner_sum<'py>(
     if t.iter().any(|a| a.len() != n) || planes.iter().any(|p| p.len() != n) {
         return Err(wrong("one fraction and one plane index per point".into()).into());
     }
+    // Each plane's least and greatest index, found once (corners share planes).
+    let extents: Vec<(i64, i64)> = planes
+        .iter()
+        .map(|rows| {
+            rows.iter()
+                .fold((i64::MAX, i64::MIN), |(l, h), &r| (l.min(r), h.max(r)))
+        })
+        .collect();
+    let inside = |node: Option<i64>| node.is_some_and(|at| (0..values.len() as i64).contains(&at));
     for &(plane, offset) in &corners {
-        let Some(rows) = planes.get(plane) else {
+        let Some(&(low, high)) = extents.get(plane) else {
             return Err(wrong(format!("corner of plane {plane}, of {}", planes.len())).into());
         };
-        let (low, high) = rows
-            .iter()
-            .fold((i64::MAX, i64::MIN), |(l, h), &r| (l.min(r), h.max(r)));
-        let inside =
-            |node: Option<i64>| node.is_some_and(|at| (0..values.len() as i64).contains(&at));
         if n > 0 && !(inside(low.checked_add(offset)) && inside(high.checked_add(offset))) {
             return Err(wrong(format!("nodes outside the {} values", values.len())).into());
         }
