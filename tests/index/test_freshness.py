@@ -410,8 +410,11 @@ def test_network_file_systems_keep_the_two_second_window(tmp_path, monkeypatch, 
         base._file_system_of.cache_clear()
 
 
-@pytest.mark.parametrize("elsewhere", [False, True])
-def test_a_raw_file_described_again_otherwise_has_a_stale_index(tmp_path, elsewhere):
+@pytest.mark.parametrize(
+    "elsewhere, again",
+    [(False, "<f4"), (True, "<f4"), (False, ">f4")],  # without the fill value; byte order
+)
+def test_a_raw_file_described_again_otherwise_has_a_stale_index(tmp_path, elsewhere, again):
     """README: a raw file's index records the description it was read by;
     described again otherwise, the index is stale and says so. The same
     description written again leaves it fresh."""
@@ -430,7 +433,7 @@ def test_a_raw_file_described_again_otherwise_has_a_stale_index(tmp_path, elsewh
     register(path, described, index_dir)  # the same words again
     with quarry.open(path, index=index_dir) as ds:
         assert ds.query("e < 0").count() == 0  # -9999 is missing
-    register(path, RawLayout("e", "<f4", (3000,)), index_dir)
+    register(path, RawLayout("e", again, (3000,)), index_dir)
     with quarry.open(path, index=index_dir) as ds, pytest.raises(StaleIndexError) as caught:
         ds.query("e < 0").count()
     assert "description" in str(caught.value) and "quarry index" in str(caught.value)
@@ -440,4 +443,5 @@ def test_a_raw_file_described_again_otherwise_has_a_stale_index(tmp_path, elsewh
     assert "description" in done.stderr and len(done.stderr.strip().splitlines()) == 1
     run("index", path, "--force", *(["--index", index_dir] if index_dir else []))
     with quarry.open(path, index=index_dir) as ds:
-        assert ds.query("e < 0").count() == int(np.sum(values < 0))
+        now = values.view(again)  # the same bytes, read as now described
+        assert ds.query("e < 0").count() == int(np.sum(now < 0))
