@@ -372,6 +372,8 @@ fn radix_sort(words: &mut [u64], spare: &mut [u64], bits: u32) -> bool {
 /// the kernel from there, so no column of a part is ever laid out whole in
 /// its final order.
 pub const SPAN_ROWS: usize = 1 << 16;
+// A position within a span is kept in 16 bits (`Scratch::staged_position`).
+const _: () = assert!(SPAN_ROWS <= 1 << 16);
 
 /// Buffers a worker keeps between parts, and where the last part's rows go
 /// ([`group_rows`]). Reused, so a worker touches fresh memory once, not once
@@ -393,24 +395,29 @@ pub struct Scratch {
     /// then, so staging a column is a plain scatter, with no cursor to
     /// carry from row to row.
     slot: Vec<u32>,
-    /// The positions, rows regrouped by span ([`stage`]'s order).
-    staged_position: Vec<u32>,
+    /// Each position within its span (spans are [`SPAN_ROWS`] = 2^16 rows,
+    /// so 16 bits hold it), rows regrouped by span ([`stage`]'s order).
+    staged_position: Vec<u16>,
     /// Where the next row of each span goes while grouping.
     cursor: Vec<usize>,
-    /// How the large buffers of positions and slots are allocated (None:
-    /// as any `Vec`), given the buffer and the length it must reach.
-    reserve: Option<fn(&mut Vec<u32>, usize)>,
+    /// How the large buffers of slots and of positions are allocated
+    /// (None: as any `Vec`), given the buffer and the length it must reach.
+    reserve: Option<(Reserve<u32>, Reserve<u16>)>,
 }
 
+/// Makes room in an empty buffer for the length it must reach.
+pub type Reserve<T> = fn(&mut Vec<T>, usize);
+
 impl Scratch {
-    /// Scratch whose large buffers of positions are made room for by
-    /// `reserve` (given an empty buffer and the length it must reach): huge
+    /// Scratch whose large buffers of slots and of positions are made room
+    /// for by `reserve_slots` and `reserve_positions` (given an empty buffer
+    /// and the length it must reach): huge
     /// pages, say, where writes spread over megabytes would miss the TLB on
     /// 4 KiB pages.
     #[must_use]
-    pub fn reserving(reserve: fn(&mut Vec<u32>, usize)) -> Self {
+    pub fn reserving(reserve_slots: Reserve<u32>, reserve_positions: Reserve<u16>) -> Self {
         Scratch {
-            reserve: Some(reserve),
+            reserve: Some((reserve_slots, reserve_positions)),
             ..Scratch::default()
         }
     }
@@ -447,13 +454,20 @@ const COUNTING_FLOOR: u64 = 1 << 16;
 pub fn group_rows<K: Key>(keys: &[K], scratch: &mut Scratch) -> Table {
     let n = keys.len();
     assert!(u32::try_from(n).is_ok(), "at most u32::MAX rows");
-    for buffer in [&mut scratch.slot, &mut scratch.staged_position] {
-        if let Some(reserve) = scratch.reserve.filter(|_| buffer.capacity() < n) {
-            *buffer = Vec::new();
-            reserve(buffer, n);
+    let (slots, positions) = (&mut scratch.slot, &mut scratch.staged_position);
+    if let Some((reserve_slots, reserve_positions)) = scratch.reserve {
+        if slots.capacity() < n {
+            *slots = Vec::new();
+            reserve_slots(slots, n);
         }
-        buffer.resize(n, 0); // zeros only where it grows: every one is set below
+        if positions.capacity() < n {
+            *positions = Vec::new();
+            reserve_positions(positions, n);
+        }
     }
+    // Zeros only where they grow: every one is set below.
+    slots.resize(n, 0);
+    positions.resize(n, 0);
     if keys.is_empty() {
         return Table {
             keys: Vec::new(),
@@ -548,25 +562,26 @@ pub fn group_rows<K: Key>(keys: &[K], scratch: &mut Scratch) -> Table {
 /// rows are regrouped by span, and the positions so regrouped.
 struct Spans<'a> {
     cursor: &'a mut [usize],
-    staged: &'a mut [u32],
+    staged: &'a mut [u16],
 }
 
 impl<'a> Spans<'a> {
     /// The cursors of the spans of as many positions as `staged` holds,
     /// each at its span's start.
-    fn new(cursor: &'a mut Vec<usize>, staged: &'a mut [u32]) -> Self {
+    fn new(cursor: &'a mut Vec<usize>, staged: &'a mut [u16]) -> Self {
         cursor.clear();
         cursor.extend((0..staged.len().div_ceil(SPAN_ROWS)).map(|span| span * SPAN_ROWS));
         Spans { cursor, staged }
     }
 
-    /// Put position `at` at the next slot of its span; returns that slot.
+    /// Put position `at` at the next slot of its span (as its place within
+    /// the span); returns that slot.
     #[inline]
-    #[allow(clippy::cast_possible_truncation)] // at most 2^32 rows
+    #[allow(clippy::cast_possible_truncation)] // at most 2^32 rows; SPAN_ROWS is 2^16
     fn put(&mut self, at: u32) -> u32 {
         let next = &mut self.cursor[at as usize / SPAN_ROWS];
         let slot = *next;
-        self.staged[slot] = at;
+        self.staged[slot] = (at as usize % SPAN_ROWS) as u16;
         *next += 1;
         slot as u32
     }
@@ -653,7 +668,7 @@ pub fn write_spans<T: Plain, E>(
     {
         span.resize(values.len(), T::default()); // zeros only where it grows: all are set
         for (&value, &at) in values.iter().zip(positions) {
-            span[at as usize % SPAN_ROWS] = value;
+            span[usize::from(at)] = value;
         }
         write(span)?;
     }
@@ -850,7 +865,7 @@ mod tests {
             // Parts longer and shorter than the last (buffers grow and
             // shrink), of one span or several, the last one short; keys
             // counted (narrow spreads) and radix sorted (wide ones).
-            let mut scratch = Scratch::reserving(Vec::reserve_exact);
+            let mut scratch = Scratch::reserving(Vec::reserve_exact, Vec::reserve_exact);
             for (n, spread, seed) in parts {
                 let keys: Vec<u64> = (0..n as u64)
                     .map(|i| (i ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15) % spread)
@@ -894,7 +909,7 @@ mod tests {
         // Several spans, the last one short, keys both counted and radix sorted.
         let n = 3 * SPAN_ROWS + 1234;
         // Buffers made room for by the caller (as huge pages are) change nothing.
-        let mut scratch = Scratch::reserving(Vec::reserve_exact);
+        let mut scratch = Scratch::reserving(Vec::reserve_exact, Vec::reserve_exact);
         for spread in [97u64, 1 << 40] {
             let keys: Vec<u64> = (0..n as u64)
                 .map(|i| (i * 2_654_435_761) % spread)

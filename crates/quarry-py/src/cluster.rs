@@ -155,7 +155,7 @@ impl Default for Worker {
         Worker {
             keys: Vec::new(),
             keys32: Vec::new(),
-            scratch: cluster::Scratch::reserving(reserve_huge),
+            scratch: cluster::Scratch::reserving(reserve_huge, reserve_huge),
             staged8: Vec::new(),
             staged16: Vec::new(),
             staged32: Vec::new(),
