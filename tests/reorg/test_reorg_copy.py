@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -211,6 +212,38 @@ def test_a_damaged_copy_is_refused(particles):
         f.write(b"not a copy")
     with pytest.raises(CorruptCopyError, match="cannot be read"):
         open_copy(particles)
+
+
+def test_a_copy_whose_manifest_misplaces_its_arrays_is_refused(particles):
+    """Opening reads the offset tables where the manifest says they lie
+    (``at``), not through HDF5: a manifest without them (a copy of the
+    previous version), or pointing past the file's end, is refused."""
+    with quarry.open(particles) as ds:
+        ds.reorganize(["energy", "x"], path="Step#0")
+    copy = particles + ".qmd"
+    with h5py.File(copy, "r") as f:
+        doc = json.loads(f.attrs["quarry_reorg"])
+    at = doc["members"][0]["at"]
+    with h5py.File(copy, "r") as f:  # the manifest says where HDF5 put them
+        group = f["m0"]
+        assert at["table_bins"] == group["table_bins"].id.get_offset()
+        assert at["columns"][-1] == group["rows"].id.get_offset()
+    past = 4 * os.path.getsize(copy)  # past the end, however the manifest's rewrite grows it
+    for change, message in [
+        ({"version": 1}, "version 1; this Quarry reads version 2"),
+        ({"at": None}, "does not say where m0 lies"),
+        ({"at": {**at, "table_starts": past}}, "offset table of m0 is cut short"),
+        ({"at": {**at, "columns": [past, *at["columns"][1:]]}}, "columns of m0 are cut short"),
+    ]:
+        changed = json.loads(json.dumps(doc))
+        if "version" in change:
+            changed.update(change)
+        else:
+            changed["members"][0].update(change)
+        with h5py.File(copy, "r+") as f:
+            f.attrs["quarry_reorg"] = json.dumps(changed)
+        with pytest.raises(CorruptCopyError, match=message):
+            open_copy(particles)
 
 
 def test_verify_finds_damaged_values(particles):

@@ -165,3 +165,39 @@ def test_values_through_the_copy_equal_numpy_and_the_index(tmp_path, seed, force
             assert sel.stats().bytes_read == read_before, q  # from the copy, not the file
             np.testing.assert_array_equal(sel.values("w"), cols["w"][want], err_msg=q)
             assert sel.stats().bytes_read == read_before + 4 * len(want), q
+
+
+@pytest.mark.parametrize("dtype", ["u1", "u2", "u4", "i1", "i2", "f4"])
+def test_a_box_with_a_range_no_value_can_hold_answers_as_numpy(tmp_path, dtype):
+    """A condition outside what the variable's dtype can hold (``u < -1`` of
+    unsigned values) is empty: with a copy present the query answers 0 rows,
+    as NumPy does, never an error."""
+    rng = np.random.default_rng(7)
+    n = 2003
+    info = np.iinfo(dtype) if dtype[0] in "ui" else None
+    low, high = (int(info.min), int(info.max)) if info is not None else (-1e3, 1e3)
+    cols = {
+        "u": rng.integers(max(low, -100), min(high, 100), n).astype(dtype),
+        "v": rng.normal(0, 10, n).astype("f4"),
+    }
+    path = str(tmp_path / "e.h5")
+    with h5py.File(path, "w") as f:
+        for k, v in cols.items():
+            f[k] = v
+    with quarry.open(path) as ds:
+        ds.build_index()
+        ds.reorganize(["u", "v"], bins=4)
+    below, above = repr(float(low) - 1.5), repr(float(high) + 1.5)
+    queries = [
+        f"u < {below} && v > 3",
+        f"v > 3 && u <= {below}",
+        f"u > {above} && v < 5",
+        f"{below} > u && v < 5",
+        f"{above} < u < {float(high) + 9} && v > -3",
+        "u < 20 && v > -3",
+    ]
+    with quarry.open(path) as ds:
+        for q in queries:
+            want = oracle_ids(q, cols)
+            assert ds.query(q).count() == len(want), q
+            np.testing.assert_array_equal(ds.query(q).ids(), want, err_msg=q)

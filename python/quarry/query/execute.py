@@ -440,6 +440,8 @@ class Executor:
         index = 0
         for leaf in leaves:
             iv = leaf.interval
+            if iv.empty:  # no value of its dtype lies in it: nothing to look up
+                continue
             one = self._estimate(leaf.var, 1, _bounds_of(iv), None)
             index += min(one.index, one.scan) if one is not None else SCAN_COST + n_rows
         scan = len(leaves) * (SCAN_COST + n_rows)

@@ -21,7 +21,7 @@ between workers: each writes its parts' rows and hands back their tables.
 
 The manifest::
 
-    {"format": "quarry-mdbin", "version": 1, "created_by": "quarry 0.1.0",
+    {"format": "quarry-mdbin", "version": 2, "created_by": "quarry 0.1.0",
      "source": {"name": "run.h5", "size": ..., "mtime_ns": ..., "read_ns": ...},
      "part_rows": 4194304,
      "members": [{"name": "m0", "step": 0, "group": "/Step#0", "rows": ...,
@@ -29,14 +29,19 @@ The manifest::
                             "bin_size": ..., "bins": 16, "nan_bin": false}, ...],
                   "parts": [{"first": 0, "rows": ..., "table": [0, 812],
                              "source_crc32": [...], "copy_crc32": [...]}, ...],
-                  "table_crc32": ...}]}
+                  "table_crc32": ...,
+                  "at": {"columns": [2048, ...], "table_bins": ..., "table_starts": ...}}]}
 
 ``source`` is what an index records of its source (see
 :mod:`quarry.index.fresh`), and ``source_crc32`` the CRC-32 of each part of
 each variable as read, so a copy whose source's stat cannot prove it
 unchanged is checked the way an index is. ``copy_crc32`` covers each part of
 each column and of ``rows`` (checked by :func:`quarry.reorg.read.verify_copy`);
-``table_crc32`` covers the offset tables, checked at every open.
+``table_crc32`` covers the offset tables, checked at every open. ``at`` is
+where each array's bytes begin in the file (the columns, then ``rows``; null
+for an empty one), so that opening a copy reads its manifest and its offset
+tables with plain reads, without walking the HDF5 file's groups and datasets
+(about 0.65 ms a member; a count on a file opened afresh takes 0.13 ms).
 
 The columns are allocated when the file is made (``H5D_ALLOC_TIME_EARLY``,
 never filled), so every worker writes its parts at the dataset's file
@@ -60,14 +65,14 @@ import numpy as np
 
 from quarry.errors import CorruptCopyError
 from quarry.index.manifest import SourceRecord
-from quarry.records import record
+from quarry.records import record, replace
 from quarry.reorg.binning import Axis, mdbin_strides
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
 FORMAT = "quarry-mdbin"
-VERSION = 1
+VERSION = 2
 ATTRIBUTE = "quarry_reorg"
 ROWS = "rows"
 
@@ -106,10 +111,45 @@ class PartEntry:
 
 
 @record
+class Placement:
+    """Where a member's arrays begin in the copy file, in bytes (None for
+    one with no rows): its variables' columns then ``rows``, and its
+    offset tables.
+
+    Examples
+    --------
+    >>> at = Placement((2048, 4096, None), 8192, None)
+    >>> Placement.from_json(at.to_json()) == at
+    True
+    """
+
+    columns: tuple[int | None, ...]
+    table_bins: int | None
+    table_starts: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "columns": list(self.columns),
+            "table_bins": self.table_bins,
+            "table_starts": self.table_starts,
+        }
+
+    @staticmethod
+    def from_json(doc: dict[str, Any]) -> Placement:
+        def at(value: Any) -> int | None:
+            return None if value is None else int(value)
+
+        return Placement(
+            tuple(at(c) for c in doc["columns"]), at(doc["table_bins"]), at(doc["table_starts"])
+        )
+
+
+@record
 class MemberEntry:
     """One reorganised table: its HDF5 group ``name``, the step and step
     group it came from (None for a file without steps), its rows, its axes
-    (one per variable, in the order of the MDBin number) and its parts."""
+    (one per variable, in the order of the MDBin number), its parts, and
+    where its arrays lie in the file (None until the copy is published)."""
 
     name: str
     step: int | None
@@ -118,6 +158,7 @@ class MemberEntry:
     axes: tuple[Axis, ...]
     parts: tuple[PartEntry, ...]
     table_crc32: int
+    at: Placement | None = None
 
     @property
     def variables(self) -> list[str]:
@@ -132,6 +173,7 @@ class MemberEntry:
             "axes": [a.to_json() for a in self.axes],
             "parts": [p.to_json() for p in self.parts],
             "table_crc32": self.table_crc32,
+            "at": None if self.at is None else self.at.to_json(),
         }
 
     @staticmethod
@@ -144,6 +186,7 @@ class MemberEntry:
             tuple(Axis.from_json(a) for a in doc["axes"]),
             tuple(PartEntry.from_json(p) for p in doc["parts"]),
             int(doc["table_crc32"]),
+            None if doc.get("at") is None else Placement.from_json(doc["at"]),
         )
 
 
@@ -336,9 +379,20 @@ class CopyWriter:
 
         try:
             with h5py.File(self.temporary, "r+", locking=False) as f:
-                for member, (bins, starts) in tables.items():
-                    f[member].create_dataset("table_bins", data=bins.astype("<u8"))
-                    f[member].create_dataset("table_starts", data=starts.astype("<i8"))
+                placed = []
+                for entry in manifest.members:
+                    bins, starts = tables[entry.name]
+                    group = f[entry.name]
+                    at_bins = group.create_dataset("table_bins", data=bins.astype("<u8"))
+                    at_starts = group.create_dataset("table_starts", data=starts.astype("<i8"))
+                    names = [*(str(k) for k in range(len(entry.axes))), ROWS]
+                    at = Placement(
+                        tuple(self.offsets[(entry.name, name)][0] for name in names),
+                        at_bins.id.get_offset(),
+                        at_starts.id.get_offset(),
+                    )
+                    placed.append(replace(entry, at=at))
+                manifest = replace(manifest, members=tuple(placed))
                 f.attrs[ATTRIBUTE] = json.dumps(manifest.to_json())
             os.fsync(self._fd)
             replaced = _hold(self.path)
@@ -426,7 +480,8 @@ class MemberLayout:
 def read_layout(path: str) -> tuple[CopyManifest, list[MemberLayout]]:
     """The manifest of the copy at ``path`` and, per member, where its columns
     lie and its offset tables, each checked: :class:`CorruptCopyError` names
-    what is damaged."""
+    what is damaged. The manifest says where every array lies (``at``), so
+    the tables are read with plain reads, not through HDF5."""
     import h5py
 
     where = f"the reorganised copy {path}"
@@ -438,40 +493,43 @@ def read_layout(path: str) -> tuple[CopyManifest, list[MemberLayout]]:
         raise CorruptCopyError(f"{where} cannot be read as HDF5 ({exc})") from None
     with f:
         text = f.attrs.get(ATTRIBUTE)
-        if text is None:
-            raise CorruptCopyError(f"{where} has no manifest; build it again with quarry reorg")
-        manifest = CopyManifest.from_json(str(text), where)
-        layouts = [_member_layout(f, m, where) for m in manifest.members]
+    if text is None:
+        raise CorruptCopyError(f"{where} has no manifest; build it again with quarry reorg")
+    manifest = CopyManifest.from_json(str(text), where)
+    with open(path, "rb") as raw:
+        size = os.fstat(raw.fileno()).st_size
+        layouts = [_member_layout(raw.fileno(), size, m, where) for m in manifest.members]
     return manifest, layouts
 
 
-def _member_layout(f: Any, entry: MemberEntry, where: str) -> MemberLayout:
-    try:
-        group = f[entry.name]
-        offsets: list[int | None] = []
-        expected = [
-            *((f"columns/{k}", column_dtype(a)) for k, a in enumerate(entry.axes)),
-            (ROWS, rows_dtype(entry.rows)),
-        ]
-        for name, dtype in expected:
-            dataset = group[name]
-            if dataset.shape != (entry.rows,) or dataset.dtype != dtype:
-                raise CorruptCopyError(
-                    f"{where}: {entry.name}/{name} holds {dataset.shape} {dataset.dtype}, "
-                    f"not ({entry.rows},) {dtype}"
-                )
-            offset = dataset.id.get_offset()
-            if offset is None and entry.rows:
-                raise CorruptCopyError(f"{where}: {entry.name}/{name} has no data")
-            offsets.append(offset)
-        bins = np.asarray(group["table_bins"][()], np.uint64)
-        starts = np.asarray(group["table_starts"][()], np.int64)
-    except KeyError as exc:
-        raise CorruptCopyError(f"{where}: {entry.name} lacks {exc}") from None
+def _member_layout(fd: int, size: int, entry: MemberEntry, where: str) -> MemberLayout:
+    at = entry.at
+    if at is None or len(at.columns) != len(entry.axes) + 1:
+        raise CorruptCopyError(f"the manifest of {where} does not say where {entry.name} lies")
+    dtypes = [*(column_dtype(a) for a in entry.axes), rows_dtype(entry.rows)]
+    for offset, dtype in zip(at.columns, dtypes, strict=True):
+        if entry.rows and (offset is None or offset + entry.rows * dtype.itemsize > size):
+            raise CorruptCopyError(f"{where}: the columns of {entry.name} are cut short")
+    entries = sum(p.table[1] for p in entry.parts)
+    bins = _read_array(fd, size, at.table_bins, np.dtype("<u8"), entries, where, entry.name)
+    starts = _read_array(fd, size, at.table_starts, np.dtype("<i8"), entries, where, entry.name)
     if table_crc(bins, starts) != entry.table_crc32:
         raise CorruptCopyError(f"{where}: the offset table of {entry.name} is damaged")
     _check_tables(entry, bins, starts, where)
-    return MemberLayout(entry, tuple(offsets), bins, starts)
+    return MemberLayout(entry, at.columns, bins.astype(np.uint64), starts.astype(np.int64))
+
+
+def _read_array(
+    fd: int, size: int, offset: int | None, dtype: np.dtype[Any], count: int, where: str, name: str
+) -> npt.NDArray[Any]:
+    """``count`` values of ``dtype`` at ``offset`` of the file, read in one go."""
+    nbytes = count * dtype.itemsize
+    if count and (offset is None or offset + nbytes > size):
+        raise CorruptCopyError(f"{where}: the offset table of {name} is cut short")
+    data = os.pread(fd, nbytes, offset) if count and offset is not None else b""
+    if len(data) != nbytes:
+        raise CorruptCopyError(f"{where}: the offset table of {name} is cut short")
+    return np.frombuffer(data, dtype)
 
 
 def _check_tables(
