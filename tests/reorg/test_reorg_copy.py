@@ -382,3 +382,28 @@ def test_a_later_build_removes_what_a_killed_one_left(particles):
     with quarry.open(particles) as ds:
         ds.reorganize(["x"], path="Step#0")
     assert not os.path.exists(left)
+
+
+@pytest.mark.parametrize("again", ["<i4", "<f4"])
+def test_a_raw_file_described_again_makes_its_copy_stale(tmp_path, again):
+    """README: a raw file described again (another dtype, byte order or fill
+    value) reads other values, and the issue: a stale copy is detected like a
+    stale index. The file's stat moves not at all, so only the description
+    tells; the copy must be refused, never answer for the old values."""
+    from quarry.formats.raw import RawLayout, register
+    from quarry.reorg.read import describe_copy
+
+    path = str(tmp_path / "y.bin")
+    values = np.random.default_rng(3).integers(0, 300, 3001).astype(">i4")
+    values.tofile(path)
+    register(path, RawLayout("y", ">i4", (3001,)))
+    with quarry.open(path) as ds:
+        ds.reorganize(["y"], bins=5)
+        assert ds.query("40 < y < 100").count() == np.count_nonzero((values > 40) & (values < 100))
+    assert describe_copy(path)["state"] in ("fresh", "to check")  # just written: times racy
+    register(path, RawLayout("y", again, (3001,)))
+    assert describe_copy(path)["state"] == "stale"
+    with pytest.raises(StaleCopyError, match=r"description of .* has changed"):
+        open_copy(path)
+    with quarry.open(path) as ds, pytest.raises(StaleCopyError):
+        ds.query("40 < y < 100").count()

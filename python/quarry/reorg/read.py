@@ -16,7 +16,10 @@ Opening a copy checks it like an index (:mod:`quarry.index.fresh`): a source
 whose size or mtime moved is refused (:class:`~quarry.errors.StaleCopyError`);
 one whose stat cannot prove it unchanged (ctime or inode moved, times not
 safely older than the build's reading) is checked against the CRC-32 of each
-part of each variable, and refused if a part changed.
+part of each variable, and refused if a part changed. A raw file described
+again (``quarry register`` with another dtype, byte order or fill value)
+reads other values though its stat is the same, so the copy records the
+description's CRC-32 and is refused when it differs.
 """
 
 from __future__ import annotations
@@ -361,9 +364,21 @@ def rebuild_command(source: str, manifest: CopyManifest) -> str:
     return f"quarry reorg {source} --vars {names}"
 
 
+def described_again(source: str, path: str, manifest: CopyManifest) -> bool:
+    """Whether ``source`` is a raw file described otherwise (``quarry
+    register`` again) than when the copy at ``path`` was built: its values
+    read otherwise, though nothing in the file's stat moved."""
+    from quarry.formats.raw import description_stamp
+
+    now = description_stamp(source, path).get("description_crc32")
+    return now != manifest.source.stamp.get("description_crc32")
+
+
 def fresh(source: str, path: str, manifest: CopyManifest) -> bool:
     """Whether the copy is known fresh from the source's stat alone (or a
     record of a CRC check at that stat), without reading the source."""
+    if described_again(source, path, manifest):
+        return False
     now = fingerprint(source)
     recorded = manifest.source.stamp
     if same(now, recorded, STAT_FIELDS) and trusted_stamp(recorded, manifest.source.read_ns):
@@ -376,6 +391,12 @@ def _check_fresh(source: str, path: str, manifest: CopyManifest, read: Reader | 
     stat cannot prove it unchanged (see the module notes)."""
     if fresh(source, path, manifest):
         return
+    if described_again(source, path, manifest):
+        raise StaleCopyError(
+            f"the description of {source} (quarry register) has changed since it was "
+            f"reorganised, so its values read otherwise; build the copy again with: "
+            f"{rebuild_command(source, manifest)}"
+        )
     now = fingerprint(source)
     recorded = manifest.source.stamp
     if not same(now, recorded, WRITE_FIELDS):
@@ -457,6 +478,8 @@ def describe_copy(source: str, index: str | None = None) -> dict[str, Any] | Non
         return {**out, "state": "damaged", "error": str(exc)}
     if fresh(source, path, manifest):
         state = "fresh"
+    elif described_again(source, path, manifest):
+        state = "stale"
     elif same(fingerprint(source), manifest.source.stamp, WRITE_FIELDS):
         state = "to check"
     else:
