@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from quarry.errors import ReorgError, StaleCopyError
+from quarry.errors import CorruptCopyError, ReorgError, StaleCopyError
 from quarry.formats.base import fingerprint
 from quarry.index.fresh import STAT_FIELDS, WRITE_FIELDS, read_checked, record_checked, same
 from quarry.index.fresh import trusted as trusted_stamp
@@ -283,10 +283,24 @@ class MemberCopy:
         passed = self._passing(box, runs.boundary)
         ids = self._in_copy_order(ROWS, runs.whole, passed).astype(np.int64, copy=False)
         order = np.argsort(ids, kind="stable")
-        answer = Answer(ids[order], {}, runs.whole, passed, order)
+        answer = Answer(self._checked_rows(ids[order]), {}, runs.whole, passed, order)
         for name in names:
             answer.values[name] = self.values(name, answer)
         return answer
+
+    def _checked_rows(self, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """``ids``, sorted source rows read from the copy, refused where they
+        cannot be a table's rows (one row twice, or past the table): the
+        copy's ``rows`` column is damaged. O(hits), unlike its CRCs."""
+        if len(ids) and (
+            ids[0] < 0 or ids[-1] >= self.entry.rows or not bool(np.all(ids[1:] > ids[:-1]))
+        ):
+            raise CorruptCopyError(
+                f"the reorganised copy {self.path} is damaged: the row numbers of "
+                f"{self.entry.group or 'its table'} are not those of a table of "
+                f"{self.entry.rows} rows; build it again with quarry reorg"
+            )
+        return ids
 
     def values(self, name: str, answer: Answer) -> npt.NDArray[Any]:
         """The values of variable ``name`` of the copy at ``answer``'s hits, in
