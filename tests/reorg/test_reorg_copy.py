@@ -415,3 +415,82 @@ def test_a_later_build_removes_what_a_killed_one_left(particles):
     with quarry.open(particles) as ds:
         ds.reorganize(["x"], path="Step#0")
     assert not os.path.exists(left)
+
+
+@pytest.mark.parametrize("again", ["<i4", "<f4"])
+def test_a_raw_file_described_again_makes_its_copy_stale(tmp_path, again):
+    """README: a raw file described again (another dtype, byte order or fill
+    value) reads other values, and the issue: a stale copy is detected like a
+    stale index. The file's stat moves not at all, so only the description
+    tells; the copy must be refused, never answer for the old values."""
+    from quarry.formats.raw import RawLayout, register
+    from quarry.reorg.read import describe_copy
+
+    path = str(tmp_path / "y.bin")
+    values = np.random.default_rng(3).integers(0, 300, 3001).astype(">i4")
+    values.tofile(path)
+    register(path, RawLayout("y", ">i4", (3001,)))
+    with quarry.open(path) as ds:
+        ds.reorganize(["y"], bins=5)
+        assert ds.query("40 < y < 100").count() == np.count_nonzero((values > 40) & (values < 100))
+    assert describe_copy(path)["state"] in ("fresh", "to check")  # just written: times racy
+    register(path, RawLayout("y", again, (3001,)))
+    assert describe_copy(path)["state"] == "stale"
+    with pytest.raises(StaleCopyError, match=r"description of .* has changed"):
+        open_copy(path)
+    with quarry.open(path) as ds, pytest.raises(StaleCopyError):
+        ds.query("40 < y < 100").count()
+
+
+def _damage_boundary_rows(copy: str, member: str, column: str, lo: float, hi: float, change):
+    """Overwrite, in place, the copy's ``column`` where its values lie in
+    ``(lo, hi)`` (so the rows a query of that range reads) with ``change(values)``."""
+    with h5py.File(copy, "r+") as f:
+        x = f[f"{member}/columns/1"][()]
+        inside = np.flatnonzero((x > lo) & (x < hi))
+        target = f[f"{member}/{column}"]
+        values = target[()]
+        values[inside[:5]] = change(values[inside[:5]])
+        target[...] = values
+
+
+def test_damaged_row_numbers_in_a_copy_are_an_error_not_a_traceback(particles):
+    """The issue: a damaged copy is detected like a damaged index. Row numbers
+    damaged in the copy (two hits claiming one row, or a row past the table)
+    ran into the core's `ValueError: row ids must be strictly ascending`
+    and a traceback; they are a CorruptCopyError naming the copy."""
+    with quarry.open(particles) as ds:
+        ds.reorganize(["energy", "x"], bin_size=[0.1, 10.0], path="Step#0")
+    copy = particles + ".qmd"
+    for change in (lambda r: np.full_like(r, r[0]), lambda r: r + 10**6):
+        _damage_boundary_rows(copy, "m0", "rows", 40.0, 50.0, change)
+        with quarry.open(particles) as ds, pytest.raises(CorruptCopyError, match="damaged"):
+            ds.query("40 < x < 50", path="Step#0").ids()
+        run = subprocess.run(
+            [sys.executable, "-m", "quarry.cli.main", "query", particles, "40 < x < 50", "--ids"],
+            capture_output=True,
+            text=True,
+        )
+        assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+        assert "damaged" in run.stderr.splitlines()[-1]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="not fixed: a query reads a copy's columns without checking their CRC-32s "
+    "(checked only by quarry.reorg.read.verify_copy, which no command calls), so "
+    "values damaged in the copy give a wrong count silently",
+)
+def test_damaged_values_in_a_copy_never_give_a_wrong_answer(particles):
+    """The issue: a damaged copy is detected like a damaged index (whose
+    bitmaps' checksums mean it is never parsed into a wrong answer)."""
+    with quarry.open(particles) as ds:
+        ds.reorganize(["energy", "x"], bin_size=[0.1, 10.0], path="Step#0")
+        expected = ds.query("40 < x < 50", path="Step#0").count()
+    _damage_boundary_rows(particles + ".qmd", "m0", "columns/1", 40.0, 50.0, lambda v: v + 500)
+    with quarry.open(particles) as ds:
+        try:
+            count = ds.query("40 < x < 50", path="Step#0").count()
+        except CorruptCopyError:
+            return
+    assert count == expected

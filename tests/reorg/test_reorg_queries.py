@@ -201,3 +201,47 @@ def test_a_box_with_a_range_no_value_can_hold_answers_as_numpy(tmp_path, dtype):
             want = oracle_ids(q, cols)
             assert ds.query(q).count() == len(want), q
             np.testing.assert_array_equal(ds.query(q).ids(), want, err_msg=q)
+
+
+def test_explain_over_a_files_steps_names_each_steps_plan(tmp_path):
+    """The issue: `quarry query ... --explain` prints the plan and `--json`
+    adds "plan", also for a file of step groups (the H5Part layout the issue's
+    particles.h5 has), where the query runs in every step: the plan of each
+    step, named by it, never silently nothing."""
+    rng = np.random.default_rng(4)
+    path = str(tmp_path / "p.h5")
+    with h5py.File(path, "w") as f:
+        for step in range(2):
+            f[f"Step#{step}/energy"] = rng.uniform(0, 2, 20_000)
+            f[f"Step#{step}/x"] = rng.uniform(0, 300, 20_000)
+    query = "1.2 < energy < 1.3 && 140 <= x < 150"
+    cli = [sys.executable, "-m", "quarry.cli.main"]
+    subprocess.run(
+        [*cli, "reorg", path, "--vars", "energy,x", "--bin-size", "0.1,10"],
+        check=True,
+        capture_output=True,
+    )
+    run = subprocess.run(
+        [*cli, "query", path, query, "--explain", "--json"], check=True, capture_output=True
+    )
+    result = json.loads(run.stdout)
+    assert [(p["step"], p["access"]) for p in result["plan"]] == [(0, "mdbin"), (1, "mdbin")]
+    assert set(result["stats"]) >= {"rows_checked", "bytes_read"}
+    run = subprocess.run(
+        [*cli, "query", path, query, "--explain", "--json", "--ids"],
+        check=True,
+        capture_output=True,
+    )
+    assert [p["access"] for p in json.loads(run.stdout)["plan"]] == ["mdbin", "mdbin"]
+    run = subprocess.run(
+        [*cli, "query", path, query, "--explain"], check=True, capture_output=True, text=True
+    )
+    with h5py.File(path) as f:
+        expected = sum(
+            np.count_nonzero((e > 1.2) & (e < 1.3) & (x >= 140) & (x < 150))
+            for e, x in ((f[f"Step#{s}/energy"][()], f[f"Step#{s}/x"][()]) for s in range(2))
+        )
+    assert run.stdout == f"{expected}\n"
+    plans = [line for line in run.stderr.splitlines() if line.startswith("plan: ")]
+    assert len(plans) == 2 and all(": mdbin (" in line for line in plans), run.stderr
+    assert "step 0" in plans[0] and "step 1" in plans[1]

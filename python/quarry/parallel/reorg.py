@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from quarry.errors import ParallelError, SourceError
 from quarry.formats.base import Driver, fingerprint
+from quarry.formats.raw import description_stamp
 from quarry.index.layout import remove_debris
 from quarry.parallel.build import _describe
 from quarry.parallel.mpi import raise_failures, share, world_rank
@@ -124,8 +125,9 @@ def reorganize_shared(
             parts = [
                 [c for _, _, done, _ in gathered for c in done[k]] for k in range(len(members))
             ]
+            stamp = {**before, **description_stamp(driver.path, path)}
             manifest, tables = assemble(
-                driver.path, before, read_ns, part_rows, members, all_axes, parts
+                driver.path, stamp, read_ns, part_rows, members, all_axes, parts
             )
             writer.publish(manifest, tables)
             outcome = ("ok", manifest)

@@ -47,6 +47,7 @@ from quarry.errors import (
     UnsupportedVariableError,
 )
 from quarry.formats.base import Driver, VariableInfo, fingerprint
+from quarry.formats.raw import description_stamp
 from quarry.index.layout import remove_debris
 from quarry.index.manifest import SourceRecord
 from quarry.pool import jobs as core_jobs
@@ -218,8 +219,9 @@ def reorganize(
                 for plan, axes, parts in zip(members, all_axes, cuts, strict=True)
             ]
             check_unchanged(driver.path, before)
+            stamp = {**before, **description_stamp(driver.path, path)}
             manifest, tables = assemble(
-                driver.path, before, read_ns, part_rows, members, all_axes, clustered
+                driver.path, stamp, read_ns, part_rows, members, all_axes, clustered
             )
             writer.publish(manifest, tables)
     return manifest

@@ -16,7 +16,10 @@ Opening a copy checks it like an index (:mod:`quarry.index.fresh`): a source
 whose size or mtime moved is refused (:class:`~quarry.errors.StaleCopyError`);
 one whose stat cannot prove it unchanged (ctime or inode moved, times not
 safely older than the build's reading) is checked against the CRC-32 of each
-part of each variable, and refused if a part changed.
+part of each variable, and refused if a part changed. A raw file described
+again (``quarry register`` with another dtype, byte order or fill value)
+reads other values though its stat is the same, so the copy records the
+description's CRC-32 and is refused when it differs.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from quarry.errors import ReorgError, StaleCopyError
+from quarry.errors import CorruptCopyError, ReorgError, StaleCopyError
 from quarry.formats.base import fingerprint
 from quarry.index.fresh import STAT_FIELDS, WRITE_FIELDS, read_checked, record_checked, same
 from quarry.index.fresh import trusted as trusted_stamp
@@ -280,10 +283,24 @@ class MemberCopy:
         passed = self._passing(box, runs.boundary)
         ids = self._in_copy_order(ROWS, runs.whole, passed).astype(np.int64, copy=False)
         order = np.argsort(ids, kind="stable")
-        answer = Answer(ids[order], {}, runs.whole, passed, order)
+        answer = Answer(self._checked_rows(ids[order]), {}, runs.whole, passed, order)
         for name in names:
             answer.values[name] = self.values(name, answer)
         return answer
+
+    def _checked_rows(self, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """``ids``, sorted source rows read from the copy, refused where they
+        cannot be a table's rows (one row twice, or past the table): the
+        copy's ``rows`` column is damaged. O(hits), unlike its CRCs."""
+        if len(ids) and (
+            ids[0] < 0 or ids[-1] >= self.entry.rows or not bool(np.all(ids[1:] > ids[:-1]))
+        ):
+            raise CorruptCopyError(
+                f"the reorganised copy {self.path} is damaged: the row numbers of "
+                f"{self.entry.group or 'its table'} are not those of a table of "
+                f"{self.entry.rows} rows; build it again with quarry reorg"
+            )
+        return ids
 
     def values(self, name: str, answer: Answer) -> npt.NDArray[Any]:
         """The values of variable ``name`` of the copy at ``answer``'s hits, in
@@ -361,9 +378,21 @@ def rebuild_command(source: str, manifest: CopyManifest) -> str:
     return f"quarry reorg {source} --vars {names}"
 
 
+def described_again(source: str, path: str, manifest: CopyManifest) -> bool:
+    """Whether ``source`` is a raw file described otherwise (``quarry
+    register`` again) than when the copy at ``path`` was built: its values
+    read otherwise, though nothing in the file's stat moved."""
+    from quarry.formats.raw import description_stamp
+
+    now = description_stamp(source, path).get("description_crc32")
+    return now != manifest.source.stamp.get("description_crc32")
+
+
 def fresh(source: str, path: str, manifest: CopyManifest) -> bool:
     """Whether the copy is known fresh from the source's stat alone (or a
     record of a CRC check at that stat), without reading the source."""
+    if described_again(source, path, manifest):
+        return False
     now = fingerprint(source)
     recorded = manifest.source.stamp
     if same(now, recorded, STAT_FIELDS) and trusted_stamp(recorded, manifest.source.read_ns):
@@ -376,6 +405,12 @@ def _check_fresh(source: str, path: str, manifest: CopyManifest, read: Reader | 
     stat cannot prove it unchanged (see the module notes)."""
     if fresh(source, path, manifest):
         return
+    if described_again(source, path, manifest):
+        raise StaleCopyError(
+            f"the description of {source} (quarry register) has changed since it was "
+            f"reorganised, so its values read otherwise; build the copy again with: "
+            f"{rebuild_command(source, manifest)}"
+        )
     now = fingerprint(source)
     recorded = manifest.source.stamp
     if not same(now, recorded, WRITE_FIELDS):
@@ -457,6 +492,8 @@ def describe_copy(source: str, index: str | None = None) -> dict[str, Any] | Non
         return {**out, "state": "damaged", "error": str(exc)}
     if fresh(source, path, manifest):
         state = "fresh"
+    elif described_again(source, path, manifest):
+        state = "stale"
     elif same(fingerprint(source), manifest.source.stamp, WRITE_FIELDS):
         state = "to check"
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,8 @@ def report_series(args: argparse.Namespace, query: str, sel: SeriesSelection, st
         from quarry.outputs.plots import draw_counts
 
         draw_counts(per_step, args.plot, query)
+    if args.explain and not args.json:
+        print(_explain_steps(sel), file=sys.stderr)
     if rows and not args.out:
         _print_rows(args, query, sel, names, per_step)
     elif args.per_step:
@@ -59,6 +62,8 @@ def report_series(args: argparse.Namespace, query: str, sel: SeriesSelection, st
     elif args.json:
         elapsed = time.perf_counter() - start
         result = render.series_result(query, sel, per_step, elapsed, args.out)
+        if args.explain:
+            result.update(_explained_steps(sel))
         print(json.dumps({**result, **_followed(sel)}))
     elif args.plot or (rows and args.out):
         written = [f for f in (args.plot, args.out if rows else None) if f]
@@ -66,6 +71,33 @@ def report_series(args: argparse.Namespace, query: str, sel: SeriesSelection, st
     else:
         print(total)
     return 0
+
+
+def _explain_steps(sel: SeriesSelection) -> str:
+    """``--explain`` over one file's steps (``quarry query`` refuses it over
+    several files earlier): each step's work and access paths, as
+    :func:`render.explain_lines` gives them, named by their step."""
+    lines = []
+    for member, part in sel:
+        where = f"step {member.step}: " if member.step is not None else f"{member.file}: "
+        lines += [
+            f"{line.split(': ', 1)[0]}: {where}{line.split(': ', 1)[1]}"
+            for line in render.explain_lines(part).splitlines()
+        ]
+    return "\n".join(lines)
+
+
+def _explained_steps(sel: SeriesSelection) -> dict[str, Any]:
+    """``--explain --json`` over one file's steps: ``stats`` summed over the
+    steps, and ``plan``, each step's conditions with their access paths,
+    each led by its ``file`` and ``step``."""
+    stats: dict[str, int] = {}
+    plan = []
+    for member, part in sel:
+        for key, value in part.stats().to_dict().items():
+            stats[key] = stats.get(key, 0) + value
+        plan += [{"file": member.file, "step": member.step, **a.to_dict()} for a in part.access()]
+    return {"stats": stats, "plan": plan}
 
 
 def _followed(sel: SeriesSelection) -> dict[str, Any]:
@@ -117,7 +149,8 @@ def _print_rows(
                 entry["coords"] = coords.tolist()
             else:
                 entry["ids"] = part.ids().tolist()
-        print(json.dumps({"query": query, **render.per_step_result(per_step)}))
+        explained = _explained_steps(sel) if args.explain else {}
+        print(json.dumps({"query": query, **render.per_step_result(per_step), **explained}))
         return
     tables: list[dict[str, Any]] = []
     for part in sel.selections:
