@@ -7,6 +7,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "CHECK_ROWS",
     "KEY_KINDS",
     "Column",
     "CorruptBlockError",
@@ -32,6 +33,8 @@ __all__ = [
 __version__: str
 KEY_KINDS: tuple[str, ...]
 """The key domains values are indexed in (``f64``, ``i64``, ``u64``), in the core's tag order."""
+CHECK_ROWS: int
+"""Rows of a reorganised copy's column checked together (see :func:`cluster_part`)."""
 
 class CorruptBlockError(Exception):
     """Index bytes that do not parse."""
@@ -191,7 +194,9 @@ def cluster_part(
     wide_rows: bool,
     fd: int,
     offsets: list[int],
-) -> tuple[list[int], list[int], npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
+) -> tuple[
+    list[int], list[int], npt.NDArray[np.uint32], npt.NDArray[np.uint64], npt.NDArray[np.int64]
+]:
     """Cluster one part of a reorganised copy and write it, without the GIL.
     Each row's key is ``keys`` (None: zeros) plus the bins of ``floats`` (as
     :func:`add_bins`); the rows are put in stable key order; each of
@@ -199,7 +204,9 @@ def cluster_part(
     written to the open file ``fd`` at its offset in ``offsets``, then the
     rows ``first + order`` (uint32, or int64 when ``wide_rows``) at the last.
     Returns the CRC-32 of each column as given, of each column and of the
-    rows as written, the keys present and where each one's rows start."""
+    rows as written, of each block of :data:`CHECK_ROWS` rows of each of
+    them as written (column after column, as many blocks each), the keys
+    present and where each one's rows start."""
 
 def corner_sum(
     values: npt.NDArray[np.generic],

@@ -14,7 +14,7 @@ import pytest
 
 import quarry
 from oracle import oracle_ids
-from quarry.errors import StaleCopyError
+from quarry.errors import CorruptCopyError, StaleCopyError
 from quarry.query.stats import Estimate
 
 DTYPES = ["f4", "f8", "i4", "u2"]
@@ -245,3 +245,47 @@ def test_explain_over_a_files_steps_names_each_steps_plan(tmp_path):
     plans = [line for line in run.stderr.splitlines() if line.startswith("plan: ")]
     assert len(plans) == 2 and all(": mdbin (" in line for line in plans), run.stderr
     assert "step 0" in plans[0] and "step 1" in plans[1]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bytes_damaged_in_a_copy_are_an_error_never_a_wrong_answer(tmp_path, seed, forced):
+    """Every block of the copy a query reads is checked against its CRC-32:
+    with one byte of one column (or of the row numbers) changed, each
+    random box answers as NumPy or raises CorruptCopyError, and a box over
+    every row (whose ids read every block of the row numbers) raises."""
+    rng = np.random.default_rng(seed)
+    n = 20_011
+    names = ["a", "b", "c"]
+    cols = {k: column(rng, DTYPES[(seed + i) % len(DTYPES)], n) for i, k in enumerate(names)}
+    path = str(tmp_path / "d.h5")
+    with h5py.File(path, "w") as f:
+        for k, v in cols.items():
+            f[k] = v
+    with quarry.open(path) as ds:
+        ds.reorganize(names, bins=int(rng.integers(2, 6)), part_rows=int(rng.integers(5000, 9000)))
+    copy = path + ".qmd"
+    target = ["columns/0", "columns/1", "columns/2", "rows"][seed]
+    with h5py.File(copy, "r") as f:
+        offset, nbytes = f[f"m0/{target}"].id.get_offset(), f[f"m0/{target}"].nbytes
+    with open(copy, "r+b") as f:
+        at = offset + int(rng.integers(0, nbytes))
+        f.seek(at)
+        byte = f.read(1)
+        f.seek(at)
+        f.write(bytes([byte[0] ^ 0x5A]))
+    raised = 0
+    with quarry.open(path) as ds:
+        for q in [box_query(rng, names) for _ in range(20)]:
+            try:
+                got = ds.query(q).ids()
+            except CorruptCopyError:
+                raised += 1
+                continue
+            np.testing.assert_array_equal(got, oracle_ids(q, cols), err_msg=q)
+    with quarry.open(path) as ds:
+        everything = " && ".join(f"{k} > -1e9" for k in names)
+        with pytest.raises(CorruptCopyError, match="damaged"):
+            sel = ds.query(everything)
+            sel.ids()
+            for k in names:
+                sel.values(k)

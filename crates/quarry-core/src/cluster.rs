@@ -737,6 +737,50 @@ fn offset_table(sorted: impl Iterator<Item = u64>) -> (Vec<u64>, Vec<i64>) {
     (present, starts)
 }
 
+/// Rows of a column of a copy checked together: a query reading some rows
+/// of a copy checks the CRC-32 of each block they fall in (16 KiB of 4-byte
+/// values), not of the whole part.
+pub const CHECK_ROWS: usize = 4096;
+
+/// The CRC-32s of a column written in pieces: of each block of
+/// [`CHECK_ROWS`] values from the first (the last one shorter), and of all
+/// of it, in one pass over the bytes.
+#[derive(Default)]
+pub struct BlockCrcs {
+    whole: crc32fast::Hasher,
+    /// Each whole block's CRC-32, in order.
+    pub blocks: Vec<u32>,
+    open: Option<(crc32fast::Hasher, usize)>,
+}
+
+impl BlockCrcs {
+    /// Add the next values (any number: blocks span the pieces).
+    pub fn update<T: Plain>(&mut self, mut values: &[T]) {
+        self.whole.update(as_bytes(values));
+        while !values.is_empty() {
+            let (mut block, rows) = self.open.take().unwrap_or_default();
+            let take = (CHECK_ROWS - rows).min(values.len());
+            block.update(as_bytes(&values[..take]));
+            values = &values[take..];
+            if rows + take == CHECK_ROWS {
+                self.blocks.push(block.finalize());
+            } else {
+                self.open = Some((block, rows + take));
+            }
+        }
+    }
+
+    /// The CRC-32 of all the values, and of each block (the last one as far
+    /// as it goes).
+    #[must_use]
+    pub fn finish(mut self) -> (u32, Vec<u32>) {
+        if let Some((block, _)) = self.open.take() {
+            self.blocks.push(block.finalize());
+        }
+        (self.whole.finalize(), self.blocks)
+    }
+}
+
 /// The CRC-32 of `bytes` continuing from `start` (`zlib.crc32`'s).
 #[must_use]
 pub fn crc32(bytes: &[u8], start: u32) -> u32 {
@@ -840,6 +884,23 @@ mod tests {
                 let wanted: Vec<i64> = want.iter().map(|&r| (first + r) as i64).collect();
                 prop_assert_eq!(spans_of(&rows, &scratch), wanted);
             }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn block_crcs_are_each_blocks_and_the_wholes(pieces in prop::collection::vec(0usize..9000, 0..5)) {
+            let values: Vec<u32> = (0..pieces.iter().sum::<usize>() as u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
+            let mut crcs = BlockCrcs::default();
+            let mut at = 0;
+            for n in &pieces {
+                crcs.update(&values[at..at + n]);
+                at += n;
+            }
+            let (whole, blocks) = crcs.finish();
+            prop_assert_eq!(whole, crc32(as_bytes(&values), 0));
+            let want: Vec<u32> = values.chunks(CHECK_ROWS).map(|b| crc32(as_bytes(b), 0)).collect();
+            prop_assert_eq!(blocks, want);
         }
     }
 

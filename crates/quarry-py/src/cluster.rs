@@ -201,8 +201,10 @@ enum RawSlice<'a> {
 /// (`cluster::stage`, `cluster::write_spans`).
 ///
 /// Returns the CRC-32 of each column as given, of each column as written
-/// and of the rows as written, the keys present (uint64) and where each
-/// one's rows start (int64).
+/// and of the rows as written, the CRC-32 of each block of
+/// `cluster::CHECK_ROWS` rows of each column as written and of the rows
+/// (uint32, column after column, the same number of blocks each), the keys
+/// present (uint64) and where each one's rows start (int64).
 #[pyfunction]
 #[allow(clippy::type_complexity, clippy::too_many_arguments)]
 pub fn cluster_part<'py>(
@@ -218,6 +220,7 @@ pub fn cluster_part<'py>(
 ) -> Result<(
     Vec<u32>,
     Vec<u32>,
+    Bound<'py, PyArray1<u32>>,
     Bound<'py, PyArray1<u64>>,
     Bound<'py, PyArray1<i64>>,
 )> {
@@ -267,7 +270,12 @@ pub fn cluster_part<'py>(
     }
     // The caller's file, borrowed: it stays open after this call.
     let file = std::mem::ManuallyDrop::new(unsafe_file(fd));
-    let (sources, written, table) = detach(py, || {
+    let Written {
+        sources,
+        copies,
+        blocks,
+        table,
+    } = detach(py, || {
         WORKER.with_borrow_mut(|w| {
             write_part(w, &slices, &binned, base, first, wide_rows, &file, &offsets)
         })
@@ -275,7 +283,8 @@ pub fn cluster_part<'py>(
     .map_err(PyErr::from)?;
     Ok((
         sources,
-        written,
+        copies,
+        blocks.into_pyarray(py),
         table.keys.into_pyarray(py),
         table.starts.into_pyarray(py),
     ))
@@ -299,7 +308,7 @@ fn write_part(
     wide_rows: bool,
     file: &std::fs::File,
     offsets: &[u64],
-) -> std::io::Result<(Vec<u32>, Vec<u32>, cluster::Table)> {
+) -> std::io::Result<Written> {
     let rows = columns.first().map_or(0, |c| match c {
         RawSlice::U8(v) => v.len(),
         RawSlice::U16(v) => v.len(),
@@ -340,8 +349,9 @@ fn write_part(
     };
     let mut sources = Vec::with_capacity(columns.len());
     let mut written = Vec::with_capacity(columns.len() + 1);
+    let mut blocks = Vec::new();
     for (column, &offset) in columns.iter().zip(offsets) {
-        let (source, copy) = match column {
+        let (source, (copy, copy_blocks)) = match column {
             RawSlice::U8(v) => put(v, scratch, &mut w.staged8, &mut w.span8, &sink, offset)?,
             RawSlice::U16(v) => put(v, scratch, &mut w.staged16, &mut w.span16, &sink, offset)?,
             RawSlice::U32(v) => put(v, scratch, staged32, &mut w.span32, &sink, offset)?,
@@ -349,9 +359,10 @@ fn write_part(
         };
         sources.push(source);
         written.push(copy);
+        blocks.extend(copy_blocks);
     }
     let at = offsets[columns.len()];
-    written.push(if wide_rows {
+    let (copy, copy_blocks) = if wide_rows {
         put_rows(
             first,
             rows,
@@ -363,8 +374,25 @@ fn write_part(
         )?
     } else {
         put_rows(first, rows, scratch, staged32, &mut w.span32, &sink, at)?
-    });
-    Ok((sources, written, table))
+    };
+    written.push(copy);
+    blocks.extend(copy_blocks);
+    Ok(Written {
+        sources,
+        copies: written,
+        blocks,
+        table,
+    })
+}
+
+/// What writing a part hands back: the CRC-32 of each column as given, of
+/// each column and of the rows as written, of each block of them as written
+/// (column after column), and the part's offset table.
+struct Written {
+    sources: Vec<u32>,
+    copies: Vec<u32>,
+    blocks: Vec<u32>,
+    table: cluster::Table,
 }
 
 /// Make room for `len` values in `out`, a fresh allocation asking for huge
@@ -407,7 +435,7 @@ fn put<T: cluster::Plain>(
     span: &mut Vec<T>,
     sink: &Sink<'_>,
     at: u64,
-) -> std::io::Result<(u32, u32)> {
+) -> std::io::Result<(u32, (u32, Vec<u32>))> {
     reserve_huge(staged, values.len());
     staged.resize(values.len(), T::default());
     let mut source = 0;
@@ -426,7 +454,7 @@ fn put_rows<T: cluster::Plain + TryFrom<u64>>(
     span: &mut Vec<T>,
     sink: &Sink<'_>,
     at: u64,
-) -> std::io::Result<u32> {
+) -> std::io::Result<(u32, Vec<u32>)> {
     reserve_huge(staged, rows);
     staged.resize(rows, T::default());
     cluster::stage_rows(first, scratch, staged);
@@ -436,21 +464,21 @@ fn put_rows<T: cluster::Plain + TryFrom<u64>>(
 /// Write a staged column at `at` in the sink's file, a span at a time in one
 /// sequential run, checksumming each span while it is in cache and handing
 /// each [`WRITEBACK_BYTES`] written to its write-back; returns the CRC-32 of
-/// what was written.
+/// what was written and of each block of it (`cluster::BlockCrcs`).
 fn write_staged<T: cluster::Plain>(
     staged: &[T],
     scratch: &cluster::Scratch,
     span: &mut Vec<T>,
     sink: &Sink<'_>,
     mut at: u64,
-) -> std::io::Result<u32> {
+) -> std::io::Result<(u32, Vec<u32>)> {
     use std::os::unix::fs::FileExt;
-    let mut crc = 0;
+    let mut crcs = cluster::BlockCrcs::default();
     let mut pending = at; // written since the last range handed to writeback
     cluster::write_spans(staged, scratch, span, |values| {
         let bytes = cluster::as_bytes(values);
         sink.file.write_all_at(bytes, at)?;
-        crc = cluster::crc32(bytes, crc);
+        crcs.update(values);
         at += bytes.len() as u64;
         if at - pending >= WRITEBACK_BYTES {
             sink.writeback.start(pending, at - pending);
@@ -461,7 +489,7 @@ fn write_staged<T: cluster::Plain>(
     if at > pending {
         sink.writeback.start(pending, at - pending);
     }
-    Ok(crc)
+    Ok(crcs.finish())
 }
 
 /// Where a part's columns are written: the copy's file, and the thread

@@ -55,6 +55,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // table (quarry.expr.keys) is checked against this, so the two cannot drift.
     let kinds = KeyKind::ALL.map(KeyKind::name);
     m.add("KEY_KINDS", PyTuple::new(m.py(), kinds)?)?;
+    // The rows of a copy's column checked together: the reader's blocks are
+    // the writer's.
+    m.add("CHECK_ROWS", quarry_core::cluster::CHECK_ROWS)?;
     // The one version number: the Cargo workspace's, which maturin also writes
     // into the wheel's metadata (pyproject.toml declares it dynamic).
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -57,6 +57,7 @@ from quarry.reorg.layout import (
     CopyManifest,
     CopyWriter,
     MemberEntry,
+    MemberTables,
     PartEntry,
     column_dtype,
     crc32,
@@ -362,19 +363,24 @@ def assemble(
     members: list[MemberPlan],
     all_axes: list[list[Axis]],
     clustered: list[list[Clustered]],
-) -> tuple[CopyManifest, dict[str, tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]]]:
+) -> tuple[CopyManifest, dict[str, MemberTables]]:
     """The manifest of a copy whose parts ``clustered`` holds (per member, in
-    order) and each member's offset tables, the parts' laid end to end."""
+    order) and each member's offset tables and block CRC-32s, the parts'
+    laid end to end."""
     entries, tables = [], {}
     for plan, axes, parts in zip(members, all_axes, clustered, strict=True):
         entry, bins, starts = _member_entry(plan, plan.variables[0].size, axes, parts)
         entries.append(entry)
-        tables[plan.name] = (bins, starts)
+        blocks = np.zeros((len(axes) + 1, 0), np.uint32)
+        tables[plan.name] = MemberTables(
+            bins, starts, np.concatenate([blocks] + [p.copy_blocks for p in parts], axis=1)
+        )
     manifest = CopyManifest(
         f"quarry {VERSION}",
         SourceRecord(source.rstrip("/").rsplit("/", 1)[-1], before, read_ns),
         part_rows,
         tuple(entries),
+        _core.CHECK_ROWS,
     )
     return manifest, tables
 
@@ -387,6 +393,9 @@ class Clustered:
     rows: int
     source_crc32: tuple[int, ...]
     copy_crc32: tuple[int, ...]
+    copy_blocks: npt.NDArray[np.uint32]
+    """The CRC-32 of each block of ``_core.CHECK_ROWS`` rows of each column
+    as written, then of the rows: one row per column, one entry per block."""
     bins: npt.NDArray[np.int64]
     starts: npt.NDArray[np.int64]
 
@@ -411,7 +420,7 @@ def _cluster(
     ]
     floats, float_axes, keys = core_binning(columns, axes)
     rows_wide = rows_dtype(plan.variables[0].size).itemsize == 8
-    source_crcs, copy_crcs, bins, starts = _core.cluster_part(
+    source_crcs, copy_crcs, blocks, bins, starts = _core.cluster_part(
         [c.view(f"u{c.dtype.itemsize}") for c in columns],
         floats,
         float_axes,
@@ -430,7 +439,13 @@ def _cluster(
     if progress is not None:
         progress(stop - start)
     return Clustered(
-        start, stop - start, tuple(source_crcs), tuple(copy_crcs), bins.astype(np.int64), starts
+        start,
+        stop - start,
+        tuple(source_crcs),
+        tuple(copy_crcs),
+        blocks.reshape(len(columns) + 1, -1),
+        bins.astype(np.int64),
+        starts,
     )
 
 

@@ -7,6 +7,8 @@
     /<member>/rows        each value's row in the source table (uint32, or int64 past 2**32)
     /<member>/table_bins  each part's non-empty MDBin numbers, ascending (uint64)
     /<member>/table_starts  where each of those bins starts in its part (int64)
+    /<member>/block_crc32   the CRC-32 of each block of ``check_rows`` rows of each
+                          column, then of ``rows`` (uint32, one row per column)
 
 A *member* is one table of the source: the file, or one step group of it,
 each reorganised on its own (its own ranges and bins). Its rows are cut into
@@ -23,21 +25,26 @@ The manifest::
 
     {"format": "quarry-mdbin", "version": 2, "created_by": "quarry 0.1.0",
      "source": {"name": "run.h5", "size": ..., "mtime_ns": ..., "read_ns": ...},
-     "part_rows": 4194304,
+     "part_rows": 4194304, "check_rows": 4096,
      "members": [{"name": "m0", "step": 0, "group": "/Step#0", "rows": ...,
                   "axes": [{"path": "/Step#0/x", "dtype": "<f4", "min": ..., "max": ...,
                             "bin_size": ..., "bins": 16, "nan_bin": false}, ...],
                   "parts": [{"first": 0, "rows": ..., "table": [0, 812],
                              "source_crc32": [...], "copy_crc32": [...]}, ...],
                   "table_crc32": ...,
-                  "at": {"columns": [2048, ...], "table_bins": ..., "table_starts": ...}}]}
+                  "at": {"columns": [2048, ...], "table_bins": ..., "table_starts": ...,
+                         "block_crc32": ...}}]}
 
 ``source`` is what an index records of its source (see
 :mod:`quarry.index.fresh`), and ``source_crc32`` the CRC-32 of each part of
 each variable as read, so a copy whose source's stat cannot prove it
 unchanged is checked the way an index is. ``copy_crc32`` covers each part of
 each column and of ``rows`` (checked by :func:`quarry.reorg.read.verify_copy`);
-``table_crc32`` covers the offset tables, checked at every open. ``at`` is
+``table_crc32`` covers the offset tables, checked at every open. A query
+checks the CRC-32 of every block of ``check_rows`` rows (counted from each
+part's first) of each column it reads from the copy, once per open copy, so
+values or row numbers damaged in the copy are an error, never a wrong
+answer. ``at`` is
 where each array's bytes begin in the file (the columns, then ``rows``; null
 for an empty one), so that opening a copy reads its manifest and its offset
 tables with plain reads, without walking the HDF5 file's groups and datasets
@@ -118,7 +125,7 @@ class Placement:
 
     Examples
     --------
-    >>> at = Placement((2048, 4096, None), 8192, None)
+    >>> at = Placement((2048, 4096, None), 8192, None, 9000)
     >>> Placement.from_json(at.to_json()) == at
     True
     """
@@ -126,12 +133,14 @@ class Placement:
     columns: tuple[int | None, ...]
     table_bins: int | None
     table_starts: int | None
+    block_crc32: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "columns": list(self.columns),
             "table_bins": self.table_bins,
             "table_starts": self.table_starts,
+            "block_crc32": self.block_crc32,
         }
 
     @staticmethod
@@ -140,7 +149,10 @@ class Placement:
             return None if value is None else int(value)
 
         return Placement(
-            tuple(at(c) for c in doc["columns"]), at(doc["table_bins"]), at(doc["table_starts"])
+            tuple(at(c) for c in doc["columns"]),
+            at(doc["table_bins"]),
+            at(doc["table_starts"]),
+            at(doc["block_crc32"]),
         )
 
 
@@ -198,6 +210,8 @@ class CopyManifest:
     source: SourceRecord
     part_rows: int
     members: tuple[MemberEntry, ...]
+    check_rows: int
+    """Rows per block of ``block_crc32``."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -206,6 +220,7 @@ class CopyManifest:
             "created_by": self.created_by,
             "source": self.source.to_json(),
             "part_rows": self.part_rows,
+            "check_rows": self.check_rows,
             "members": [m.to_json() for m in self.members],
         }
 
@@ -227,6 +242,7 @@ class CopyManifest:
                 SourceRecord.from_json(doc["source"]),
                 int(doc["part_rows"]),
                 tuple(MemberEntry.from_json(m) for m in doc["members"]),
+                int(doc["check_rows"]),
             )
         except CorruptCopyError:
             raise
@@ -371,7 +387,7 @@ class CopyWriter:
     def publish(
         self,
         manifest: CopyManifest,
-        tables: dict[str, tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]],
+        tables: dict[str, MemberTables],
     ) -> None:
         """Write the offset tables and the manifest, and rename the complete
         file over ``path`` (durably)."""
@@ -381,15 +397,21 @@ class CopyWriter:
             with h5py.File(self.temporary, "r+", locking=False) as f:
                 placed = []
                 for entry in manifest.members:
-                    bins, starts = tables[entry.name]
+                    own = tables[entry.name]
                     group = f[entry.name]
-                    at_bins = group.create_dataset("table_bins", data=bins.astype("<u8"))
-                    at_starts = group.create_dataset("table_starts", data=starts.astype("<i8"))
+                    arrays: list[tuple[str, npt.NDArray[Any], str]] = [
+                        ("table_bins", own.bins, "<u8"),
+                        ("table_starts", own.starts, "<i8"),
+                        ("block_crc32", own.blocks, "<u4"),
+                    ]
+                    made = [
+                        group.create_dataset(name, data=data.astype(dtype))
+                        for name, data, dtype in arrays
+                    ]
                     names = [*(str(k) for k in range(len(entry.axes))), ROWS]
                     at = Placement(
                         tuple(self.offsets[(entry.name, name)][0] for name in names),
-                        at_bins.id.get_offset(),
-                        at_starts.id.get_offset(),
+                        *(d.id.get_offset() for d in made),
                     )
                     placed.append(replace(entry, at=at))
                 manifest = replace(manifest, members=tuple(placed))
@@ -469,12 +491,25 @@ def writing(path: str, members: list[tuple[str, int, list[Axis]]]) -> Iterator[C
 
 @record
 class MemberLayout:
-    """Where one member's columns lie in the copy file, and its offset tables."""
+    """Where one member's columns lie in the copy file, its offset tables,
+    and its block CRC-32s (one row per column, then ``rows``)."""
 
     entry: MemberEntry
     columns: tuple[int | None, ...]  # file offsets of the variables' columns, then of ``rows``
     bins: npt.NDArray[np.uint64]
     starts: npt.NDArray[np.int64]
+    blocks: npt.NDArray[np.uint32]
+    check_rows: int
+
+
+@record
+class MemberTables:
+    """What a member's parts hand back to be written beside its columns: its
+    offset tables and its block CRC-32s, the parts' laid end to end."""
+
+    bins: npt.NDArray[np.uint64]
+    starts: npt.NDArray[np.int64]
+    blocks: npt.NDArray[np.uint32]
 
 
 def read_layout(path: str) -> tuple[CopyManifest, list[MemberLayout]]:
@@ -498,11 +533,16 @@ def read_layout(path: str) -> tuple[CopyManifest, list[MemberLayout]]:
     manifest = CopyManifest.from_json(str(text), where)
     with open(path, "rb") as raw:
         size = os.fstat(raw.fileno()).st_size
-        layouts = [_member_layout(raw.fileno(), size, m, where) for m in manifest.members]
+        layouts = [
+            _member_layout(raw.fileno(), size, m, manifest.check_rows, where)
+            for m in manifest.members
+        ]
     return manifest, layouts
 
 
-def _member_layout(fd: int, size: int, entry: MemberEntry, where: str) -> MemberLayout:
+def _member_layout(
+    fd: int, size: int, entry: MemberEntry, check_rows: int, where: str
+) -> MemberLayout:
     at = entry.at
     if at is None or len(at.columns) != len(entry.axes) + 1:
         raise CorruptCopyError(f"the manifest of {where} does not say where {entry.name} lies")
@@ -516,7 +556,21 @@ def _member_layout(fd: int, size: int, entry: MemberEntry, where: str) -> Member
     if table_crc(bins, starts) != entry.table_crc32:
         raise CorruptCopyError(f"{where}: the offset table of {entry.name} is damaged")
     _check_tables(entry, bins, starts, where)
-    return MemberLayout(entry, at.columns, bins.astype(np.uint64), starts.astype(np.int64))
+    if check_rows < 1:
+        raise CorruptCopyError(f"the manifest of {where} is damaged (check_rows {check_rows})")
+    n_blocks = sum(-(-p.rows // check_rows) for p in entry.parts)
+    columns = len(entry.axes) + 1
+    blocks = _read_array(
+        fd, size, at.block_crc32, np.dtype("<u4"), columns * n_blocks, where, entry.name
+    )
+    return MemberLayout(
+        entry,
+        at.columns,
+        bins.astype(np.uint64),
+        starts.astype(np.int64),
+        blocks.astype(np.uint32).reshape(columns, n_blocks),
+        check_rows,
+    )
 
 
 def _read_array(

@@ -92,6 +92,10 @@ class Answer:
     order: npt.NDArray[np.intp]
 
 
+#: No runs of whole bins.
+_NO_RUNS = np.zeros((0, 3), np.int64)
+
+
 class MemberCopy:
     """One reorganised table of a copy; see the module notes."""
 
@@ -110,6 +114,12 @@ class MemberCopy:
         self._bins = layout.bins.astype(np.int64)
         self._strides = mdbin_strides(list(self.entry.axes))
         self._mapped: dict[str, npt.NDArray[Any]] = {}
+        # Blocks of check_rows rows counted from each part's first: each
+        # part's first block, each block's part, and which were checked.
+        per_part = [-(-p.rows // layout.check_rows) for p in self.entry.parts]
+        self._block_first = np.cumsum([0, *per_part])[:-1].astype(np.int64)
+        self._block_part = np.repeat(np.arange(len(per_part), dtype=np.int64), per_part)
+        self._checked: dict[str, npt.NDArray[np.bool_]] = {}
 
     @property
     def variables(self) -> list[str]:
@@ -263,7 +273,8 @@ class MemberCopy:
         if len(candidates):
             keep = np.ones(len(candidates), bool)
             for name, interval in box.items():
-                keep &= interval.mask(np.asarray(self.column(name)[candidates]))
+                column = self._checked_column(name, _NO_RUNS, candidates)
+                keep &= interval.mask(np.asarray(column[candidates]))
             candidates = candidates[keep]
         return candidates
 
@@ -332,11 +343,48 @@ class MemberCopy:
     ) -> npt.NDArray[Any]:
         """Column ``name`` over the ``whole`` runs (each one slice of the
         copy), then at the copy's rows ``passed``."""
-        column = self.column(name)
+        column = self._checked_column(name, whole, passed)
         begins = (self._firsts[whole[:, 0]] + whole[:, 1]).tolist()
         pieces = [column[a : a + n] for a, n in zip(begins, whole[:, 2].tolist(), strict=True)]
         pieces.append(column[passed])
         return np.concatenate(pieces)
+
+    def _checked_column(
+        self, name: str, whole: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]
+    ) -> npt.NDArray[Any]:
+        """:meth:`column` ``name``, every block that the ``(part, offset,
+        length)`` runs ``whole`` and the copy's ``rows`` touch checked against
+        its CRC-32 first (each block once while the copy is open), so damaged
+        bytes are an error, never a wrong answer."""
+        size = self._layout.check_rows
+        parts = np.searchsorted(self._firsts, rows, side="right") - 1
+        touched = [self._block_first[parts] + (rows - self._firsts[parts]) // size]
+        if len(whole):
+            part, offset, length = whole[:, 0], whole[:, 1], whole[:, 2]
+            low = self._block_first[part] + offset // size
+            count = (offset + length - 1) // size - offset // size + 1
+            before = np.cumsum(count) - count
+            touched.append(np.repeat(low - before, count) + np.arange(int(count.sum())))
+        blocks = np.unique(np.concatenate(touched))
+        checked = self._checked.get(name)
+        if checked is None:
+            checked = self._checked[name] = np.zeros(len(self._block_part), bool)
+        column = self.column(name)
+        todo = blocks[~checked[blocks]]
+        if len(todo):
+            k = len(self.entry.axes) if name == ROWS else self._axis(name)
+            for block in todo.tolist():
+                owner = int(self._block_part[block])
+                start = int(self._firsts[owner]) + (block - int(self._block_first[owner])) * size
+                stop = min(start + size, int(self._firsts[owner]) + self.entry.parts[owner].rows)
+                if crc32(np.ascontiguousarray(column[start:stop])) != self._layout.blocks[k, block]:
+                    raise CorruptCopyError(
+                        f"the reorganised copy {self.path} is damaged: {name} of "
+                        f"{self.entry.group or 'its table'}, rows {start} to {stop - 1}; build "
+                        "it again with quarry reorg"
+                    )
+            checked[todo] = True
+        return column
 
 
 class ReorgCopy:
