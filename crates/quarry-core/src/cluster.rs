@@ -754,20 +754,25 @@ pub struct BlockCrcs {
 }
 
 impl BlockCrcs {
-    /// Add the next values (any number: blocks span the pieces).
+    /// Add the next values (any number: blocks span the pieces). Each byte
+    /// is read once: a block's CRC-32 joins the whole's when it is complete.
     pub fn update<T: Plain>(&mut self, mut values: &[T]) {
-        self.whole.update(as_bytes(values));
         while !values.is_empty() {
             let (mut block, rows) = self.open.take().unwrap_or_default();
             let take = (CHECK_ROWS - rows).min(values.len());
             block.update(as_bytes(&values[..take]));
             values = &values[take..];
             if rows + take == CHECK_ROWS {
-                self.blocks.push(block.finalize());
+                self.close(&block);
             } else {
                 self.open = Some((block, rows + take));
             }
         }
+    }
+
+    fn close(&mut self, block: &crc32fast::Hasher) {
+        self.whole.combine(block);
+        self.blocks.push(block.clone().finalize());
     }
 
     /// The CRC-32 of all the values, and of each block (the last one as far
@@ -775,7 +780,7 @@ impl BlockCrcs {
     #[must_use]
     pub fn finish(mut self) -> (u32, Vec<u32>) {
         if let Some((block, _)) = self.open.take() {
-            self.blocks.push(block.finalize());
+            self.close(&block);
         }
         (self.whole.finalize(), self.blocks)
     }

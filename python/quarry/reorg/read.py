@@ -90,6 +90,8 @@ class Answer:
     whole: npt.NDArray[np.int64]
     passed: npt.NDArray[np.int64]
     order: npt.NDArray[np.intp]
+    blocks: npt.NDArray[np.int64]
+    """The copy's blocks (of ``check_rows`` rows) that ``whole`` and ``passed`` touch."""
 
 
 #: No runs of whole bins.
@@ -272,8 +274,9 @@ class MemberCopy:
         candidates = self.positions(runs)
         if len(candidates):
             keep = np.ones(len(candidates), bool)
+            blocks = self._blocks(_NO_RUNS, candidates)
             for name, interval in box.items():
-                column = self._checked_column(name, _NO_RUNS, candidates)
+                column = self._checked_column(name, blocks)
                 keep &= interval.mask(np.asarray(column[candidates]))
             candidates = candidates[keep]
         return candidates
@@ -292,9 +295,10 @@ class MemberCopy:
         ``names`` (variables of the copy) there (see :meth:`values`)."""
         runs = runs if runs is not None else self.runs(box)
         passed = self._passing(box, runs.boundary)
-        ids = self._in_copy_order(ROWS, runs.whole, passed).astype(np.int64, copy=False)
+        blocks = self._blocks(runs.whole, passed)
+        ids = self._in_copy_order(ROWS, runs.whole, passed, blocks).astype(np.int64, copy=False)
         order = np.argsort(ids, kind="stable")
-        answer = Answer(self._checked_rows(ids[order]), {}, runs.whole, passed, order)
+        answer = Answer(self._checked_rows(ids[order]), {}, runs.whole, passed, order, blocks)
         for name in names:
             answer.values[name] = self.values(name, answer)
         return answer
@@ -336,26 +340,29 @@ class MemberCopy:
         ([0, 2, 3], [1, 3, 4])
         >>> drv.close()
         """
-        return self._in_copy_order(name, answer.whole, answer.passed)[answer.order]
+        return self._in_copy_order(name, answer.whole, answer.passed, answer.blocks)[answer.order]
 
     def _in_copy_order(
-        self, name: str, whole: npt.NDArray[np.int64], passed: npt.NDArray[np.int64]
+        self,
+        name: str,
+        whole: npt.NDArray[np.int64],
+        passed: npt.NDArray[np.int64],
+        blocks: npt.NDArray[np.int64],
     ) -> npt.NDArray[Any]:
         """Column ``name`` over the ``whole`` runs (each one slice of the
-        copy), then at the copy's rows ``passed``."""
-        column = self._checked_column(name, whole, passed)
+        copy), then at the copy's rows ``passed`` (``blocks``: those they touch)."""
+        column = self._checked_column(name, blocks)
         begins = (self._firsts[whole[:, 0]] + whole[:, 1]).tolist()
         pieces = [column[a : a + n] for a, n in zip(begins, whole[:, 2].tolist(), strict=True)]
         pieces.append(column[passed])
         return np.concatenate(pieces)
 
-    def _checked_column(
-        self, name: str, whole: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]
-    ) -> npt.NDArray[Any]:
-        """:meth:`column` ``name``, every block that the ``(part, offset,
-        length)`` runs ``whole`` and the copy's ``rows`` touch checked against
-        its CRC-32 first (each block once while the copy is open), so damaged
-        bytes are an error, never a wrong answer."""
+    def _blocks(
+        self, whole: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.int64]:
+        """The blocks (of ``check_rows`` rows, counted from each part's first)
+        that the ``(part, offset, length)`` runs ``whole`` and the copy's
+        ``rows`` touch, ascending."""
         size = self._layout.check_rows
         parts = np.searchsorted(self._firsts, rows, side="right") - 1
         touched = [self._block_first[parts] + (rows - self._firsts[parts]) // size]
@@ -365,7 +372,13 @@ class MemberCopy:
             count = (offset + length - 1) // size - offset // size + 1
             before = np.cumsum(count) - count
             touched.append(np.repeat(low - before, count) + np.arange(int(count.sum())))
-        blocks = np.unique(np.concatenate(touched))
+        return np.unique(np.concatenate(touched))
+
+    def _checked_column(self, name: str, blocks: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+        """:meth:`column` ``name``, its ``blocks`` checked against their
+        CRC-32s first (each block once while the copy is open), so damaged
+        bytes are an error, never a wrong answer."""
+        size = self._layout.check_rows
         checked = self._checked.get(name)
         if checked is None:
             checked = self._checked[name] = np.zeros(len(self._block_part), bool)
