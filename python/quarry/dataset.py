@@ -204,6 +204,19 @@ class Dataset:
         return os.path.exists(self.index_path)
 
     @property
+    def has_copy(self) -> bool:
+        """Whether the file has a reorganised copy (``quarry reorg``) where
+        its index would be; fresh or not is learned when a query opens it."""
+        return os.path.exists(self._copy_path())
+
+    def _copy_path(self) -> str:
+        from quarry.reorg.locate import beside_index, find_copy
+
+        # A named index was resolved to its file when this dataset opened.
+        given = self.index_path if self._index_given else None
+        return beside_index(given) if given is not None else find_copy(self.path)
+
+    @property
     def index(self) -> IndexStore:
         """The opened index; raises if missing, damaged, or stale."""
         if self._store is None:
@@ -522,16 +535,12 @@ class Dataset:
         checked once, when a query could read it; None where it has none. A
         stale or damaged copy is refused as a stale index is."""
         if self._copy is None and not self._copy_absent:
-            from quarry.reorg.locate import beside_index, find_copy
-
-            # A named index was resolved to its file when this dataset opened.
-            given = self.index_path if self._index_given else None
-            found = beside_index(given) if given is not None else find_copy(self.path)
-            if not os.path.exists(found):
+            if not self.has_copy:
                 self._copy_absent = True  # looked for once per open
                 return None
             from quarry.reorg.read import open_copy
 
+            given = self.index_path if self._index_given else None
             self._copy = open_copy(self.path, given, self._file_driver.read)
         return self._copy
 

@@ -289,3 +289,28 @@ def test_bytes_damaged_in_a_copy_are_an_error_never_a_wrong_answer(tmp_path, see
             sel.ids()
             for k in names:
                 sel.values(k)
+
+
+def test_a_file_with_a_copy_and_no_index_is_not_said_to_be_scanned(tmp_path):
+    """Without an index the CLI says the data is scanned, unless the file has a
+    reorganised copy: then only what the copy does not answer is scanned."""
+    rng = np.random.default_rng(3)
+    cols = {k: rng.uniform(0, 100, 50_000).astype("f4") for k in ("e", "x")}
+    path = str(tmp_path / "c.h5")
+    with h5py.File(path, "w") as f:
+        for k, v in cols.items():
+            f[k] = v
+    cli = [sys.executable, "-m", "quarry.cli.main"]
+    query = "10.5 < e < 11.5 && 40 < x < 50"
+
+    def run() -> tuple[int, str]:
+        done = subprocess.run([*cli, "query", path, query], capture_output=True, text=True)
+        return int(done.stdout), done.stderr
+
+    count, err = run()
+    assert count == len(oracle_ids(query, cols)) and "; scanning the data." in err
+    subprocess.run([*cli, "reorg", path, "--vars", "e,x", "--bin-size", "1,10"], check=True)
+    count, err = run()
+    assert count == len(oracle_ids(query, cols))
+    assert "no index found" in err and "what its reorganised copy does not answer is scanned" in err
+    assert "scanning the data" not in err

@@ -69,8 +69,15 @@ def say_when_unindexed(args: Any, selections: Sequence[Selection]) -> None:
         where += f" or in {INDEX_PATH_VARIABLE}"
     first = missing[0]
     what = first.path if len(missing) == 1 else f"{len(missing)} files ({first.path}, ...)"
+    # A reorganised copy answers the boxes of its variables without a scan.
+    copies = "its reorganised copy does" if len(missing) == 1 else "their reorganised copies do"
+    scanned = (
+        f"what {copies} not answer is scanned"
+        if all(d.has_copy for d in missing)
+        else "scanning the data"
+    )
     print(
-        f"quarry: no index found for {what} (looked {where}); scanning the data. Build one "
+        f"quarry: no index found for {what} (looked {where}); {scanned}. Build one "
         f"with quarry index, or say where it is with --index DIR or {INDEX_PATH_VARIABLE}",
         file=sys.stderr,
     )

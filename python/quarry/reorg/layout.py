@@ -525,7 +525,9 @@ def read_layout(path: str) -> tuple[CopyManifest, list[MemberLayout]]:
     except OSError as exc:
         if not os.path.exists(path):
             raise
-        raise CorruptCopyError(f"{where} cannot be read as HDF5 ({exc})") from None
+        raise CorruptCopyError(
+            f"{where} cannot be read as HDF5 ({exc}); build it again with quarry reorg"
+        ) from None
     with f:
         text = f.attrs.get(ATTRIBUTE)
     if text is None:
