@@ -20,12 +20,32 @@ from quarry.query.stats import Estimate
 DTYPES = ["f4", "f8", "i4", "u2"]
 
 
+def quarry_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``quarry ARGS`` in a process of its own, which must succeed; its output as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "quarry.cli.main", *args], check=True, capture_output=True, text=True
+    )
+
+
 def column(rng: np.random.Generator, dtype: str, n: int) -> np.ndarray:
     if dtype.startswith("f"):
         v = rng.normal(0, 10, n).round(rng.integers(0, 2)).astype(dtype)
         v[rng.random(n) < 0.03] = np.nan
         return v
     return rng.integers(0 if dtype.startswith("u") else -30, 30, n).astype(dtype)
+
+
+def random_table(
+    tmp_path, rng: np.random.Generator, seed: int, n: int, names: list[str]
+) -> tuple[str, dict[str, np.ndarray]]:
+    """Columns ``names`` of ``n`` rows, their dtypes taken in turn from
+    DTYPES from ``seed`` on, written to an HDF5 file: its path and the columns."""
+    cols = {k: column(rng, DTYPES[(seed + i) % len(DTYPES)], n) for i, k in enumerate(names)}
+    path = str(tmp_path / "d.h5")
+    with h5py.File(path, "w") as f:
+        for k, v in cols.items():
+            f[k] = v
+    return path, cols
 
 
 def box_query(rng: np.random.Generator, names: list[str]) -> str:
@@ -51,11 +71,7 @@ def test_a_box_through_the_copy_equals_numpy_and_the_index(tmp_path, seed, force
     rng = np.random.default_rng(seed)
     n = 3001  # divides neither the parts nor the blocks
     names = ["a", "b", "c"]
-    cols = {k: column(rng, DTYPES[(seed + i) % len(DTYPES)], n) for i, k in enumerate(names)}
-    path = str(tmp_path / "d.h5")
-    with h5py.File(path, "w") as f:
-        for k, v in cols.items():
-            f[k] = v
+    path, cols = random_table(tmp_path, rng, seed, n, names)
     queries = [box_query(rng, names) for _ in range(25)]
     with quarry.open(path) as ds:
         ds.build_index(block_len=512)
@@ -84,32 +100,19 @@ def test_the_copy_is_taken_when_cheaper_and_explain_names_it(tmp_path):
         for k, v in cols.items():
             f[k] = v
     query = "1.2 < energy < 1.3 && 140 < x < 150 && 65 < y < 75"
-    cli = [sys.executable, "-m", "quarry.cli.main"]
-    subprocess.run([*cli, "index", path], check=True, capture_output=True)
-    subprocess.run(
-        [*cli, "reorg", path, "--vars", "energy,x,y", "--bin-size", "0.1,10,10"],
-        check=True,
-        capture_output=True,
-    )
-    run = subprocess.run(
-        [*cli, "query", path, query, "--explain", "--json"], check=True, capture_output=True
-    )
+    quarry_cli("index", path)
+    quarry_cli("reorg", path, "--vars", "energy,x,y", "--bin-size", "0.1,10,10")
+    run = quarry_cli("query", path, query, "--explain", "--json")
     result = json.loads(run.stdout)
     assert result["count"] == len(oracle_ids(query, cols))
     (plan,) = result["plan"]
     assert plan["access"] == "mdbin" and plan["mdbin_cost"] < plan["index_cost"]
-    run = subprocess.run(
-        [*cli, "query", path, query, "--explain"], check=True, capture_output=True, text=True
-    )
+    run = quarry_cli("query", path, query, "--explain")
     assert (
         "plan: 1.2 < /energy < 1.3 && 140.0 < /x < 150.0 && 65.0 < /y < 75.0: mdbin" in run.stderr
     )
     # A condition the copy does not hold goes through the index as before.
-    run = subprocess.run(
-        [*cli, "query", path, "energy > 1.25", "--explain", "--json"],
-        check=True,
-        capture_output=True,
-    )
+    run = quarry_cli("query", path, "energy > 1.25", "--explain", "--json")
     assert [p["access"] for p in json.loads(run.stdout)["plan"]] == ["index"]
 
 
@@ -215,27 +218,14 @@ def test_explain_over_a_files_steps_names_each_steps_plan(tmp_path):
             f[f"Step#{step}/energy"] = rng.uniform(0, 2, 20_000)
             f[f"Step#{step}/x"] = rng.uniform(0, 300, 20_000)
     query = "1.2 < energy < 1.3 && 140 <= x < 150"
-    cli = [sys.executable, "-m", "quarry.cli.main"]
-    subprocess.run(
-        [*cli, "reorg", path, "--vars", "energy,x", "--bin-size", "0.1,10"],
-        check=True,
-        capture_output=True,
-    )
-    run = subprocess.run(
-        [*cli, "query", path, query, "--explain", "--json"], check=True, capture_output=True
-    )
+    quarry_cli("reorg", path, "--vars", "energy,x", "--bin-size", "0.1,10")
+    run = quarry_cli("query", path, query, "--explain", "--json")
     result = json.loads(run.stdout)
     assert [(p["step"], p["access"]) for p in result["plan"]] == [(0, "mdbin"), (1, "mdbin")]
     assert set(result["stats"]) >= {"rows_checked", "bytes_read"}
-    run = subprocess.run(
-        [*cli, "query", path, query, "--explain", "--json", "--ids"],
-        check=True,
-        capture_output=True,
-    )
+    run = quarry_cli("query", path, query, "--explain", "--json", "--ids")
     assert [p["access"] for p in json.loads(run.stdout)["plan"]] == ["mdbin", "mdbin"]
-    run = subprocess.run(
-        [*cli, "query", path, query, "--explain"], check=True, capture_output=True, text=True
-    )
+    run = quarry_cli("query", path, query, "--explain")
     with h5py.File(path) as f:
         expected = sum(
             np.count_nonzero((e > 1.2) & (e < 1.3) & (x >= 140) & (x < 150))
@@ -256,11 +246,7 @@ def test_bytes_damaged_in_a_copy_are_an_error_never_a_wrong_answer(tmp_path, see
     rng = np.random.default_rng(seed)
     n = 20_011
     names = ["a", "b", "c"]
-    cols = {k: column(rng, DTYPES[(seed + i) % len(DTYPES)], n) for i, k in enumerate(names)}
-    path = str(tmp_path / "d.h5")
-    with h5py.File(path, "w") as f:
-        for k, v in cols.items():
-            f[k] = v
+    path, cols = random_table(tmp_path, rng, seed, n, names)
     with quarry.open(path) as ds:
         ds.reorganize(names, bins=int(rng.integers(2, 6)), part_rows=int(rng.integers(5000, 9000)))
     copy = path + ".qmd"
@@ -300,16 +286,15 @@ def test_a_file_with_a_copy_and_no_index_is_not_said_to_be_scanned(tmp_path):
     with h5py.File(path, "w") as f:
         for k, v in cols.items():
             f[k] = v
-    cli = [sys.executable, "-m", "quarry.cli.main"]
     query = "10.5 < e < 11.5 && 40 < x < 50"
 
     def run() -> tuple[int, str]:
-        done = subprocess.run([*cli, "query", path, query], capture_output=True, text=True)
+        done = quarry_cli("query", path, query)
         return int(done.stdout), done.stderr
 
     count, err = run()
     assert count == len(oracle_ids(query, cols)) and "; scanning the data." in err
-    subprocess.run([*cli, "reorg", path, "--vars", "e,x", "--bin-size", "1,10"], check=True)
+    quarry_cli("reorg", path, "--vars", "e,x", "--bin-size", "1,10")
     count, err = run()
     assert count == len(oracle_ids(query, cols))
     assert "no index found" in err and "what its reorganised copy does not answer is scanned" in err
