@@ -21,6 +21,7 @@ from quarry.errors import CorruptCopyError, ReorgError, ShapeMismatchError, Stal
 from quarry.expr.plan import Interval
 from quarry.reorg import find_copy, open_copy
 from quarry.reorg.build import DEFAULT_BINS, DEFAULT_PART_ROWS
+from quarry.reorg.layout import store_manifest
 from quarry.reorg.read import verify_copy
 
 
@@ -205,8 +206,17 @@ def test_a_damaged_copy_is_refused(particles):
         starts[1] = starts[1] + 1
     with pytest.raises(CorruptCopyError, match="offset table"):
         open_copy(particles)
-    with h5py.File(copy, "r+") as f:
-        del f.attrs["quarry_reorg"]
+    with open(copy, "r+b") as f:  # the manifest's bytes
+        head = f.read(512)
+        offset = int(head.split()[1])
+        f.seek(offset + 5)
+        byte = f.read(1)
+        f.seek(offset + 5)
+        f.write(bytes([byte[0] ^ 1]))
+    with pytest.raises(CorruptCopyError, match=r"manifest of .* is damaged"):
+        open_copy(particles)
+    with open(copy, "r+b") as f:  # where it lies
+        f.write(b"quarry-mdbin where?\n")
     with pytest.raises(CorruptCopyError, match="no manifest"):
         open_copy(particles)
     with open(copy, "wb") as f:
@@ -222,8 +232,8 @@ def test_a_copy_whose_manifest_misplaces_its_arrays_is_refused(particles):
     with quarry.open(particles) as ds:
         ds.reorganize(["energy", "x"], path="Step#0")
     copy = particles + ".qmd"
-    with h5py.File(copy, "r") as f:
-        doc = json.loads(f.attrs["quarry_reorg"])
+    with h5py.File(copy, "r") as f:  # an HDF5 file, its manifest a dataset
+        doc = json.loads(f["quarry_reorg"][()].tobytes())
     at = doc["members"][0]["at"]
     with h5py.File(copy, "r") as f:  # the manifest says where HDF5 put them
         group = f["m0"]
@@ -248,8 +258,7 @@ def test_a_copy_whose_manifest_misplaces_its_arrays_is_refused(particles):
             changed.update(change)
         else:
             changed["members"][0].update(change)
-        with h5py.File(copy, "r+") as f:
-            f.attrs["quarry_reorg"] = json.dumps(changed)
+        store_manifest(copy, json.dumps(changed))
         with pytest.raises(CorruptCopyError, match=message):
             open_copy(particles)
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import quarry
+from copy_arrays import copy_arrays
 from quarry.index import fresh
 from quarry.reorg import build
 
@@ -63,17 +64,6 @@ def reads_counted(monkeypatch) -> dict[str, int]:
     return counts
 
 
-def copy_of(path: str) -> dict[str, np.ndarray]:
-    with h5py.File(path + ".qmd") as f:
-        out = {}
-        f.visititems(
-            lambda name, obj: (
-                out.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None
-            )
-        )
-        return out
-
-
 @pytest.mark.parametrize("seed", range(6))
 def test_ranges_from_the_index_make_the_same_copy_as_read_ones(tmp_path, monkeypatch, seed):
     rng = np.random.default_rng(seed)
@@ -105,7 +95,7 @@ def test_ranges_from_the_index_make_the_same_copy_as_read_ones(tmp_path, monkeyp
         assert read_with_index[f"/{var}"] == passes * parts, var
         assert counts[f"/{var}"] == 2 * parts, var
     assert with_index.members[0].axes == without.members[0].axes
-    ours, theirs = copy_of(indexed), copy_of(plain)
+    ours, theirs = copy_arrays(indexed + ".qmd"), copy_arrays(plain + ".qmd")
     assert ours.keys() == theirs.keys()
     for name in ours:
         np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)

@@ -13,6 +13,8 @@ import h5py
 import numpy as np
 import pytest
 
+from copy_arrays import copy_arrays
+
 pytest.importorskip("mpi4py")
 MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
 pytestmark = pytest.mark.skipif(
@@ -35,15 +37,6 @@ def mpirun(n: int, *argv: str, expect: int = 0) -> subprocess.CompletedProcess[s
     return done
 
 
-def contents(copy: str) -> dict[str, np.ndarray]:
-    with h5py.File(copy) as f:
-        out: dict[str, np.ndarray] = {}
-        f.visititems(
-            lambda name, obj: out.update({name: obj[()]}) if hasattr(obj, "dtype") else None
-        )
-        return out
-
-
 def test_ranks_write_the_serial_copy(tmp_path):
     path = str(tmp_path / "run.h5")
     rng = np.random.default_rng(11)
@@ -55,11 +48,11 @@ def test_ranks_write_the_serial_copy(tmp_path):
             f[f"Step#{step}/x"] = rng.integers(-100, 300, 10_007).astype("i4")
     args = ["reorg", path, "--vars", "energy,x", "--bin-size", "0.1,25", "--part-rows", "1000"]
     subprocess.run([sys.executable, "-m", "quarry.cli.main", *args], check=True)
-    serial = contents(path + ".qmd")
+    serial = copy_arrays(path + ".qmd")
     for ranks in (2, 3):
         out = mpirun(ranks, *args)
         assert out.stdout.count("reorganised") == 1  # rank 0 speaks
-        parallel = contents(path + ".qmd")
+        parallel = copy_arrays(path + ".qmd")
         assert serial.keys() == parallel.keys()
         for name, values in serial.items():
             np.testing.assert_array_equal(parallel[name], values, err_msg=name)
@@ -104,9 +97,9 @@ def test_ranks_take_the_ranges_from_a_fresh_index(tmp_path):
     assert set(known) == {"/energy", "/x"}, "the index must give both ranges"
     args = ["reorg", path, "--vars", "energy,x", "--bins", "7", "--part-rows", "3000"]
     subprocess.run([sys.executable, "-m", "quarry.cli.main", *args], check=True)
-    serial = contents(path + ".qmd")
+    serial = copy_arrays(path + ".qmd")
     mpirun(2, *args)
-    parallel = contents(path + ".qmd")
+    parallel = copy_arrays(path + ".qmd")
     assert serial.keys() == parallel.keys()
     for name, values in serial.items():
         np.testing.assert_array_equal(parallel[name], values, err_msg=name)

@@ -2,7 +2,8 @@
 
 ::
 
-    /                     attribute "quarry_reorg": the manifest (JSON, below)
+    (user block)          "quarry-mdbin OFFSET LENGTH CRC32": where the manifest lies
+    /quarry_reorg         the manifest (JSON, below; uint8)
     /<member>/columns/<k> the k-th variable's values, clustered      (contiguous)
     /<member>/rows        each value's row in the source table (uint32, or int64 past 2**32)
     /<member>/table_bins  each part's non-empty MDBin numbers, ascending (uint64)
@@ -80,7 +81,12 @@ if TYPE_CHECKING:
 
 FORMAT = "quarry-mdbin"
 VERSION = 2
-ATTRIBUTE = "quarry_reorg"
+#: The dataset holding the manifest.
+MANIFEST = "quarry_reorg"
+#: The HDF5 user block: the bytes before HDF5's own, which say where the
+#: manifest lies, so opening a copy needs no HDF5 library.
+USER_BLOCK = 512
+HEADER = b"quarry-mdbin "
 ROWS = "rows"
 
 
@@ -326,7 +332,7 @@ class CopyWriter:
         with contextlib.suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_EX)
         try:
-            with h5py.File(temporary, "w", locking=False) as f:
+            with h5py.File(temporary, "w", locking=False, userblock_size=USER_BLOCK) as f:
                 for member, rows, axes in members:
                     group = f.create_group(member)
                     group.create_group("columns")
@@ -414,8 +420,8 @@ class CopyWriter:
                         *(d.id.get_offset() for d in made),
                     )
                     placed.append(replace(entry, at=at))
-                manifest = replace(manifest, members=tuple(placed))
-                f.attrs[ATTRIBUTE] = json.dumps(manifest.to_json())
+            manifest = replace(manifest, members=tuple(placed))
+            store_manifest(self.temporary, json.dumps(manifest.to_json()))
             os.fsync(self._fd)
             replaced = _hold(self.path)
             try:
@@ -517,29 +523,53 @@ def read_layout(path: str) -> tuple[CopyManifest, list[MemberLayout]]:
     lie and its offset tables, each checked: :class:`CorruptCopyError` names
     what is damaged. The manifest says where every array lies (``at``), so
     the tables are read with plain reads, not through HDF5."""
-    import h5py
-
     where = f"the reorganised copy {path}"
-    try:
-        f = h5py.File(path, "r", locking=False)
-    except OSError as exc:
-        if not os.path.exists(path):
-            raise
-        raise CorruptCopyError(
-            f"{where} cannot be read as HDF5 ({exc}); build it again with quarry reorg"
-        ) from None
-    with f:
-        text = f.attrs.get(ATTRIBUTE)
-    if text is None:
-        raise CorruptCopyError(f"{where} has no manifest; build it again with quarry reorg")
-    manifest = CopyManifest.from_json(str(text), where)
     with open(path, "rb") as raw:
         size = os.fstat(raw.fileno()).st_size
+        manifest = CopyManifest.from_json(_manifest_text(raw.fileno(), size, where), where)
         layouts = [
             _member_layout(raw.fileno(), size, m, manifest.check_rows, where)
             for m in manifest.members
         ]
     return manifest, layouts
+
+
+def store_manifest(path: str, text: str) -> None:
+    """Write ``text`` as the manifest of the copy at ``path`` (made with the
+    user block), replacing any before it, and say in the user block where
+    it lies."""
+    import zlib
+
+    import h5py
+
+    data = text.encode()
+    with h5py.File(path, "r+", locking=False) as f:
+        if MANIFEST in f:
+            del f[MANIFEST]
+        offset = f.create_dataset(MANIFEST, data=np.frombuffer(data, np.uint8)).id.get_offset()
+    header = HEADER + f"{offset} {len(data)} {zlib.crc32(data)}\n".encode()
+    assert offset is not None and len(header) <= USER_BLOCK
+    with open(path, "r+b") as f:
+        f.write(header.ljust(USER_BLOCK, b"\0"))
+
+
+def _manifest_text(fd: int, size: int, where: str) -> str:
+    """The manifest of the copy open at ``fd`` (``size`` bytes), found
+    through its user block and checked against its CRC-32."""
+    import zlib
+
+    rebuild = "build it again with quarry reorg"
+    head = os.pread(fd, USER_BLOCK, 0)
+    if not head.startswith(HEADER):
+        raise CorruptCopyError(f"{where} cannot be read: it is not a reorganised copy; {rebuild}")
+    try:
+        offset, length, crc = (int(v) for v in head[len(HEADER) :].split(b"\n")[0].split())
+    except ValueError:
+        raise CorruptCopyError(f"{where} has no manifest; {rebuild}") from None
+    data = os.pread(fd, length, offset) if offset > 0 and offset + length <= size else b""
+    if len(data) != length or zlib.crc32(data) != crc:
+        raise CorruptCopyError(f"the manifest of {where} is damaged; {rebuild}")
+    return data.decode("utf-8", "replace")
 
 
 def _member_layout(
