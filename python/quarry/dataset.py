@@ -20,7 +20,7 @@ from quarry.expr.names import resolve
 from quarry.expr.parser import parse_variable
 from quarry.formats import BACKENDS, backend_for
 from quarry.formats.base import Driver, VariableInfo
-from quarry.formats.listing import ListedDriver
+from quarry.formats.listing import ListedDriver, Listing
 from quarry.index import IndexStore
 from quarry.index.locate import find_index, rebuild_command
 from quarry.pool import on_own_threads
@@ -144,13 +144,17 @@ class Dataset:
             store = None  # none, stale or damaged: reported when the index is used
         self._store = store  # opened once: queries use it as it is
         listing = store.manifest.listing if store is not None else None
-        if store is not None and listing is not None and store.trusted:
+        if store is not None and listing is not None and store.listing_trusted:
             for known in BACKENDS:
                 if known.name == listing.backend:
                     opener = functools.partial(known.open, self.path, self._sidecars)
                     return ListedDriver(self.path, listing, opener), known.name
         backend = backend_for(self.path, self._sidecars)
-        return backend.open(self.path, self._sidecars), backend.name
+        driver = backend.open(self.path, self._sidecars)
+        if store is not None and listing is not None:
+            # Walked now (as the first query would), the next open need not.
+            store.confirm_listing(lambda: Listing.of(backend.name, driver) == listing)
+        return driver, backend.name
 
     # -- variables -------------------------------------------------------
     def variables(self) -> list[VariableInfo]:
@@ -376,7 +380,6 @@ class Dataset:
         ...     ds.query("r > 4").ids().tolist(), ds.variable("r").path
         ([0, 2], '/r')
         """
-        from quarry.formats.listing import Listing
         from quarry.index import BuildOptions
         from quarry.index.locate import place_new_index
 

@@ -120,7 +120,8 @@ def test_moved_times_over_unchanged_values_answer_and_are_recorded(mod, monkeypa
         assert ds.query("px > 0.4 && n < 0").count() == int(
             ((data["px"] > 0.4) & (data["n"] < 0)).sum()
         )
-    assert json.loads(Path(checked).read_text())["variables"] == ["/n", "/px"]
+    # The columns checked, and the listing found as recorded by the walk of the file.
+    assert json.loads(Path(checked).read_text())["variables"] == [fresh.LISTING, "/n", "/px"]
     assert expand_sources(path[:-3] + "*") == [path]  # not a data file
     with quarry.open(path) as ds:
         store = ds.index
@@ -335,7 +336,7 @@ def test_an_index_from_before_ctime_was_recorded_is_read_and_checked(mod, monkey
         assert not ds.index.trusted
         assert ds.query("px > 0.5").count() == int((data["px"] > 0.5).sum())
     record = json.loads(Path(path + ".qidx" + fresh.CHECKED_SUFFIX).read_text())
-    assert record["variables"] == ["/px"]  # recorded once checked
+    assert record["variables"] == [fresh.LISTING, "/px"]  # recorded once checked
     overwrite_keeping_times(path, "px", slice(0, 1000), 0.75)
     with quarry.open(path) as ds, pytest.raises(StaleIndexError, match="/px block 0 of 11"):
         ds.query("px > 0.5").count()

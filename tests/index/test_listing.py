@@ -3,6 +3,9 @@ only while the index is fresh and trusted, never in place of a changed file."""
 
 from __future__ import annotations
 
+import os
+import time
+
 import h5py
 import numpy as np
 import pytest
@@ -169,3 +172,30 @@ def test_a_damaged_offset_is_a_damaged_index(tmp_path, bad):
     doc["listing"]["contiguous"]["/Step#0/x"] = bad
     with pytest.raises(CorruptIndexError, match="listing is malformed"):
         Manifest.from_json(doc)
+
+
+def test_a_file_indexed_as_it_was_written_is_walked_once_then_listed(tmp_path):
+    """An index whose file's times are not safely older than its build (a
+    file indexed as it was written) is not proven fresh by the stat: the
+    first open walks the file, and finding the listing as recorded says so
+    beside the index, so the next open at that stat is listed. A write
+    after that moves the stat, and the file is walked (and refused) again."""
+    path = str(tmp_path / "run.h5")
+    _write(path)
+    soon = time.time_ns() + 300_000_000
+    os.utime(path, ns=(soon, soon))  # times after the build's start: racy
+    with quarry.open(path) as ds:
+        ds.build_index(block_len=16)
+    time.sleep(0.4)  # the times are now safely older than a later reading
+    with quarry.open(path) as ds:
+        assert not isinstance(ds.driver, ListedDriver)
+        want = ds.query("x > 30", path="Step#1").count()
+    with quarry.open(path) as ds:
+        assert isinstance(ds.driver, ListedDriver)
+        assert ds.query("x > 30", path="Step#1").count() == want == 34
+    with h5py.File(path, "r+") as f:
+        f["late"] = np.ones(3)
+    with quarry.open(path) as ds:
+        assert not isinstance(ds.driver, ListedDriver)
+        with pytest.raises(quarry.StaleIndexError):
+            ds.query("x > 30", path="Step#1").count()

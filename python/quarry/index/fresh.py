@@ -38,7 +38,10 @@ have moved either.
 When a check finds columns unchanged, it records the source's new stat and
 those columns beside the index (``<index>.checked``, written atomically and
 skipped where the directory is read-only), so the next open at the same stat
-is cheap again. ``quarry verify`` checks and records every column, which
+is cheap again. So does an open that had to walk the file and found its
+listing as the index recorded it (:data:`LISTING`): the next open at that
+stat answers from the listing without walking the file, its columns still
+checked before their first use. ``quarry verify`` checks and records every column, which
 also accepts a source whose size or mtime moved while its indexed values
 did not (a variable appended to an HDF5 file).
 """
@@ -71,6 +74,10 @@ FINE_RACY_NS = 10**8
 STAT_FIELDS = ("size", "mtime_ns", "ctime_ns", "ino", "files")
 WRITE_FIELDS = ("size", "mtime_ns", "files")
 CHECKED_SUFFIX = ".checked"
+#: What a check record names for the file's listing (its variables, shapes,
+#: dtypes...: see :mod:`quarry.formats.listing`) found as the index recorded
+#: it; no variable's path (they begin with ``/``) can be this.
+LISTING = "(listing)"
 
 
 def trusted(stamp: Mapping[str, Any], read_ns: int | None) -> bool:

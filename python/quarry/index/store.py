@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from quarry import _core
@@ -45,6 +45,23 @@ class IndexStore:
     def trusted(self) -> bool:
         """Whether every column may answer without reading the source first."""
         return not self._unchecked
+
+    @property
+    def listing_trusted(self) -> bool:
+        """Whether the manifest's listing of the file's variables is the
+        file's own: the stat proves the file unchanged, or an open at this
+        stat walked the file and found it so (:meth:`confirm_listing`)."""
+        return self.trusted or fresh.LISTING in fresh.read_checked(self.path, self._freshness.now)
+
+    def confirm_listing(self, same: Callable[[], bool]) -> None:
+        """Record beside the index, where ``same()`` (walking the file, now)
+        finds its listing as the manifest's, that the next open at this stat
+        may answer from the listing."""
+        read_ns = time.time_ns()  # the stat was taken before this walk began
+        if same():
+            fresh.record_checked(
+                self.path, self._freshness.now, read_ns, frozenset({fresh.LISTING})
+            )
 
     @property
     def source_stat(self) -> dict[str, int]:
