@@ -175,7 +175,7 @@ def test_a_damaged_offset_is_a_damaged_index(tmp_path, bad):
 
 
 def test_a_file_indexed_as_it_was_written_is_walked_once_then_listed(tmp_path):
-    """An index whose file's times are not safely older than its build (a
+    """README (What a changed source does): an index whose file's times are not safely older than its build (a
     file indexed as it was written) is not proven fresh by the stat: the
     first open walks the file, and finding the listing as recorded says so
     beside the index, so the next open at that stat is listed. A write
