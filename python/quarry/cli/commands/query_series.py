@@ -80,10 +80,9 @@ def _explain_steps(sel: SeriesSelection) -> str:
     lines = []
     for member, part in sel:
         where = f"step {member.step}: " if member.step is not None else f"{member.file}: "
-        lines += [
-            f"{line.split(': ', 1)[0]}: {where}{line.split(': ', 1)[1]}"
-            for line in render.explain_lines(part).splitlines()
-        ]
+        for line in render.explain_lines(part).splitlines():
+            head, _, rest = line.partition(": ")  # "explain: ..." or "plan: ..."
+            lines.append(f"{head}: {where}{rest}")
     return "\n".join(lines)
 
 
