@@ -175,11 +175,12 @@ def test_a_damaged_offset_is_a_damaged_index(tmp_path, bad):
 
 
 def test_a_file_indexed_as_it_was_written_is_walked_once_then_listed(tmp_path):
-    """README (What a changed source does): an index whose file's times are not safely older than its build (a
-    file indexed as it was written) is not proven fresh by the stat: the
-    first open walks the file, and finding the listing as recorded says so
-    beside the index, so the next open at that stat is listed. A write
-    after that moves the stat, and the file is walked (and refused) again."""
+    """README (What a changed source does): an index whose file's times are
+    not safely older than its build (a file indexed as it was written) is
+    not proven fresh by the stat: the first open walks the file, and
+    finding the listing as recorded says so beside the index, so the next
+    open at that stat is listed. A write after that moves the stat, and the
+    file is walked (and refused) again."""
     path = str(tmp_path / "run.h5")
     _write(path)
     soon = time.time_ns() + 300_000_000
