@@ -79,6 +79,9 @@ def test_reorg_into_an_index_directory(steps, tmp_path):
         (["--vars", "x,y", "--bin-size", "1,2,3"], 2, "--bin-size gives 3 values for 2"),
         (["--vars", "x", "--bins", "4", "--bin-size", "1"], 2, "not allowed with"),
         (["--vars", "x", "--bins", "four"], 2, "comma-separated int"),
+        (["--vars", "x", "--bins", "0"], 2, "whole numbers of 1 or more"),
+        (["--vars", "x,y", "--bin-size", "1,-2"], 2, "bin sizes must be positive numbers"),
+        (["--vars", "x", "--bin-size", "nan"], 2, "bin sizes must be positive numbers"),
         (["--vars", "x", "--bin-size", "1e-30"], 1, "more than 16777216 bins"),
     ],
 )

@@ -75,7 +75,8 @@ def _numbers(kind: type) -> Any:
 def run(args: argparse.Namespace) -> int:
     """Reorganise each file; one line per file (or JSON)."""
     import quarry
-    from quarry.errors import UsageError
+    from quarry.errors import ReorgError, UsageError
+    from quarry.reorg.build import Binning
 
     names = options.names(args.vars)
     for option, given in (("--bin-size", args.bin_size), ("--bins", args.bins)):
@@ -84,6 +85,10 @@ def run(args: argparse.Namespace) -> int:
                 f"{option} gives {len(given)} values for {len(names)} variables: give one "
                 "for all of them or one for each"
             )
+    try:
+        Binning.of(len(names), args.bin_size, args.bins)
+    except ReorgError as exc:  # the options' own values, whatever the data: a usage error
+        raise UsageError(f"{exc}") from None
     from quarry.cli.parallel import start_work
 
     results = []
