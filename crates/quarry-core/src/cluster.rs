@@ -411,9 +411,8 @@ pub type Reserve<T> = fn(&mut Vec<T>, usize);
 impl Scratch {
     /// Scratch whose large buffers of slots and of positions are made room
     /// for by `reserve_slots` and `reserve_positions` (given an empty buffer
-    /// and the length it must reach): huge
-    /// pages, say, where writes spread over megabytes would miss the TLB on
-    /// 4 KiB pages.
+    /// and the length it must reach): huge pages, say, where writes spread
+    /// over megabytes would miss the TLB on 4 KiB pages.
     #[must_use]
     pub fn reserving(reserve_slots: Reserve<u32>, reserve_positions: Reserve<u16>) -> Self {
         Scratch {
@@ -749,7 +748,7 @@ pub const CHECK_ROWS: usize = 4096;
 pub struct BlockCrcs {
     whole: crc32fast::Hasher,
     /// Each whole block's CRC-32, in order.
-    pub blocks: Vec<u32>,
+    blocks: Vec<u32>,
     open: Option<(crc32fast::Hasher, usize)>,
 }
 

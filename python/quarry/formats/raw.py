@@ -18,6 +18,8 @@ from quarry.formats.base import VariableInfo, read_flat, variable_problem
 from quarry.records import as_dict, record
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import numpy as np
     import numpy.typing as npt
 
@@ -194,6 +196,27 @@ def _description_of(path: str, sidecar_dirs: tuple[str, ...]) -> str | None:
         if os.path.exists(description):
             return description
     return None
+
+
+def described_otherwise(path: str, beside: str, stamp: Mapping[str, Any]) -> bool:
+    """Whether ``path``'s raw-binary description (found as beside the
+    index or copy ``beside``) is not the one ``stamp`` recorded with
+    :func:`description_stamp`: its values now read otherwise.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "d.bin")
+    >>> np.zeros(4, "<f4").tofile(path)
+    >>> _ = register(path, RawLayout("d", "<f4", (4,)))
+    >>> stamp = description_stamp(path, path + ".qidx")
+    >>> _ = register(path, RawLayout("d", ">f4", (4,)))
+    >>> described_otherwise(path, path + ".qidx", stamp), described_otherwise(path, path, {})
+    (True, True)
+    """
+    return description_stamp(path, beside).get("description_crc32") != stamp.get(
+        "description_crc32"
+    )
 
 
 def description_stamp(path: str, index_path: str) -> dict[str, int]:

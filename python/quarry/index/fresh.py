@@ -107,11 +107,14 @@ def same(now: Mapping[str, Any], recorded: Mapping[str, Any], fields: tuple[str,
 
 @record
 class Freshness:
-    """What opening an index found: the source's stat now, and the variables
-    whose values must be checked against their CRCs before they answer."""
+    """What opening an index found: the source's stat now, the variables
+    whose values must be checked against their CRCs before they answer, and
+    whether a walk of the file at this stat found its listing as recorded
+    (:data:`LISTING`)."""
 
     now: dict[str, int]
     unchecked: frozenset[str]
+    listed: bool = False
 
 
 def assess(index_path: str, source_path: str, manifest: Manifest) -> Freshness:
@@ -120,8 +123,8 @@ def assess(index_path: str, source_path: str, manifest: Manifest) -> Freshness:
     written, naming what moved and the command that rebuilds the index."""
     recorded = manifest.source.stamp
     now = fingerprint(source_path)
-    if "description_crc32" in recorded:
-        _check_description(index_path, source_path, recorded["description_crc32"])
+    if "description_crc32" in recorded:  # indexes from before it was recorded are not checked
+        _check_description(index_path, source_path, recorded)
     if manifest.follow is not None:
         return _assess_followed(index_path, source_path, manifest, now)
     if same(now, recorded, STAT_FIELDS) and trusted(recorded, manifest.source.read_ns):
@@ -140,16 +143,16 @@ def assess(index_path: str, source_path: str, manifest: Manifest) -> Freshness:
             f"{source_path} has changed since it was indexed ({'; '.join(changes)}); "
             f"rebuild the index with: {rebuild_command(source_path, index_path)}"
         )
-    return Freshness(now, every - checked)
+    return Freshness(now, every - checked, LISTING in checked)
 
 
-def _check_description(index_path: str, source_path: str, recorded: int) -> None:
+def _check_description(index_path: str, source_path: str, recorded: Mapping[str, Any]) -> None:
     """Raise :class:`StaleIndexError` where the raw-binary description the
     source was indexed by is not the one it is read by now (see
-    :func:`quarry.formats.raw.description_stamp`)."""
-    from quarry.formats.raw import description_stamp
+    :func:`quarry.formats.raw.described_otherwise`)."""
+    from quarry.formats.raw import described_otherwise
 
-    if description_stamp(source_path, index_path).get("description_crc32") != recorded:
+    if described_otherwise(source_path, index_path, recorded):
         raise StaleIndexError(
             f"the description of {source_path} (quarry register) has changed since it was "
             f"indexed, so its values read otherwise; rebuild the index with: "

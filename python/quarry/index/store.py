@@ -51,7 +51,7 @@ class IndexStore:
         """Whether the manifest's listing of the file's variables is the
         file's own: the stat proves the file unchanged, or an open at this
         stat walked the file and found it so (:meth:`confirm_listing`)."""
-        return self.trusted or fresh.LISTING in fresh.read_checked(self.path, self._freshness.now)
+        return self.trusted or self._freshness.listed
 
     def confirm_listing(self, same: Callable[[], bool]) -> None:
         """Record beside the index, where ``same()`` (walking the file, now)

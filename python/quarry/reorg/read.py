@@ -443,10 +443,9 @@ def described_again(source: str, path: str, manifest: CopyManifest) -> bool:
     """Whether ``source`` is a raw file described otherwise (``quarry
     register`` again) than when the copy at ``path`` was built: its values
     read otherwise, though nothing in the file's stat moved."""
-    from quarry.formats.raw import description_stamp
+    from quarry.formats.raw import described_otherwise
 
-    now = description_stamp(source, path).get("description_crc32")
-    return now != manifest.source.stamp.get("description_crc32")
+    return described_otherwise(source, path, manifest.source.stamp)
 
 
 def fresh(source: str, path: str, manifest: CopyManifest) -> bool:
