@@ -222,7 +222,15 @@ def test_explain_over_a_files_steps_names_each_steps_plan(tmp_path):
     run = quarry_cli("query", path, query, "--explain", "--json")
     result = json.loads(run.stdout)
     assert [(p["step"], p["access"]) for p in result["plan"]] == [(0, "mdbin"), (1, "mdbin")]
+    assert all(list(p)[:2] == ["file", "step"] and p["file"] == path for p in result["plan"])
     assert set(result["stats"]) >= {"rows_checked", "bytes_read"}
+    steps = [
+        json.loads(
+            quarry_cli("query", path, query, "--path", f"Step#{s}", "--explain", "--json").stdout
+        )
+        for s in range(2)
+    ]
+    assert result["stats"] == {k: sum(one["stats"][k] for one in steps) for k in result["stats"]}
     run = quarry_cli("query", path, query, "--explain", "--json", "--ids")
     assert [p["access"] for p in json.loads(run.stdout)["plan"]] == ["mdbin", "mdbin"]
     run = quarry_cli("query", path, query, "--explain")
