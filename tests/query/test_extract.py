@@ -68,3 +68,22 @@ def test_a_variable_named_id_keeps_its_name_and_values(tmp_path):
     assert list(cols) == ["quarry_row", "quarry_index_0", "id", "x"]
     assert cols["quarry_row"].tolist() == [7, 8, 9]
     assert cols["id"].tolist() == [7007, 8007, 9007]
+
+
+def test_a_variable_named_as_anothers_group_takes_a_longer_name(tmp_path):
+    """README: the shortest suffix that tells names apart (`g/r` beside `r/s`
+    and `s`): the column `r` could not sit beside the group `r` of `r/s` in an
+    HDF5 output."""
+    path = str(tmp_path / "groups.h5")
+    with h5py.File(path, "w") as f:
+        f["s"] = np.arange(6.0)
+        f["g/r"] = np.arange(6.0) * 10
+        f["r/s"] = np.arange(6.0) * 100
+    out = str(tmp_path / "hits.h5")
+    with quarry.open(path) as ds:
+        sel = ds.query("s > 2")
+        sel.extract(out, ["/s", "/g/r", "/r/s"])
+    with h5py.File(out) as f:
+        assert f["s"][()].tolist() == [3.0, 4.0, 5.0]
+        assert f["g/r"][()].tolist() == [30.0, 40.0, 50.0]
+        assert f["r/s"][()].tolist() == [300.0, 400.0, 500.0]

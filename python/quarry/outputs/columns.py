@@ -96,7 +96,7 @@ class OutputTable:
 def variable_names(keys: Sequence[str]) -> list[str]:
     """Column names for variables with these (distinct) paths: the bare name
     where it is unique, else the shortest path suffix that is; never a group
-    of another name.
+    of another name, nor a name whose group another is.
 
     Examples
     --------
@@ -106,15 +106,25 @@ def variable_names(keys: Sequence[str]) -> list[str]:
     ['x', 'Step#0/x', 'Step#1/x']
     >>> variable_names(["/a/g", "/b/g/x", "/c/x"])
     ['g', 'b/g/x', 'c/x']
+    >>> variable_names(["/s", "/g/r", "/r/s"])  # "r" would be the group of "r/s"
+    ['s', 'g/r', 'r/s']
     """
     parts = [key.strip("/").split("/") for key in keys]
     depth = [1] * len(parts)
     while True:
         names = ["/".join(p[-d:]) for p, d in zip(parts, depth, strict=True)]
+        whole = [d == len(p) for p, d in zip(parts, depth, strict=True)]
+        # A name grows where another is the same, or is a group of its path,
+        # or lies in its group and cannot grow itself (it is a whole path).
         grow = [
-            depth[i] < len(parts[i])
+            not whole[i]
             and any(
-                j != i and (names[j] == names[i] or names[i].startswith(names[j] + "/"))
+                j != i
+                and (
+                    names[j] == names[i]
+                    or names[i].startswith(names[j] + "/")
+                    or (whole[j] and names[j].startswith(names[i] + "/"))
+                )
                 for j in range(len(names))
             )
             for i in range(len(names))
