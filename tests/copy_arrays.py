@@ -7,7 +7,7 @@ from __future__ import annotations
 import h5py
 import numpy as np
 
-from quarry.reorg.layout import MANIFEST
+from quarry.reorg.manifest import MANIFEST
 
 
 def copy_arrays(copy: str) -> dict[str, np.ndarray]:

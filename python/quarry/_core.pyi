@@ -109,9 +109,12 @@ class Column:
     def block_bounds(
         self, lo: float | int, lo_incl: bool, hi: float | int, hi_incl: bool
     ) -> list[int]: ...
-    def boundary_rows(self, lo: float | int, lo_incl: bool, hi: float | int, hi_incl: bool) -> int:
-        """Rows of the bins straddling the interval's ends (the candidates
-        the index would check), from the headers alone."""
+    def range_rows(
+        self, lo: float | int, lo_incl: bool, hi: float | int, hi_incl: bool
+    ) -> tuple[int, int]:
+        """Rows of the bins wholly inside the interval (what making its row
+        set decodes), and of those straddling its ends (the candidates the
+        index would check), from the headers alone."""
     def histogram(
         self,
         edges: npt.NDArray[np.float64],

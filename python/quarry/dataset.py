@@ -33,14 +33,14 @@ if TYPE_CHECKING:
     from quarry.query.ranges import Shapes
     from quarry.query.selection import Runner
     from quarry.query.series import SeriesSelection
-    from quarry.reorg.read import ReorgCopy
+    from quarry.reorg.store import ReorgCopy
     from quarry.series import Series
 
 if TYPE_CHECKING:
     from quarry.index.manifest import Manifest
     from quarry.index.verify import Verification
     from quarry.reorg.build import MemberPlan
-    from quarry.reorg.layout import CopyManifest
+    from quarry.reorg.manifest import CopyManifest
 
 
 def open(
@@ -541,7 +541,7 @@ class Dataset:
             if not self.has_copy:
                 self._copy_absent = True  # looked for once per open
                 return None
-            from quarry.reorg.read import open_copy
+            from quarry.reorg.store import open_copy
 
             given = self.index_path if self._index_given else None
             self._copy = open_copy(self.path, given, self._file_driver.read)

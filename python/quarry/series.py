@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from quarry.query.histogram import Bins, Histogram, Range
     from quarry.query.selection import Runner, Selection
     from quarry.query.track import Tracks
-    from quarry.reorg.layout import CopyManifest
+    from quarry.reorg.manifest import CopyManifest
 
 __all__ = ["Series", "open_series"]
 

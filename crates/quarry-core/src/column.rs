@@ -220,20 +220,17 @@ impl<K: Key> ColumnIndex<K> {
             .collect()
     }
 
-    /// Rows in the bins that straddle an end of `iv`: the candidates the
-    /// index path would check against the values, from the headers alone
-    /// (what a planner weighs against scanning the column).
-    pub fn boundary_rows(&self, iv: &Interval<K>) -> u64 {
-        self.headers
-            .iter()
-            .map(|h| {
-                let plan = Self::plan(h, iv);
-                plan.boundary
-                    .iter()
-                    .map(|&i| h.entries[i].count)
-                    .sum::<u64>()
-            })
-            .sum()
+    /// Rows in the bins wholly inside `iv` (what making its row set decodes)
+    /// and in the bins that straddle an end of it (the candidates the index
+    /// path would check against the values), from the headers alone: what a
+    /// planner weighs against scanning the column.
+    pub fn range_rows(&self, iv: &Interval<K>) -> (u64, u64) {
+        self.headers.iter().fold((0, 0), |(inside, boundary), h| {
+            let plan = Self::plan(h, iv);
+            let sure: u64 = h.entries[plan.inside].iter().map(|e| e.count).sum();
+            let edge: u64 = plan.boundary.iter().map(|&i| h.entries[i].count).sum();
+            (inside + sure, boundary + edge)
+        })
     }
 
     /// Count of rows that surely satisfy `iv`, and the candidate rows the
@@ -594,6 +591,8 @@ mod tests {
             let (count, cand2) = col.count(&iv, &Tally::default()).unwrap();
             assert_eq!(cand2, cand);
             assert_eq!(count, sure.len());
+            // What a planner weighs, from the headers: the rows decoded and checked.
+            assert_eq!(col.range_rows(&iv), (sure.len(), cand.len()), "{iv:?}");
             // Two ranks' shares add up to the whole; candidates stay in their share.
             let n_blocks = cand.blocks().len();
             let cut = (i * 3) % (n_blocks + 1);

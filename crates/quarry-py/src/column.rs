@@ -215,18 +215,18 @@ impl Column {
         })
     }
 
-    /// Rows of the bins straddling the interval's ends (the candidates the
-    /// index would check), from the headers alone.
-    fn boundary_rows<'py>(
+    /// Rows of the bins wholly inside the interval, and of those straddling
+    /// its ends (the candidates the index would check), from the headers alone.
+    fn range_rows<'py>(
         &self,
         lo: &Bound<'py, PyAny>,
         lo_incl: bool,
         hi: &Bound<'py, PyAny>,
         hi_incl: bool,
-    ) -> Result<u64> {
+    ) -> Result<(u64, u64)> {
         with_column!(self, c, K => {
             let iv = interval::<K>(lo, lo_incl, hi, hi_incl)?;
-            Ok(c.boundary_rows(&iv))
+            Ok(c.range_rows(&iv))
         })
     }
 

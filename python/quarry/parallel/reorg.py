@@ -39,7 +39,8 @@ from quarry.reorg.build import (
     merge_extents,
     serial_reader,
 )
-from quarry.reorg.layout import CopyManifest, CopyWriter
+from quarry.reorg.layout import CopyWriter
+from quarry.reorg.manifest import CopyManifest
 
 if TYPE_CHECKING:
     from quarry.index.store import IndexStore

@@ -43,7 +43,8 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from quarry.reorg.read import Answer, MemberCopy, ReorgCopy
+    from quarry.reorg.read import Answer, MemberCopy
+    from quarry.reorg.store import ReorgCopy
 
 Pair = tuple[_core.RowSet, _core.RowSet]
 
@@ -65,6 +66,9 @@ class Intervals(NamedTuple):
 CHECK_COST = 16
 LOOKUP_COST = 2048
 SCAN_COST = 8192
+#: Reading a reorganised copy's member's offset tables, the first time a
+#: query could use them (a fixed part; and one per table entry).
+TABLES_COST = 65536
 
 
 @record
@@ -155,6 +159,7 @@ class Executor:
         """The file's reorganised copy (see :mod:`quarry.reorg`), opened when
         a plan could read it; None or giving None: there is none."""
         self._from_copy: tuple[MemberCopy, Answer] | None = None
+        self._whole_estimates: dict[tuple[str, Interval], Estimate | None] = {}
         """The last rows the copy answered, and where in it they lie: values
         of its variables at those rows are read from its runs."""
         self.store = store
@@ -361,7 +366,8 @@ class Executor:
             col = self._column(plan.var)
             if col is not None:
                 return self._count_by_index(plan, col, choose=True)
-        return len(self.rows(plan))
+        # The copy was weighed above: its rows would cost it more still.
+        return len(self.eval(plan, self.part, want_unknown=False)[0])
 
     def _count_by_index(self, leaf: RangeLeaf, col: _core.Column, choose: bool = False) -> int:
         """A range's count from its bins' counts and its checked candidates;
@@ -399,10 +405,22 @@ class Executor:
         """``"index"`` or ``"scan"`` for ``leaf`` within ``domain``, as
         :meth:`estimate` finds it; noted in the work done (:meth:`access`)."""
         iv = leaf.interval
-        estimate = self._estimate(leaf.var, 1, _bounds_of(iv), domain)
+        if domain is None:
+            estimate = self._whole_estimate(leaf)
+        else:
+            estimate = self._estimate(leaf.var, 1, _bounds_of(iv), domain)
         path = estimate.choice if estimate is not None else "scan"
         self._note(Access((leaf.var.key, iv), path, estimate))
         return path
+
+    def _whole_estimate(self, leaf: RangeLeaf) -> Estimate | None:
+        """:meth:`estimate` of one range over every row, made once per
+        executor: weighing a copy and then the range itself ask for it."""
+        key = (leaf.var.key, leaf.interval)
+        if key not in self._whole_estimates:
+            iv = leaf.interval
+            self._whole_estimates[key] = self._estimate(leaf.var, 1, _bounds_of(iv), None)
+        return self._whole_estimates[key]
 
     def _note(self, access: Access) -> None:
         """Keep how a condition was answered (the last word, per condition)."""
@@ -412,8 +430,9 @@ class Executor:
         """The count (or with ``rows`` the rows) of a box, ranges of several
         variables under one AND, from a reorganised copy holding them all,
         where its cost (its boundary bins' rows checked, and with ``rows``
-        its whole bins' row numbers read) is below the index's and a scan's;
-        None where no copy serves or it would cost more."""
+        its whole bins' row numbers read; the first time, its tables read)
+        is below the index's and a scan's; None where no copy serves or it
+        would cost more."""
         copy = self._copies() if self._copies is not None and self.blocks is None else None
         if copy is None:
             return None
@@ -425,27 +444,36 @@ class Executor:
         ):
             return None
         box = {leaf.var.path: leaf.interval for leaf in leaves}
-        member = next(
-            (
-                m
-                for m in copy.members
-                if set(box) <= set(m.variables) and m.entry.rows == self.table.n_rows
-            ),
-            None,
-        )
-        if member is None or len(box) != len(leaves):
+        k = copy.holding(box, self.table.n_rows)
+        if k is None or len(box) != len(leaves):
             return None
-        runs = member.runs(box)
         n_rows = self.table.n_rows
         index = 0
         for leaf in leaves:
             iv = leaf.interval
             if iv.empty:  # no value of its dtype lies in it: nothing to look up
                 continue
-            one = self._estimate(leaf.var, 1, _bounds_of(iv), None)
-            index += min(one.index, one.scan) if one is not None else SCAN_COST + n_rows
+            one = self._whole_estimate(leaf)
+            if one is None:
+                index += SCAN_COST + n_rows
+                continue
+            # The index counts one range from its bins' counts, but makes the
+            # row set of each range of a box (or of one whose rows are
+            # wanted): every row of its inside bins decoded.
+            made = one.inside if rows or len(leaves) > 1 else 0
+            index += min(one.index + made, one.scan)
         scan = len(leaves) * (SCAN_COST + n_rows)
-        mdbin = LOOKUP_COST + runs.boundary_rows * len(box) + (runs.whole_rows if rows else 0)
+        # Weighed before the member's tables are read: a box the index or a
+        # scan answers better never reads them (a small file opened afresh).
+        entries = sum(p.table[1] for p in copy.manifest.members[k].parts)
+        reading = 0 if copy.tables_read(k) else TABLES_COST + entries
+        if Estimate(None, index, scan, LOOKUP_COST + reading).choice != "mdbin":
+            return None
+        member = copy.member_at(k)
+        runs = member.runs(box)
+        mdbin = (
+            LOOKUP_COST + reading + runs.boundary_rows * len(box) + (runs.whole_rows if rows else 0)
+        )
         estimate = Estimate(runs.boundary_rows, index, scan, mdbin)
         if estimate.choice != "mdbin":
             return None
@@ -493,10 +521,14 @@ class Executor:
         lookups = LOOKUP_COST * n_ranges
         if lookups > scan:  # the lookups alone cost more than the scan
             return Estimate(None, lookups, scan)
-        candidates = sum(col.boundary_rows(*b) for b in bounds())
-        # Candidates lie anywhere in the column: a share or a domain holds its part.
-        candidates = candidates * rows // max(self.table.n_rows, 1)
-        return Estimate(candidates, CHECK_COST * candidates + lookups, scan)
+        inside = candidates = 0
+        for b in bounds():
+            sure, edge = col.range_rows(*b)
+            inside, candidates = inside + sure, candidates + edge
+        # They lie anywhere in the column: a share or a domain holds its part.
+        whole = max(self.table.n_rows, 1)
+        candidates, inside = candidates * rows // whole, inside * rows // whole
+        return Estimate(candidates, CHECK_COST * candidates + lookups, scan, inside=inside)
 
     def part_rows(self) -> int:
         """Rows this executor answers for: its share, or the whole table."""

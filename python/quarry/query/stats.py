@@ -74,6 +74,9 @@ class Estimate:
     scan: int
     mdbin: int | None = None
     """The cost through a reorganised copy, where one holds the variables."""
+    inside: int = 0
+    """Rows in the index's bins wholly inside the ranges: what making their
+    row set decodes (a count of one range reads their bins' counts instead)."""
 
     @property
     def choice(self) -> str:

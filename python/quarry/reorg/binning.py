@@ -29,13 +29,14 @@ import functools
 import math
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from quarry.errors import ReorgError
-from quarry.expr.keys import KEY_DTYPES, key_kind
+from quarry.expr.keys import key_kind
 from quarry.records import record
 
+# NumPy is imported where it is used: a copy's manifest holds axes, and
+# reading one (to prove a copy fresh, or to plan a query) imports no NumPy.
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
 
 #: The most 1-D bins one variable may have: edges stay small, and the
@@ -121,9 +122,12 @@ def _least_and_greatest(values: npt.NDArray[Any]) -> tuple[Any, Any]:
 
     Examples
     --------
+    >>> import numpy as np
     >>> _least_and_greatest(np.arange(200_000.0)[::-1])
     (np.float64(0.0), np.float64(199999.0))
     """
+    import numpy as np
+
     if values.size <= REDUCE_ROWS:
         return values.min(), values.max()
     lows, highs = [], []
@@ -139,11 +143,14 @@ def extent_of(values: npt.NDArray[Any]) -> Extent:
 
     Examples
     --------
+    >>> import numpy as np
     >>> extent_of(np.array([2.0, np.nan, -1.0, -np.inf]))
     Extent(low=-inf, high=2.0, has_nan=True, finite_low=-1.0, finite_high=2.0)
     >>> extent_of(np.array([], dtype="i4"))
     Extent(low=None, high=None, has_nan=False, finite_low=None, finite_high=None)
     """
+    import numpy as np
+
     if values.size == 0:
         return Extent(None, None, False)
     low, high = _least_and_greatest(values.reshape(-1))
@@ -180,6 +187,8 @@ class Axis:
     @property
     def kind(self) -> str:
         """The key domain (``f64``, ``i64``, ``u64``) of the variable."""
+        import numpy as np
+
         return key_kind(np.dtype(self.dtype))
 
     @property
@@ -190,6 +199,8 @@ class Axis:
     @property
     def float_dtype(self) -> np.dtype[Any]:
         """The native dtype a float variable's bin numbers are computed in."""
+        import numpy as np
+
         return np.dtype(self.dtype).newbyteorder("=")
 
     def edges(self) -> npt.NDArray[Any]:
@@ -202,6 +213,10 @@ class Axis:
         >>> Axis("/x", "<f4", 0.0, 1.0, 0.0, 0.1, 10, False).edges()[:3].tolist()
         [0.10000000149011612, 0.20000000298023224, 0.30000001192092896]
         """
+        import numpy as np
+
+        from quarry.expr.keys import KEY_DTYPES
+
         if self.kind == "f64":
             return _float_edges(self)
         keys = KEY_DTYPES[self.kind]
@@ -222,6 +237,10 @@ class Axis:
         >>> [a.tolist() for a in Axis("/i", "<i4", 0, 9, 0, 5, 2, False).bounds()]
         [[0, 5], [4, 9]]
         """
+        import numpy as np
+
+        from quarry.expr.keys import KEY_DTYPES
+
         edges = self.edges()
         keys = KEY_DTYPES[self.kind]
         low = np.concatenate([np.array([self.low], keys), edges.astype(keys)])
@@ -233,15 +252,18 @@ class Axis:
         high = np.concatenate([below, np.array([self.high], keys)])
         return low, high
 
-    def assign(self, values: npt.NDArray[Any], dtype: Any = np.int64) -> npt.NDArray[Any]:
+    def assign(self, values: npt.NDArray[Any], dtype: Any = "i8") -> npt.NDArray[Any]:
         """The bin number of each value (NaN: ``count``, the NaN bin), as ``dtype``.
 
         Examples
         --------
+        >>> import numpy as np
         >>> axis = Axis("/x", "<f4", -np.inf, 1.0, 0.0, 0.25, 4, True)
         >>> axis.assign(np.array([0.0, 0.25, 0.3, 1.0, np.nan, -np.inf], "f4")).tolist()
         [0, 1, 1, 3, 4, 0]
         """
+        import numpy as np
+
         if self.count == 1:
             bins = np.zeros(len(values), dtype)
             if self.nan_bin:
@@ -260,6 +282,8 @@ class Axis:
 
     def _scaled(self, values: npt.NDArray[Any]) -> npt.NDArray[Any]:
         """Float bin numbers, NaN for NaN: monotone in the value (see the module notes)."""
+        import numpy as np
+
         kind = self.float_dtype.type
         scaled: npt.NDArray[Any] = np.subtract(values, kind(self.origin), dtype=self.float_dtype)
         scaled /= kind(self.size)  # a division: multiples of the size land on edges
@@ -301,6 +325,8 @@ class Axis:
 def _float_edges(axis: Axis) -> npt.NDArray[Any]:
     """The least value of the axis' dtype in each bin 1 .. count-1, by
     bisection over the dtype's values in order (all bins at once)."""
+    import numpy as np
+
     dtype = axis.float_dtype
     bits = np.dtype(f"i{dtype.itemsize}")
     sign = np.int64(1) << np.int64(8 * dtype.itemsize - 1)
@@ -334,6 +360,7 @@ def make_axis(
 
     Examples
     --------
+    >>> import numpy as np
     >>> a = make_axis("/e", np.dtype("f8"), Extent(3.5, 41.0, False, 3.5, 41.0), 10, None)
     >>> a.origin, a.count, a.edges().tolist()
     (0.0, 5, [10.0, 20.0, 30.0, 40.0])
@@ -345,6 +372,8 @@ def make_axis(
     >>> a.size, a.count, a.assign(np.array([-5, 10])).tolist()
     (4, 4, [0, 3])
     """
+    import numpy as np
+
     kind = key_kind(dtype)
     low = extent.low if extent.low is not None else 0
     high = extent.high if extent.high is not None else low

@@ -54,17 +54,15 @@ from quarry.pool import jobs as core_jobs
 from quarry.records import record
 from quarry.reorg.binning import Axis, Extent, extent_of, make_axis, mdbin_strides
 from quarry.reorg.layout import (
-    CopyManifest,
     CopyWriter,
-    MemberEntry,
     MemberTables,
-    PartEntry,
     column_dtype,
     crc32,
     rows_dtype,
     table_crc,
     writing,
 )
+from quarry.reorg.manifest import CopyManifest, MemberEntry, PartEntry
 from quarry.version import VERSION
 
 if TYPE_CHECKING:

@@ -11,50 +11,36 @@ outside when any is, and a boundary bin otherwise. Consecutive inside bins
 of one part are one run of whole rows; consecutive boundary bins are one run
 whose rows are filtered by their values. Ids come from the copy's ``rows``
 column, so answers are the source's row numbers, in ascending order.
-
-Opening a copy checks it like an index (:mod:`quarry.index.fresh`): a source
-whose size or mtime moved is refused (:class:`~quarry.errors.StaleCopyError`);
-one whose stat cannot prove it unchanged (ctime or inode moved, times not
-safely older than the build's reading) is checked against the CRC-32 of each
-part of each variable, and refused if a part changed. A raw file described
-again (``quarry register`` with another dtype, byte order or fill value)
-reads other values though its stat is the same, so the copy records the
-description's CRC-32 and is refused when it differs.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from quarry.errors import CorruptCopyError, ReorgError, StaleCopyError
+from quarry.errors import CorruptCopyError, ReorgError
 from quarry.formats.base import fingerprint
-from quarry.index.fresh import STAT_FIELDS, WRITE_FIELDS, read_checked, record_checked, same
-from quarry.index.fresh import trusted as trusted_stamp
+from quarry.index.fresh import WRITE_FIELDS, same
 from quarry.records import record
 from quarry.reorg.binning import mdbin_strides
 from quarry.reorg.layout import (
     ROWS,
-    CopyManifest,
-    MemberEntry,
     MemberLayout,
     column_dtype,
     crc32,
-    read_layout,
+    read_member_layout,
     rows_dtype,
 )
 from quarry.reorg.locate import find_copy
+from quarry.reorg.manifest import MemberEntry, read_manifest
+from quarry.reorg.store import described_again, fresh
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
     from quarry.expr.plan import Interval
-
-#: Reads rows ``[start, stop)`` of a source variable, as a driver's ``read`` does.
-Reader = Callable[[str, int, int], Any]
 
 INSIDE, BOUNDARY, OUTSIDE = 2, 1, 0
 
@@ -192,6 +178,7 @@ class MemberCopy:
         >>> from quarry.formats.hdf5 import HDF5Driver
         >>> from quarry.expr.plan import Interval
         >>> from quarry.reorg.build import Binning, MemberPlan, reorganize
+        >>> from quarry.reorg import open_copy
         >>> file = os.path.join(tempfile.mkdtemp(), "r.h5")
         >>> with h5py.File(file, "w") as f:
         ...     f["x"] = np.arange(8.0)
@@ -328,6 +315,7 @@ class MemberCopy:
         >>> from quarry.formats.hdf5 import HDF5Driver
         >>> from quarry.expr.plan import Interval
         >>> from quarry.reorg.build import Binning, MemberPlan, reorganize
+        >>> from quarry.reorg import open_copy
         >>> file = os.path.join(tempfile.mkdtemp(), "v.h5")
         >>> with h5py.File(file, "w") as f:
         ...     f["x"], f["y"] = np.array([5.0, 1.0, 4.0, 2.0]), np.array([1, 2, 3, 4], "i2")
@@ -400,123 +388,6 @@ class MemberCopy:
         return column
 
 
-class ReorgCopy:
-    """An open reorganised copy: its manifest and its members."""
-
-    def __init__(self, path: str, manifest: CopyManifest, layouts: list[MemberLayout]) -> None:
-        self.path = path
-        self.manifest = manifest
-        self.members = [MemberCopy(path, layout) for layout in layouts]
-
-    def member(self, group: str | None = None) -> MemberCopy:
-        """The member of step group ``group`` (None: of a file without steps)."""
-        for m in self.members:
-            if (m.entry.group or None) == (group.rstrip("/") if group else None):
-                return m
-        held = ", ".join(str(m.entry.group) for m in self.members)
-        raise ReorgError(f"the reorganised copy {self.path} has no member {group} (it has {held})")
-
-
-def open_copy(source: str, index: str | None = None, read: Reader | None = None) -> ReorgCopy:
-    """Open the reorganised copy of the data file ``source`` (found as
-    :func:`~quarry.reorg.layout.find_copy` says), refusing a stale or
-    damaged one. ``read`` reads the source where its stat cannot prove it
-    unchanged (default: the file opened by its format's driver)."""
-    path = find_copy(source, index)
-    try:
-        manifest, layouts = read_layout(path)
-    except FileNotFoundError:
-        raise ReorgError(
-            f"{source} has no reorganised copy at {path}; make one with: quarry reorg {source} "
-            "--vars ..."
-        ) from None
-    _check_fresh(source, path, manifest, read)
-    return ReorgCopy(path, manifest, layouts)
-
-
-def rebuild_command(source: str, manifest: CopyManifest) -> str:
-    names = ",".join(dict.fromkeys(a.path for m in manifest.members for a in m.axes))
-    return f"quarry reorg {source} --vars {names}"
-
-
-def described_again(source: str, path: str, manifest: CopyManifest) -> bool:
-    """Whether ``source`` is a raw file described otherwise (``quarry
-    register`` again) than when the copy at ``path`` was built: its values
-    read otherwise, though nothing in the file's stat moved."""
-    from quarry.formats.raw import described_otherwise
-
-    return described_otherwise(source, path, manifest.source.stamp)
-
-
-def fresh(source: str, path: str, manifest: CopyManifest) -> bool:
-    """Whether the copy is known fresh from the source's stat alone (or a
-    record of a CRC check at that stat), without reading the source."""
-    if described_again(source, path, manifest):
-        return False
-    now = fingerprint(source)
-    recorded = manifest.source.stamp
-    if same(now, recorded, STAT_FIELDS) and trusted_stamp(recorded, manifest.source.read_ns):
-        return True
-    return {"copy"} <= read_checked(path, now)
-
-
-def _check_fresh(source: str, path: str, manifest: CopyManifest, read: Reader | None) -> None:
-    """Refuse a copy whose source was written; check the CRCs of one whose
-    stat cannot prove it unchanged (see the module notes)."""
-    if fresh(source, path, manifest):
-        return
-    if described_again(source, path, manifest):
-        raise StaleCopyError(
-            f"the description of {source} (quarry register) has changed since it was "
-            f"reorganised, so its values read otherwise; build the copy again with: "
-            f"{rebuild_command(source, manifest)}"
-        )
-    now = fingerprint(source)
-    recorded = manifest.source.stamp
-    if not same(now, recorded, WRITE_FIELDS):
-        raise StaleCopyError(
-            f"{source} has changed since it was reorganised (size or modification time "
-            f"differs); build the copy again with: {rebuild_command(source, manifest)}"
-        )
-    read_ns = time.time_ns()  # the stat above is proof only if safely older than this
-    changed = changed_parts(source, manifest, read)
-    if changed:
-        raise StaleCopyError(
-            f"{source} has changed since it was reorganised ({'; '.join(changed)}); build the "
-            f"copy again with: {rebuild_command(source, manifest)}"
-        )
-    record_checked(path, now, read_ns, frozenset({"copy"}))
-
-
-def changed_parts(source: str, manifest: CopyManifest, read: Reader | None) -> list[str]:
-    """Each variable whose values differ from those reorganised, with the
-    parts that changed (their CRC-32 against the recorded ones)."""
-    close: Callable[[], None] | None = None
-    if read is None:
-        from quarry.formats import backend_for
-
-        driver = backend_for(source).open(source)
-        read, close = driver.read, driver.close
-    try:
-        changed = []
-        for member in manifest.members:
-            for k, axis in enumerate(member.axes):
-                bad = [
-                    i
-                    for i, part in enumerate(member.parts)
-                    if crc32(
-                        np.ascontiguousarray(read(axis.path, part.first, part.first + part.rows))
-                    )
-                    != part.source_crc32[k]
-                ]
-                if bad:
-                    changed.append(f"{axis.path} part(s) {', '.join(map(str, bad[:8]))} changed")
-        return changed
-    finally:
-        if close is not None:
-            close()
-
-
 def describe_copy(source: str, index: str | None = None) -> dict[str, Any] | None:
     """What ``quarry info`` says of the reorganised copy of ``source``: where
     it is, whether it is ``fresh`` (the stat proves it), ``stale`` (the file
@@ -547,7 +418,9 @@ def describe_copy(source: str, index: str | None = None) -> dict[str, Any] | Non
         return None
     out: dict[str, Any] = {"path": path, "bytes": os.path.getsize(path)}
     try:
-        manifest, _ = read_layout(path)
+        manifest = read_manifest(path)
+        for entry in manifest.members:
+            read_member_layout(path, entry, manifest.check_rows)
     except (CorruptIndexError, OSError) as exc:
         return {**out, "state": "damaged", "error": str(exc)}
     if fresh(source, path, manifest):
@@ -578,10 +451,10 @@ def verify_copy(source: str, index: str | None = None) -> list[str]:
     """Check every part of every column of the copy against the CRC-32s its
     build recorded; returns what is damaged (empty: all intact)."""
     path = find_copy(source, index)
-    _, layouts = read_layout(path)
+    manifest = read_manifest(path)
     damaged = []
-    for layout in layouts:
-        member = MemberCopy(path, layout)
+    for entry in manifest.members:
+        member = MemberCopy(path, read_member_layout(path, entry, manifest.check_rows))
         names = [*member.variables, ROWS]
         for k, name in enumerate(names):
             column = member.column(name)

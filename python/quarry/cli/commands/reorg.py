@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from quarry.cli import options
 
 if TYPE_CHECKING:
-    from quarry.reorg.layout import CopyManifest
+    from quarry.reorg.manifest import CopyManifest
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

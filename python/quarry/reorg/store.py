@@ -1,0 +1,202 @@
+"""Opening a reorganised copy: its manifest read and the copy proven fresh,
+without NumPy; each member's arrays are read when a query first needs them
+(:mod:`quarry.reorg.read`).
+
+Opening a copy checks it like an index (:mod:`quarry.index.fresh`): a source
+whose size or mtime moved is refused (:class:`~quarry.errors.StaleCopyError`);
+one whose stat cannot prove it unchanged (ctime or inode moved, times not
+safely older than the build's reading) is checked against the CRC-32 of each
+part of each variable, and refused if a part changed. A raw file described
+again (``quarry register`` with another dtype, byte order or fill value)
+reads other values though its stat is the same, so the copy records the
+description's CRC-32 and is refused when it differs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Any
+
+from quarry.errors import ReorgError, StaleCopyError
+from quarry.formats.base import fingerprint
+from quarry.index.fresh import STAT_FIELDS, WRITE_FIELDS, read_checked, record_checked, same
+from quarry.index.fresh import trusted as trusted_stamp
+from quarry.reorg.locate import find_copy
+from quarry.reorg.manifest import CopyManifest, read_manifest
+
+if TYPE_CHECKING:
+    from quarry.reorg.read import MemberCopy
+
+#: Reads rows ``[start, stop)`` of a source variable, as a driver's ``read`` does.
+Reader = Callable[[str, int, int], Any]
+
+
+class ReorgCopy:
+    """An open reorganised copy, proven fresh: its manifest, and its members,
+    each with its offset tables read (and checked) when first used, so that
+    opening a copy reads no arrays and a file of 720 steps reads the tables
+    of the steps queried.
+
+    Examples
+    --------
+    >>> import quarry, h5py, numpy as np, tempfile, os
+    >>> file = os.path.join(tempfile.mkdtemp(), "c.h5")
+    >>> with h5py.File(file, "w") as f:
+    ...     f["x"], f["y"] = np.arange(100.0), np.arange(100.0) % 7
+    >>> with quarry.open(file) as ds:
+    ...     _ = ds.reorganize(["x", "y"], bins=4)
+    >>> copy = open_copy(file)
+    >>> k = copy.holding(["/x"], 100)
+    >>> k, copy.tables_read(k)
+    (0, False)
+    >>> copy.member_at(k).variables, copy.tables_read(k)
+    (['/x', '/y'], True)
+    """
+
+    def __init__(self, path: str, manifest: CopyManifest) -> None:
+        self.path = path
+        self.manifest = manifest
+        self._read: dict[int, MemberCopy] = {}
+
+    @property
+    def members(self) -> list[MemberCopy]:
+        """Every member, in the manifest's order (all their tables read)."""
+        return [self.member_at(k) for k in range(len(self.manifest.members))]
+
+    def member(self, group: str | None = None) -> MemberCopy:
+        """The member of step group ``group`` (None: of a file without steps)."""
+        want = group.rstrip("/") if group else None
+        for k, entry in enumerate(self.manifest.members):
+            if (entry.group or None) == want:
+                return self.member_at(k)
+        held = ", ".join(str(m.group) for m in self.manifest.members)
+        raise ReorgError(f"the reorganised copy {self.path} has no member {group} (it has {held})")
+
+    def holding(self, variables: Collection[str], rows: int) -> int | None:
+        """The first member (its place in the manifest) holding all of
+        ``variables`` over a table of ``rows`` rows; None where none does."""
+        for k, entry in enumerate(self.manifest.members):
+            if entry.rows == rows and set(variables) <= set(entry.variables):
+                return k
+        return None
+
+    def tables_read(self, k: int) -> bool:
+        """Whether member ``k``'s offset tables have been read."""
+        return k in self._read
+
+    def member_at(self, k: int) -> MemberCopy:
+        """Member ``k`` of the manifest, its tables read now if not yet."""
+        if k not in self._read:
+            from quarry.reorg.layout import read_member_layout
+            from quarry.reorg.read import MemberCopy
+
+            entry = self.manifest.members[k]
+            layout = read_member_layout(self.path, entry, self.manifest.check_rows)
+            self._read[k] = MemberCopy(self.path, layout)
+        return self._read[k]
+
+
+def open_copy(source: str, index: str | None = None, read: Reader | None = None) -> ReorgCopy:
+    """Open the reorganised copy of the data file ``source`` (found as
+    :func:`~quarry.reorg.layout.find_copy` says), refusing a stale one
+    or one whose manifest is damaged (a member's damaged tables are refused
+    when first read). ``read`` reads the source where its stat cannot prove it
+    unchanged (default: the file opened by its format's driver)."""
+    path = find_copy(source, index)
+    try:
+        manifest = read_manifest(path)
+    except FileNotFoundError:
+        raise ReorgError(
+            f"{source} has no reorganised copy at {path}; make one with: quarry reorg {source} "
+            "--vars ..."
+        ) from None
+    check_fresh(source, path, manifest, read)
+    return ReorgCopy(path, manifest)
+
+
+def rebuild_command(source: str, manifest: CopyManifest) -> str:
+    names = ",".join(dict.fromkeys(a.path for m in manifest.members for a in m.axes))
+    return f"quarry reorg {source} --vars {names}"
+
+
+def described_again(source: str, path: str, manifest: CopyManifest) -> bool:
+    """Whether ``source`` is a raw file described otherwise (``quarry
+    register`` again) than when the copy at ``path`` was built: its values
+    read otherwise, though nothing in the file's stat moved."""
+    from quarry.formats.raw import described_otherwise
+
+    return described_otherwise(source, path, manifest.source.stamp)
+
+
+def fresh(source: str, path: str, manifest: CopyManifest) -> bool:
+    """Whether the copy is known fresh from the source's stat alone (or a
+    record of a CRC check at that stat), without reading the source."""
+    if described_again(source, path, manifest):
+        return False
+    now = fingerprint(source)
+    recorded = manifest.source.stamp
+    if same(now, recorded, STAT_FIELDS) and trusted_stamp(recorded, manifest.source.read_ns):
+        return True
+    return {"copy"} <= read_checked(path, now)
+
+
+def check_fresh(source: str, path: str, manifest: CopyManifest, read: Reader | None) -> None:
+    """Refuse a copy whose source was written; check the CRCs of one whose
+    stat cannot prove it unchanged (see the module notes)."""
+    if fresh(source, path, manifest):
+        return
+    if described_again(source, path, manifest):
+        raise StaleCopyError(
+            f"the description of {source} (quarry register) has changed since it was "
+            f"reorganised, so its values read otherwise; build the copy again with: "
+            f"{rebuild_command(source, manifest)}"
+        )
+    now = fingerprint(source)
+    recorded = manifest.source.stamp
+    if not same(now, recorded, WRITE_FIELDS):
+        raise StaleCopyError(
+            f"{source} has changed since it was reorganised (size or modification time "
+            f"differs); build the copy again with: {rebuild_command(source, manifest)}"
+        )
+    read_ns = time.time_ns()  # the stat above is proof only if safely older than this
+    changed = changed_parts(source, manifest, read)
+    if changed:
+        raise StaleCopyError(
+            f"{source} has changed since it was reorganised ({'; '.join(changed)}); build the "
+            f"copy again with: {rebuild_command(source, manifest)}"
+        )
+    record_checked(path, now, read_ns, frozenset({"copy"}))
+
+
+def changed_parts(source: str, manifest: CopyManifest, read: Reader | None) -> list[str]:
+    """Each variable whose values differ from those reorganised, with the
+    parts that changed (their CRC-32 against the recorded ones)."""
+    import numpy as np
+
+    from quarry.reorg.layout import crc32
+
+    close: Callable[[], None] | None = None
+    if read is None:
+        from quarry.formats import backend_for
+
+        driver = backend_for(source).open(source)
+        read, close = driver.read, driver.close
+    try:
+        changed = []
+        for member in manifest.members:
+            for k, axis in enumerate(member.axes):
+                bad = [
+                    i
+                    for i, part in enumerate(member.parts)
+                    if crc32(
+                        np.ascontiguousarray(read(axis.path, part.first, part.first + part.rows))
+                    )
+                    != part.source_crc32[k]
+                ]
+                if bad:
+                    changed.append(f"{axis.path} part(s) {', '.join(map(str, bad[:8]))} changed")
+        return changed
+    finally:
+        if close is not None:
+            close()
