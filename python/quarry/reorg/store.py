@@ -14,6 +14,8 @@ description's CRC-32 and is refused when it differs.
 
 from __future__ import annotations
 
+import functools
+import os
 import time
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
@@ -105,7 +107,9 @@ def open_copy(source: str, index: str | None = None, read: Reader | None = None)
     unchanged (default: the file opened by its format's driver)."""
     path = find_copy(source, index)
     try:
-        manifest = read_manifest(path)
+        stat = os.stat(path)
+        identity = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+        manifest = _manifest(path, identity)
     except FileNotFoundError:
         raise ReorgError(
             f"{source} has no reorganised copy at {path}; make one with: quarry reorg {source} "
@@ -113,6 +117,14 @@ def open_copy(source: str, index: str | None = None, read: Reader | None = None)
         ) from None
     check_fresh(source, path, manifest, read)
     return ReorgCopy(path, manifest)
+
+
+@functools.lru_cache(maxsize=16)
+def _manifest(path: str, identity: tuple[int, ...]) -> CopyManifest:
+    """The manifest of the copy at ``path``, read once per state of the file
+    (``identity``, from its stat: any write moves its ctime, a rebuild its
+    inode), so a file opened again and again re-reads nothing but the stat."""
+    return read_manifest(path)
 
 
 def rebuild_command(source: str, manifest: CopyManifest) -> str:
