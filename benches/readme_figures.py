@@ -231,9 +231,16 @@ def series_part(series: dict[str, Any]) -> list[str]:
             p["track"],
         ),
     ]
+    small = series.get("small")
+    if small is not None:
+        shape = f"{small['steps']} steps of {small['rows']:,} particles"
+        names += [
+            (f"a two-variable box per step, {shape}", small["index"]),
+            (f"the same with a reorganised copy beside the index, {shape}", small["copy"]),
+        ]
     lines = [
         f"`benches/series.py` times the time-series workloads on {series['n']:,} particles "
-        "per step, both sides on 1 thread "
+        "per step (and one of many small steps), both sides on 1 thread "
         f"([benches/REPORT-series.md](benches/REPORT-series.md); {conditions(series['meta'])}):",
         "",
         "| workload | warm | cold open |",
@@ -275,15 +282,25 @@ def losses(
         "counts": "per-step counts over small steps",
         "track": "tracking against an inverse index",
     }
-    for part in ("beam", "particles"):
-        for key, label in labels.items():
-            t = series[part].get(key)
-            if t is None:
-                continue
-            for suffix, word in (("", "warm"), ("_cold", "cold open")):
-                if t["quarry" + suffix]["median"] > t["numpy" + suffix]["median"]:
-                    x = ratio(t["numpy" + suffix], t["quarry" + suffix])
-                    found[word].append(f"{label} ({x})")
+    timed = [
+        (label, series[part].get(key))
+        for part in ("beam", "particles")
+        for key, label in labels.items()
+    ]
+    small = series.get("small")
+    if small is not None:
+        steps = f"{small['steps']} steps of {small['rows']:,} particles"
+        timed += [
+            (f"a box per step over {steps}", small["index"]),
+            ("the same with a reorganised copy", small["copy"]),
+        ]
+    for label, t in timed:
+        if t is None:
+            continue
+        for suffix, word in (("", "warm"), ("_cold", "cold open")):
+            if t["quarry" + suffix]["median"] > t["numpy" + suffix]["median"]:
+                x = ratio(t["numpy" + suffix], t["quarry" + suffix])
+                found[word].append(f"{label} ({x})")
     parts = {"halo": "the 720-step halo", "core": "the 288,000 slice counts"}
     for key, layout in LAYOUTS.items():
         for part, label in parts.items():
@@ -317,8 +334,9 @@ def losses(
         *(f"- {word}: " + "; ".join(items) + "." for word, items in found.items() if items),
         "",
         "These are answers where decoding many rows from the index, reading a scanned "
-        "column from the file, or opening a file or a series (and, for a whole process, "
-        "importing Quarry) costs more than NumPy's pass over columns already in memory.",
+        "column from the file, opening a file or a series (and, for a whole process, "
+        "importing Quarry), or planning and answering each of many small steps costs "
+        "more than NumPy's pass over columns already in memory.",
         "",
     ]
 

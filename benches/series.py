@@ -12,6 +12,10 @@ Two conditions, both at 1 thread (NumPy is single-threaded):
 - **cold open**: a fresh ``open_series`` per call against a fresh ``h5py.File`` read per
   call (the page cache warm for both); NumPy's inverse indexes are then built per call.
 
+A last workload is many small steps: a box per step over 720 steps of 2,000 particles,
+with the index alone and with a reorganised copy beside it, where the fixed costs of
+each step are the whole answer.
+
 One-off costs (Quarry's index builds, the derived ``r``, NumPy's inverse indexes) are
 timed and given with the number of calls that repay them. Every answer is checked
 against NumPy first. Results go to ``benches/REPORT-series.json``;
@@ -52,6 +56,10 @@ HALO = "r > 4*sqrt(std(x)**2 + std(y)**2)"
 SLICES = 400
 COUNT_QUERY = "energy > 2"
 TRACK_QUERY = "energy > 3"
+#: Many small steps: a box per step over 720 steps of 2,000 particles, where fixed
+#: costs per step (names, plans, the index's columns) are the whole answer.
+SMALL_STEPS, SMALL_ROWS = 720, 2000
+SMALL_BOX = "1.2 < energy < 1.3 && 140 < x < 150"
 
 
 def _shape(path: str) -> tuple[int, int] | None:
@@ -297,6 +305,65 @@ def bench_particles(path: str, runs: int) -> dict[str, Any]:
     return out
 
 
+def bench_small_steps(directory: str, runs: int) -> dict[str, Any]:
+    """A box per step over many small steps, with the index alone and with a
+    reorganised copy beside it (each a file of its own, written here)."""
+    import shutil
+
+    import h5py
+
+    import quarry
+
+    rng = np.random.default_rng(11)
+    plain, copied = (os.path.join(directory, f"small_{k}.h5") for k in ("index", "copy"))
+    with h5py.File(plain, "w") as f:
+        for step in range(SMALL_STEPS):
+            f[f"Step#{step}/energy"] = rng.exponential(1.0, SMALL_ROWS).astype("f4")
+            f[f"Step#{step}/x"] = rng.uniform(0, 300, SMALL_ROWS).astype("f4")
+    shutil.copyfile(plain, copied)
+    # Indexed past the freshness window after the writes, as a day-old file is.
+    time.sleep(2.1)
+    builds = {}
+    with quarry.parallel.threads(1):
+        for label, path in (("index", plain), ("copy", copied)):
+            t0 = time.perf_counter()
+            with quarry.open(path) as ds:
+                ds.build_index()
+                if label == "copy":
+                    ds.reorganize(["energy", "x"], bin_size=[0.1, 10.0])
+            builds[label] = time.perf_counter() - t0
+
+    def read_cols() -> list[dict[str, np.ndarray]]:
+        return read_steps(plain, ("energy", "x"))
+
+    def counts_numpy(steps: list[dict[str, np.ndarray]]) -> list[int]:
+        return [
+            int(np.count_nonzero((e > 1.2) & (e < 1.3) & (x > 140) & (x < 150)))
+            for e, x in ((c["energy"], c["x"]) for c in steps)
+        ]
+
+    cols = read_cols()
+    want = counts_numpy(cols)
+    out: dict[str, Any] = {
+        "steps": SMALL_STEPS,
+        "rows": SMALL_ROWS,
+        "hits": sum(want),
+        "build_s": builds,
+    }
+    for label, path in (("index", plain), ("copy", copied)):
+        log(f"small steps: {label}")
+        work = Workload(path, lambda series: series.query(SMALL_BOX).counts())
+        with quarry.open_series(path) as series, quarry.parallel.threads(1):
+            assert work.quarry_warm(series)() == want == work.quarry_cold()()
+            out[label] = {
+                "numpy": measure(lambda: counts_numpy(cols), runs),
+                "quarry": measure(work.quarry_warm(series), runs),
+                "numpy_cold": measure(lambda: counts_numpy(read_cols()), runs),
+                "quarry_cold": measure(work.quarry_cold(), runs),
+            }
+    return out
+
+
 def render(res: dict[str, Any]) -> str:
     beam, parts, meta = res["beam"], res["particles"], res["meta"]
     limit = meta["others_limit"]
@@ -309,6 +376,26 @@ def render(res: dict[str, Any]) -> str:
             f"| {what} | cold open | {ms(t['numpy_cold'], limit)} | "
             f"{ms(t['quarry_cold'], limit)} | {ratio(t['numpy_cold'], t['quarry_cold'])} | "
             f"{break_even(one_off, t['numpy_cold'], t['quarry_cold'])} | |",
+        ]
+
+    def small_rows(small: dict[str, Any] | None) -> list[str]:
+        if small is None:  # a report from before this workload
+            return []
+        shape = f"{small['steps']} steps of {small['rows']:,}"
+        return [
+            *rows(
+                f"`{SMALL_BOX}` per step, {shape}",
+                small["index"],
+                small["build_s"]["index"],
+                f"{small['hits']:,} hits; fixed costs per step are the whole answer",
+            ),
+            *rows(
+                f"the same, a reorganised copy beside the index, {shape}",
+                small["copy"],
+                small["build_s"]["copy"],
+                "`quarry reorg --vars energy,x --bin-size 0.1,10`; the planner weighs the "
+                "copy in each step",
+            ),
         ]
 
     n_slices = SLICES * beam["steps"]
@@ -358,13 +445,20 @@ def render(res: dict[str, Any]) -> str:
             f"{parts['tracked']} particles followed by `id`, energy read at every step; NumPy "
             "looks them up in an inverse index `inv[id] = row` per step",
         ),
+        *small_rows(res.get("small")),
         "",
         "One-off costs, 1 thread: the beam index with the derived `r` "
         f"{beam['build_s']:.2f} s ({beam['build_plain_s']:.2f} s without `r`), which the "
         f"beam rows are repaid against; the particles index {parts['build_s']:.2f} s, for the "
         f"particles rows. NumPy's one-offs are made once for the warm rows and per call for "
         f"the cold ones: `r` for all steps {beam['numpy_r_s']:.3f} s, the inverse indexes "
-        f"for tracking {parts['inverse_s']:.3f} s.",
+        f"for tracking {parts['inverse_s']:.3f} s."
+        + (
+            f" The small steps' index {res['small']['build_s']['index']:.2f} s, and with the "
+            f"copy {res['small']['build_s']['copy']:.2f} s."
+            if "small" in res
+            else ""
+        ),
         "",
         "Quarry's plan cache keeps each step's aggregate values (`std(x)`, `std(y)`, "
         "`mean(t)`) with the plan, so a warm Quarry call does not recompute them, while "
@@ -404,6 +498,10 @@ def measure_all(args: argparse.Namespace) -> dict[str, Any]:
     res["beam"] = bench_beam(beam_path, args.runs)
     log("particles")
     res["particles"] = bench_particles(parts_path, args.runs)
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="quarry-small-steps-") as directory:
+        res["small"] = bench_small_steps(directory, args.runs)
     close_meta(meta, res, started)
     return res
 

@@ -6,6 +6,12 @@ friends keep working. Messages are short, say what was wrong, and what to do.
 
 from __future__ import annotations
 
+import functools
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 
 class QuarryError(Exception):
     """Base of every error Quarry raises on purpose."""
@@ -99,24 +105,40 @@ every step with --per-step
     """
 
     def __init__(
-        self, name: str, candidates: list[str], spellings: list[str] | None = None
+        self,
+        name: str,
+        candidates: list[str],
+        spellings: list[str] | Callable[[], list[str]] | None = None,
     ) -> None:
         self.name = name
         self.candidates = candidates
-        self.spellings = spellings or candidates
-        """For each candidate, the shortest name that picks it."""
+        self._spellings = spellings
+        super().__init__(name)
+
+    @functools.cached_property
+    def spellings(self) -> list[str]:
+        """For each candidate, the shortest name that picks it (worked out
+        when first asked for: a series that catches this never asks)."""
+        given = self._spellings() if callable(self._spellings) else self._spellings
+        return given or self.candidates
+
+    @functools.cached_property
+    def message(self) -> str:
         listed = ", ".join(
             path if spelling == path else f"{path} (write {spelling})"
-            for path, spelling in zip(candidates, self.spellings, strict=True)
+            for path, spelling in zip(self.candidates, self.spellings, strict=True)
         )
-        self.message = (
-            f"{name!r} matches {len(candidates)} variables in separate groups: {listed}; "
-            f"write the one you mean, {_context_hint(candidates)}"
+        return (
+            f"{self.name!r} matches {len(self.candidates)} variables in separate groups: "
+            f"{listed}; write the one you mean, {_context_hint(self.candidates)}"
         )
-        super().__init__(self.message)
 
     def __str__(self) -> str:
         return self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Spelled out to cross a process boundary (an MPI rank's error).
+        return (AmbiguousNameError, (self.name, self.candidates, self.spellings))
 
 
 def _context_hint(paths: list[str]) -> str:

@@ -232,7 +232,8 @@ write the one you mean, or narrow the search to one group with --path GROUP (pat
         raise AmbiguousNameError(
             name,
             [info.path for _, info in tops],
-            [_spelling_for(parts, table, ctx) for parts, _ in tops],
+            # Spelled only when shown: a series catches this to ask each step.
+            lambda: [_spelling_for(parts, table, ctx) for parts, _ in tops],
         )
     if ctx is None:
         raise UnknownVariableError(name, source, suggest(name, variables))
@@ -286,11 +287,11 @@ def _matches(
 def _topmost(matches: list[_Match]) -> list[_Match]:
     """The matches that no other match's group holds, in file order."""
 
-    def holds(outer: tuple[str, ...], inner: tuple[str, ...]) -> bool:
-        group = outer[:-1]
-        return len(inner) > len(outer) and inner[: len(group)] == group
-
-    return [m for m in matches if not any(holds(o[0], m[0]) for o in matches if o is not m)]
+    # A match's group holds another when it is a prefix of that one's group,
+    # shorter by one component at least: looked up by prefix, not pairwise,
+    # so 720 steps' matches cost 720 lookups (each of a path's depth).
+    groups = {parts[:-1] for parts, _ in matches}
+    return [m for m in matches if not any(m[0][:depth] in groups for depth in range(len(m[0]) - 1))]
 
 
 def _spelling_for(

@@ -448,6 +448,14 @@ class Executor:
         if k is None or len(box) != len(leaves):
             return None
         n_rows = self.table.n_rows
+        scan = len(leaves) * (SCAN_COST + n_rows)
+        # Weighed before the member's tables are read, so a box the index or
+        # a scan answers better never reads them (a small file opened afresh);
+        # first against a scan alone, which asks the index nothing (a small step).
+        entries = sum(p.table[1] for p in copy.manifest.members[k].parts)
+        reading = 0 if copy.tables_read(k) else TABLES_COST + entries
+        if Estimate(None, scan, scan, LOOKUP_COST + reading).choice != "mdbin":
+            return None
         index = 0
         for leaf in leaves:
             iv = leaf.interval
@@ -462,11 +470,6 @@ class Executor:
             # wanted): every row of its inside bins decoded.
             made = one.inside if rows or len(leaves) > 1 else 0
             index += min(one.index + made, one.scan)
-        scan = len(leaves) * (SCAN_COST + n_rows)
-        # Weighed before the member's tables are read: a box the index or a
-        # scan answers better never reads them (a small file opened afresh).
-        entries = sum(p.table[1] for p in copy.manifest.members[k].parts)
-        reading = 0 if copy.tables_read(k) else TABLES_COST + entries
         if Estimate(None, index, scan, LOOKUP_COST + reading).choice != "mdbin":
             return None
         member = copy.member_at(k)

@@ -60,6 +60,11 @@ class ReorgCopy:
         self.path = path
         self.manifest = manifest
         self._read: dict[int, MemberCopy] = {}
+        # Each variable's members: a query in each of 720 steps finds its own at once.
+        self._holders: dict[str, list[int]] = {}
+        for k, entry in enumerate(manifest.members):
+            for name in entry.variables:
+                self._holders.setdefault(name, []).append(k)
 
     @property
     def members(self) -> list[MemberCopy]:
@@ -78,8 +83,10 @@ class ReorgCopy:
     def holding(self, variables: Collection[str], rows: int) -> int | None:
         """The first member (its place in the manifest) holding all of
         ``variables`` over a table of ``rows`` rows; None where none does."""
-        for k, entry in enumerate(self.manifest.members):
-            if entry.rows == rows and set(variables) <= set(entry.variables):
+        names = list(variables)
+        for k in self._holders.get(names[0], []) if names else range(len(self.manifest.members)):
+            entry = self.manifest.members[k]
+            if entry.rows == rows and set(names) <= set(entry.variables):
                 return k
         return None
 
