@@ -766,6 +766,7 @@ class Dataset:
         # for the cyclic collector.
         self._store = None
         self._planner = None
+        self._copy = None  # its file closes with the last member read from it
         self._steps.clear()
         self._file_driver.close()
 

@@ -87,3 +87,28 @@ def test_a_variable_named_as_anothers_group_takes_a_longer_name(tmp_path):
         assert f["s"][()].tolist() == [3.0, 4.0, 5.0]
         assert f["g/r"][()].tolist() == [30.0, 40.0, 50.0]
         assert f["r/s"][()].tolist() == [300.0, 400.0, 500.0]
+
+
+def test_columns_over_steps_are_named_from_each_step_group(tmp_path):
+    """README: a column is named as the bare name that picks it within its
+    step (the context names resolve in), so every step gives the same
+    columns: `s` and `r/s`, not `Step#0/s` in one step and `Step#1/s` in
+    the next (found by a probe: a Parquet file had a column per step)."""
+    path = str(tmp_path / "steps.h5")
+    with h5py.File(path, "w") as f:
+        for step in range(2):
+            f[f"Step#{step}/s"] = np.arange(4.0) + step
+            f[f"Step#{step}/r/s"] = np.arange(4.0) + 10 * (step + 1)
+    with quarry.open(path) as ds:
+        sel = ds.query("s >= 2")
+        sel.extract(str(tmp_path / "hits.parquet"), ["s", "r/s"])
+        sel.extract(str(tmp_path / "hits.h5"), ["s", "r/s"])
+    table = pq.read_table(str(tmp_path / "hits.parquet")).to_pydict()
+    assert [k for k in table if not k.startswith("quarry_")] == ["s", "r/s"]
+    assert table["s"] == [2.0, 3.0, 2.0, 3.0, 4.0]
+    assert table["r/s"] == [12.0, 13.0, 21.0, 22.0, 23.0]
+    with h5py.File(str(tmp_path / "hits.h5")) as f:
+        assert f["Step#0/s"][()].tolist() == [2.0, 3.0]
+        assert f["Step#1/s"][()].tolist() == [2.0, 3.0, 4.0]
+        assert f["Step#0/r/s"][()].tolist() == [12.0, 13.0]
+        assert f["Step#1/r/s"][()].tolist() == [21.0, 22.0, 23.0]

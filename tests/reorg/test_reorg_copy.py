@@ -527,3 +527,38 @@ def test_damaged_values_in_a_copy_never_give_a_wrong_answer(more_particles):
             return
     assert count == expected
     assert [a.path for a in sel.access()] == ["mdbin"]  # the copy was read, not passed by
+
+
+@pytest.mark.parametrize("read_before", [True, False])
+def test_a_copy_rebuilt_by_another_process_leaves_an_open_dataset_answering(
+    particles, monkeypatch, read_before
+):
+    """A long-lived process (the service) keeps a file open while another
+    process rebuilds its copy with other variables and bins: the open
+    Dataset goes on answering from the copy it opened (held open: its
+    tables and columns as its manifest says), whether it had read the
+    member's tables before the rebuild or not; a fresh open takes the new one."""
+    from quarry.query.stats import Estimate
+
+    monkeypatch.setattr(Estimate, "choice", property(lambda e: "mdbin" if e.mdbin else "index"))
+    query = "0.3 < energy < 0.9 && 20 < x < 70"
+    with h5py.File(particles) as f:
+        e, x = f["Step#0/energy"][()], f["Step#0/x"][()]
+    want = np.flatnonzero((e > 0.3) & (e < 0.9) & (x > 20) & (x < 70))
+    with quarry.open(particles) as ds:
+        ds.reorganize(["energy", "x"], bins=8, path="Step#0")
+    with quarry.open(particles) as ds:
+        # Not a box (an OR): the copy is opened, its tables left unread.
+        first = ds.query(query if read_before else "energy > 0.3 || x < 5", path="Step#0")
+        assert first.count() > 0
+        rebuild = ["reorg", particles, "--vars", "x,energy", "--bins", "3", "--path", "Step#0"]
+        subprocess.run(
+            [sys.executable, "-m", "quarry.cli.main", *rebuild], check=True, capture_output=True
+        )
+        sel = ds.query(query, path="Step#0")
+        np.testing.assert_array_equal(sel.ids(), want)
+        np.testing.assert_array_equal(sel.values("/Step#0/x"), x[want])
+        assert [a.path for a in sel.access()] == ["mdbin"]
+    with quarry.open(particles) as ds:
+        assert ds.query(query, path="Step#0").count() == len(want)
+        assert open_copy(particles).members[0].variables == ["/Step#0/x", "/Step#0/energy"]

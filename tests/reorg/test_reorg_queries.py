@@ -350,3 +350,26 @@ def test_a_file_with_a_copy_and_no_index_is_not_said_to_be_scanned(tmp_path):
     assert count == len(oracle_ids(query, cols))
     assert "no index found" in err and "what its reorganised copy does not answer is scanned" in err
     assert "scanning the data" not in err
+
+
+def test_a_stale_copy_of_steps_names_the_command_that_rebuilds_it(tmp_path):
+    """The stale copy's message names the command that builds it again, and
+    that command works: every step's variables by their names within the
+    step (`--vars energy,x`), not all steps' full paths in one table (which
+    asked for more bins than 64 bits hold over 20 steps)."""
+    path = str(tmp_path / "s.h5")
+    rng = np.random.default_rng(9)
+    with h5py.File(path, "w") as f:
+        for step in range(20):
+            f[f"Step#{step}/energy"] = rng.exponential(1, 500)
+            f[f"Step#{step}/x"] = rng.uniform(0, 100, 500)
+    quarry_cli("reorg", path, "--vars", "energy,x", "--bins", "8")
+    stat = os.stat(path)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    with quarry.open(path) as ds, pytest.raises(quarry.QuarryError, match="reorganised") as err:
+        ds.query("energy < 0.5 && x < 40").counts()  # the first step's error, named by step
+    command = str(err.value).rsplit("build the copy again with: ", 1)[1]
+    assert command == f"quarry reorg {path} --vars energy,x"
+    quarry_cli(*command.split()[1:])
+    with quarry.open(path) as ds:
+        assert len(ds.query("energy < 0.5 && x < 40").counts()) == 20

@@ -361,6 +361,24 @@ def in_context(path: str, context: str | None) -> bool:
     return bool(_context_ends(tuple(p for p in path.split("/") if p)[:-1], *ctx))
 
 
+def within_context(path: str, context: str | None) -> str | None:
+    """The variable at full ``path`` as a path from the first group the
+    context names on its way (what a bare name under that context spells);
+    None where it does not lie under the context.
+
+    Examples
+    --------
+    >>> within_context("/Step#3/r/s", "Step#3"), within_context("/Step#3/x", "sub")
+    ('/r/s', None)
+    """
+    ctx = _split_context(context)
+    parts = tuple(p for p in path.split("/") if p)
+    if ctx is None:
+        return "/" + "/".join(parts)
+    ends = _context_ends(parts[:-1], *ctx)
+    return "/" + "/".join(parts[ends[0] :]) if ends else None
+
+
 def _suggest_groups(context: str, table: _Names, limit: int = 3) -> list[str]:
     import difflib  # only an error needs it
 

@@ -395,6 +395,7 @@ class Selection:
         """
         import numpy as np
 
+        from quarry.expr.names import within_context
         from quarry.outputs.columns import INDEX, ROW, build_table
 
         ids = self.ids()
@@ -412,6 +413,14 @@ class Selection:
                 if self._executor.scales(var) is not None:  # the values are in SI units now
                     var = replace(var, attrs={**var.attrs, "unitSI": 1.0})
                 chosen[key] = (key, var, self.values(name))
+        # Named from the context's group (a step's), as bare names resolve:
+        # every step of a series then gives the same columns.
+        within = [within_context(key, self.path) for key in chosen]
+        if None not in within and len(set(within)) == len(within):
+            chosen = {
+                key: (str(inner), var, values)
+                for inner, (key, (_, var, values)) in zip(within, chosen.items(), strict=True)
+            }
         return build_table(own, list(chosen.values()))
 
     def columns(self, names: list[str], indices: bool = True) -> dict[str, npt.NDArray[np.generic]]:

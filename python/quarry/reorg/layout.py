@@ -333,16 +333,13 @@ class MemberTables:
     blocks: npt.NDArray[np.uint32]
 
 
-def read_member_layout(path: str, entry: MemberEntry, check_rows: int) -> MemberLayout:
-    """Where the columns of the member ``entry`` (of the copy at ``path``)
-    lie, and its offset tables and block CRC-32s, each checked:
-    :class:`CorruptCopyError` names what is damaged. The manifest says where
-    every array lies (``at``), so they are read with plain reads, not
-    through HDF5."""
-    where = f"the reorganised copy {path}"
-    with open(path, "rb") as raw:
-        size = os.fstat(raw.fileno()).st_size
-        return _member_layout(raw.fileno(), size, entry, check_rows, where)
+def read_member_layout(fd: int, entry: MemberEntry, check_rows: int, where: str) -> MemberLayout:
+    """Where the columns of the member ``entry`` of the copy open at ``fd``
+    (``where`` names it) lie, and its offset tables and block CRC-32s, each
+    checked: :class:`CorruptCopyError` names what is damaged. The manifest
+    says where every array lies (``at``), so they are read with plain
+    reads, not through HDF5."""
+    return _member_layout(fd, os.fstat(fd).st_size, entry, check_rows, where)
 
 
 def store_manifest(path: str, text: str) -> None:

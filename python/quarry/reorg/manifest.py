@@ -222,10 +222,14 @@ def read_manifest(path: str) -> CopyManifest:
     """The manifest of the copy at ``path``, found through its user block
     and checked against its CRC-32: :class:`CorruptCopyError` where it is
     not a copy this version reads."""
-    where = f"the reorganised copy {path}"
     with open(path, "rb") as raw:
-        size = os.fstat(raw.fileno()).st_size
-        return CopyManifest.from_json(manifest_text(raw.fileno(), size, where), where)
+        return manifest_in(raw.fileno(), f"the reorganised copy {path}")
+
+
+def manifest_in(fd: int, where: str) -> CopyManifest:
+    """:func:`read_manifest` of the copy open at ``fd`` (``where`` names it)."""
+    size = os.fstat(fd).st_size
+    return CopyManifest.from_json(manifest_text(fd, size, where), where)
 
 
 def manifest_text(fd: int, size: int, where: str) -> str:

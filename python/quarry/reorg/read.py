@@ -15,6 +15,7 @@ column, so answers are the source's row numbers, in ascending order.
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -34,8 +35,8 @@ from quarry.reorg.layout import (
     rows_dtype,
 )
 from quarry.reorg.locate import find_copy
-from quarry.reorg.manifest import MemberEntry, read_manifest
-from quarry.reorg.store import described_again, fresh
+from quarry.reorg.manifest import MemberEntry, manifest_in
+from quarry.reorg.store import CopyFile, described_again, fresh
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -87,8 +88,11 @@ _NO_RUNS = np.zeros((0, 3), np.int64)
 class MemberCopy:
     """One reorganised table of a copy; see the module notes."""
 
-    def __init__(self, path: str, layout: MemberLayout) -> None:
+    def __init__(self, path: str, layout: MemberLayout, file: CopyFile) -> None:
         self.path = path
+        # The copy as opened: a copy rebuilt since (renamed over it) leaves
+        # this one readable, whole and consistent with its manifest.
+        self._file = file
         self.entry: MemberEntry = layout.entry
         self._layout = layout
         self._firsts = np.array([p.first for p in self.entry.parts], np.int64)
@@ -132,7 +136,10 @@ class MemberCopy:
         if offset is None or not self.entry.rows:
             return np.zeros(0, dtype)
         # A plain array over the mapping: slicing it makes no memmap objects.
-        return np.memmap(self.path, dtype, "r", offset, (self.entry.rows,)).view(np.ndarray)
+        start = offset - offset % mmap.ALLOCATIONGRANULARITY
+        length = offset - start + self.entry.rows * dtype.itemsize
+        mapped = mmap.mmap(self._file.fileno(), length, access=mmap.ACCESS_READ, offset=start)
+        return np.frombuffer(mapped, dtype, self.entry.rows, offset - start)
 
     def _axis(self, name: str) -> int:
         for k, axis in enumerate(self.entry.axes):
@@ -418,9 +425,14 @@ def describe_copy(source: str, index: str | None = None) -> dict[str, Any] | Non
         return None
     out: dict[str, Any] = {"path": path, "bytes": os.path.getsize(path)}
     try:
-        manifest = read_manifest(path)
-        for entry in manifest.members:
-            read_member_layout(path, entry, manifest.check_rows)
+        held = CopyFile(path)
+        try:
+            where = f"the reorganised copy {path}"
+            manifest = manifest_in(held.fileno(), where)
+            for entry in manifest.members:
+                read_member_layout(held.fileno(), entry, manifest.check_rows, where)
+        finally:
+            held.close()
     except (CorruptIndexError, OSError) as exc:
         return {**out, "state": "damaged", "error": str(exc)}
     if fresh(source, path, manifest):
@@ -451,10 +463,13 @@ def verify_copy(source: str, index: str | None = None) -> list[str]:
     """Check every part of every column of the copy against the CRC-32s its
     build recorded; returns what is damaged (empty: all intact)."""
     path = find_copy(source, index)
-    manifest = read_manifest(path)
     damaged = []
+    held = CopyFile(path)
+    fd, where = held.fileno(), f"the reorganised copy {path}"
+    manifest = manifest_in(fd, where)
     for entry in manifest.members:
-        member = MemberCopy(path, read_member_layout(path, entry, manifest.check_rows))
+        layout = read_member_layout(fd, entry, manifest.check_rows, where)
+        member = MemberCopy(path, layout, held)
         names = [*member.variables, ROWS]
         for k, name in enumerate(names):
             column = member.column(name)

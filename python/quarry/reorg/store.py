@@ -14,9 +14,9 @@ description's CRC-32 and is refused when it differs.
 
 from __future__ import annotations
 
-import functools
 import os
 import time
+import weakref
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,7 @@ from quarry.formats.base import fingerprint
 from quarry.index.fresh import STAT_FIELDS, WRITE_FIELDS, read_checked, record_checked, same
 from quarry.index.fresh import trusted as trusted_stamp
 from quarry.reorg.locate import find_copy
-from quarry.reorg.manifest import CopyManifest, read_manifest
+from quarry.reorg.manifest import CopyManifest, manifest_in
 
 if TYPE_CHECKING:
     from quarry.reorg.read import MemberCopy
@@ -56,9 +56,13 @@ class ReorgCopy:
     (['/x', '/y'], True)
     """
 
-    def __init__(self, path: str, manifest: CopyManifest) -> None:
+    def __init__(self, path: str, manifest: CopyManifest, file: CopyFile) -> None:
         self.path = path
         self.manifest = manifest
+        # Held open while the copy or a member of it is: a copy rebuilt
+        # meanwhile (renamed over this one by another process) leaves this one
+        # whole, its tables and columns still those its manifest describes.
+        self._file = file
         self._read: dict[int, MemberCopy] = {}
         # Each variable's members: a query in each of 720 steps finds its own at once.
         self._holders: dict[str, list[int]] = {}
@@ -101,8 +105,10 @@ class ReorgCopy:
             from quarry.reorg.read import MemberCopy
 
             entry = self.manifest.members[k]
-            layout = read_member_layout(self.path, entry, self.manifest.check_rows)
-            self._read[k] = MemberCopy(self.path, layout)
+            where = f"the reorganised copy {self.path}"
+            fd = self._file.fileno()
+            layout = read_member_layout(fd, entry, self.manifest.check_rows, where)
+            self._read[k] = MemberCopy(self.path, layout, self._file)
         return self._read[k]
 
 
@@ -114,29 +120,68 @@ def open_copy(source: str, index: str | None = None, read: Reader | None = None)
     unchanged (default: the file opened by its format's driver)."""
     path = find_copy(source, index)
     try:
-        stat = os.stat(path)
-        identity = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
-        manifest = _manifest(path, identity)
+        file = CopyFile(path)
     except FileNotFoundError:
         raise ReorgError(
             f"{source} has no reorganised copy at {path}; make one with: quarry reorg {source} "
             "--vars ..."
         ) from None
-    check_fresh(source, path, manifest, read)
-    return ReorgCopy(path, manifest)
+    try:
+        manifest = _manifest_in(file.fileno(), f"the reorganised copy {path}")
+        check_fresh(source, path, manifest, read)
+    except BaseException:
+        file.close()
+        raise
+    return ReorgCopy(path, manifest, file)
 
 
-@functools.lru_cache(maxsize=16)
-def _manifest(path: str, identity: tuple[int, ...]) -> CopyManifest:
-    """The manifest of the copy at ``path``, read once per state of the file
-    (``identity``, from its stat: any write moves its ctime, a rebuild its
-    inode), so a file opened again and again re-reads nothing but the stat."""
-    return read_manifest(path)
+class CopyFile:
+    """A copy's file, open for reading while a copy or a member of it holds
+    it: closed with the last (or by :meth:`close`)."""
+
+    def __init__(self, path: str) -> None:
+        self._fd = os.open(path, os.O_RDONLY)
+        self._closing = weakref.finalize(self, os.close, self._fd)
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def close(self) -> None:
+        self._closing()
+
+
+#: Manifests read, by the identity of their file (see :func:`_manifest_in`).
+_MANIFESTS: dict[tuple[int, ...], CopyManifest] = {}
+_MANIFESTS_KEPT = 16
+
+
+def _manifest_in(fd: int, where: str) -> CopyManifest:
+    """The manifest of the copy open at ``fd``, read once per state of the
+    file (its device, inode, size, mtime and ctime: any write moves its
+    ctime, a rebuild its inode), so a file opened again and again re-reads
+    nothing but the stat."""
+    stat = os.fstat(fd)
+    identity = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+    manifest = _MANIFESTS.get(identity)
+    if manifest is None:
+        manifest = manifest_in(fd, where)
+        if len(_MANIFESTS) >= _MANIFESTS_KEPT:
+            _MANIFESTS.pop(next(iter(_MANIFESTS)))
+        _MANIFESTS[identity] = manifest
+    return manifest
 
 
 def rebuild_command(source: str, manifest: CopyManifest) -> str:
-    names = ",".join(dict.fromkeys(a.path for m in manifest.members for a in m.axes))
-    return f"quarry reorg {source} --vars {names}"
+    """The command that builds the copy again: each step's variables named as
+    within its step (``energy,x``, which reorganises every step on its own),
+    not by their full paths (which would make one table of all the steps')."""
+
+    def within(path: str, group: str | None) -> str:
+        inner = group.rstrip("/") + "/" if group else None
+        return path[len(inner) :] if inner and path.startswith(inner) else path
+
+    names = dict.fromkeys(within(a.path, m.group) for m in manifest.members for a in m.axes)
+    return f"quarry reorg {source} --vars {','.join(names)}"
 
 
 def described_again(source: str, path: str, manifest: CopyManifest) -> bool:
