@@ -43,8 +43,6 @@ MAX_WRITES_IN_FLIGHT = 2
 #: at the default 1024 bins, enough for equal-weight cut points.
 SAMPLE_SPANS = 64
 SAMPLE_SPAN_LEN = 1 << 10
-#: Rows an equal-weight bin holds at least, on average, in a small variable.
-MIN_BIN_ROWS = 16
 
 W = TypeVar("W")
 
@@ -71,13 +69,9 @@ def edges_of(
     variable's values when they are in memory already, gives the same sample
     without reading it again (64 small reads: most of a small step's build)."""
     sample = _sample(driver, var, whole).astype(KEY_DTYPES[key_kind(var.dtype)])
-    # A small variable gets fewer equal-weight bins, MIN_BIN_ROWS rows each on
-    # average: a bitmap for every row or two made a step of 2,000 rows index
-    # to ten times its bytes, and its ranges decode that many bitmaps.
-    bins = max(1, min(opts.bins, var.size // MIN_BIN_ROWS))
     # NumPy's vectorised sort first: the core's own sort then finds the
     # sample in order, and the edges cost 0.6 ms instead of 1.5 (65,536 values).
-    return _core.variable_edges(np.sort(sample), bins, opts.precision)
+    return _core.variable_edges(np.sort(sample), opts.bins, opts.precision)
 
 
 def block_count(var: VariableInfo, opts: BuildOptions) -> int:
