@@ -114,7 +114,7 @@ class ReorgCopy:
 
 def open_copy(source: str, index: str | None = None, read: Reader | None = None) -> ReorgCopy:
     """Open the reorganised copy of the data file ``source`` (found as
-    :func:`~quarry.reorg.layout.find_copy` says), refusing a stale one
+    :func:`~quarry.reorg.locate.find_copy` says), refusing a stale one
     or one whose manifest is damaged (a member's damaged tables are refused
     when first read). ``read`` reads the source where its stat cannot prove it
     unchanged (default: the file opened by its format's driver)."""
