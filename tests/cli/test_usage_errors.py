@@ -28,6 +28,11 @@ def run_h5(tmp_path_factory):
 
 MISTAKES = [
     (["query", "{f}", "{f}", "x > 1", "--explain"], "--explain takes one file and one query"),
+    (
+        ["query", "{f}", "x > 1", "--explain", "--per-step"],
+        "--explain explains one query on one file, not with --per-step; run it without (a "
+        "file of steps gets each step's plan)",
+    ),
     (["query", "{f}"], "give the data file(s) and then a query, e.g. quarry query run.h5 'x > 1'"),
     (["query", "{f}", "--batch", "-", "--ids"], "--ids cannot be used with --batch (counts only)"),
     (["hist", "{f}", "x,y,x,y"], "give one to three variables"),

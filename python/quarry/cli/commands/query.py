@@ -153,11 +153,31 @@ def run(args: argparse.Namespace) -> int:
     inputs = split_inputs(args)
     if inputs.series:
         if args.explain:
-            raise UsageError("--explain takes one file and one query")
+            raise UsageError(_explain_refused(args, inputs))
         return _query_series(args, inputs)
     if args.explain and (args.comm is not None or args.out_per_rank):
         raise UsageError("--explain runs in one process, without mpiexec")
     return _query_file(args, inputs.files[0], inputs.query)
+
+
+def _explain_refused(args: argparse.Namespace, inputs: Inputs) -> str:
+    """Why ``--explain`` is refused: many files or queries, or an option
+    (``--per-step``) that makes one file's answer a series."""
+    options_on = [
+        flag
+        for flag, on in (
+            ("--per-step", args.per_step),
+            ("--batch", args.batch),
+            ("--plot", args.plot),
+        )
+        if on
+    ]
+    if len(inputs.files) == 1 and inputs.query is not None and options_on:
+        return (
+            f"--explain explains one query on one file, not with {options_on[0]}; "
+            "run it without (a file of steps gets each step's plan)"
+        )
+    return "--explain takes one file and one query"
 
 
 def _swapped_query(inputs: list[str]) -> str | None:
