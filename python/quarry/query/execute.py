@@ -159,9 +159,9 @@ class Executor:
         """The file's reorganised copy (see :mod:`quarry.reorg`), opened when
         a plan could read it; None or giving None: there is none."""
         self._from_copy: tuple[MemberCopy, Answer] | None = None
-        self._whole_estimates: dict[tuple[str, Interval], Estimate | None] = {}
         """The last rows the copy answered, and where in it they lie: values
         of its variables at those rows are read from its runs."""
+        self._whole_estimates: dict[tuple[str, Interval], Estimate | None] = {}
         self.store = store
         self.table = table
         self.factor = factor
@@ -418,8 +418,8 @@ class Executor:
         executor: weighing a copy and then the range itself ask for it."""
         key = (leaf.var.key, leaf.interval)
         if key not in self._whole_estimates:
-            iv = leaf.interval
-            self._whole_estimates[key] = self._estimate(leaf.var, 1, _bounds_of(iv), None)
+            bounds = _bounds_of(leaf.interval)
+            self._whole_estimates[key] = self._estimate(leaf.var, 1, bounds, None)
         return self._whole_estimates[key]
 
     def _note(self, access: Access) -> None:

@@ -218,16 +218,10 @@ class CopyManifest:
             raise CorruptCopyError(f"the manifest of {where} is damaged ({exc!r})") from None
 
 
-def read_manifest(path: str) -> CopyManifest:
-    """The manifest of the copy at ``path``, found through its user block
-    and checked against its CRC-32: :class:`CorruptCopyError` where it is
-    not a copy this version reads."""
-    with open(path, "rb") as raw:
-        return manifest_in(raw.fileno(), f"the reorganised copy {path}")
-
-
 def manifest_in(fd: int, where: str) -> CopyManifest:
-    """:func:`read_manifest` of the copy open at ``fd`` (``where`` names it)."""
+    """The manifest of the copy open at ``fd`` (``where`` names it), found
+    through its user block and checked against its CRC-32:
+    :class:`CorruptCopyError` where it is not a copy this version reads."""
     size = os.fstat(fd).st_size
     return CopyManifest.from_json(manifest_text(fd, size, where), where)
 

@@ -31,12 +31,11 @@ from quarry.reorg.layout import (
     MemberLayout,
     column_dtype,
     crc32,
-    read_member_layout,
     rows_dtype,
 )
 from quarry.reorg.locate import find_copy
-from quarry.reorg.manifest import MemberEntry, manifest_in
-from quarry.reorg.store import CopyFile, described_again, fresh
+from quarry.reorg.manifest import MemberEntry
+from quarry.reorg.store import CopyFile, described_again, fresh, read_copy
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -425,14 +424,9 @@ def describe_copy(source: str, index: str | None = None) -> dict[str, Any] | Non
         return None
     out: dict[str, Any] = {"path": path, "bytes": os.path.getsize(path)}
     try:
-        held = CopyFile(path)
-        try:
-            where = f"the reorganised copy {path}"
-            manifest = manifest_in(held.fileno(), where)
-            for entry in manifest.members:
-                read_member_layout(held.fileno(), entry, manifest.check_rows, where)
-        finally:
-            held.close()
+        copy = read_copy(path)
+        manifest = copy.manifest
+        _ = copy.members  # every member's tables read and checked
     except (CorruptIndexError, OSError) as exc:
         return {**out, "state": "damaged", "error": str(exc)}
     if fresh(source, path, manifest):
@@ -464,12 +458,7 @@ def verify_copy(source: str, index: str | None = None) -> list[str]:
     build recorded; returns what is damaged (empty: all intact)."""
     path = find_copy(source, index)
     damaged = []
-    held = CopyFile(path)
-    fd, where = held.fileno(), f"the reorganised copy {path}"
-    manifest = manifest_in(fd, where)
-    for entry in manifest.members:
-        layout = read_member_layout(fd, entry, manifest.check_rows, where)
-        member = MemberCopy(path, layout, held)
+    for member in read_copy(path).members:
         names = [*member.variables, ROWS]
         for k, name in enumerate(names):
             column = member.column(name)

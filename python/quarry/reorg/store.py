@@ -120,19 +120,25 @@ def open_copy(source: str, index: str | None = None, read: Reader | None = None)
     unchanged (default: the file opened by its format's driver)."""
     path = find_copy(source, index)
     try:
-        file = CopyFile(path)
+        copy = read_copy(path)
     except FileNotFoundError:
         raise ReorgError(
             f"{source} has no reorganised copy at {path}; make one with: quarry reorg {source} "
             "--vars ..."
         ) from None
+    check_fresh(source, path, copy.manifest, read)
+    return copy
+
+
+def read_copy(path: str) -> ReorgCopy:
+    """The copy at ``path`` as it is: its file held open and its manifest
+    read, not yet proven fresh (:func:`open_copy` does that)."""
+    file = CopyFile(path)
     try:
-        manifest = _manifest_in(file.fileno(), f"the reorganised copy {path}")
-        check_fresh(source, path, manifest, read)
+        return ReorgCopy(path, _manifest_in(file.fileno(), f"the reorganised copy {path}"), file)
     except BaseException:
         file.close()
         raise
-    return ReorgCopy(path, manifest, file)
 
 
 class CopyFile:
