@@ -442,7 +442,8 @@ class Dataset:
         [('/Step#0', 6, 3), ('/Step#1', 6, 3)]
         """
         from quarry.index.locate import place_new_index
-        from quarry.reorg.build import DEFAULT_PART_ROWS, Binning, reorganize
+        from quarry.reorg.binning import Binning
+        from quarry.reorg.build import DEFAULT_PART_ROWS, reorganize
         from quarry.reorg.locate import SUFFIX, find_copy
 
         plans = self.reorganize_plan(variables, path)
@@ -459,20 +460,23 @@ class Dataset:
             from quarry.parallel.reorg import reorganize_shared
 
             return reorganize_shared(
-                comm, driver, plans, target, binning, rows, None, progress, index
+                comm, driver, plans, target, binning, rows, None, progress, index, path
             )
-        return reorganize(driver, plans, target, binning, rows, None, progress, index)
+        return reorganize(driver, plans, target, binning, rows, None, progress, index, path)
 
     def reorganize_plan(self, variables: list[str], path: str | None = None) -> list[MemberPlan]:
         """The tables :meth:`reorganize` would write: the variables ``variables``
         name under ``path``, or their variables in each step group where each
         step holds one; raises what a name that does not resolve raises."""
+        from quarry.query.series import step_named
         from quarry.reorg.build import MemberPlan
 
         listed = self._file_driver.variables()
         tables: list[tuple[int | None, str | None, list[VariableInfo]]]
         try:
-            tables = [(None, None, [resolve(n, listed, self.path, path) for n in variables])]
+            found = [resolve(n, listed, self.path, path) for n in variables]
+            step, group = step_named(listed, path) if path else (None, None)
+            tables = [(step, group, found)]
         except AmbiguousNameError as exc:  # one table per step group
             tables = [
                 (m.step, m.group, [resolve(n, listed, self.path, m.group) for n in variables])

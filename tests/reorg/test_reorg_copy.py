@@ -20,7 +20,8 @@ import quarry
 from quarry.errors import CorruptCopyError, ReorgError, ShapeMismatchError, StaleCopyError
 from quarry.expr.plan import Interval
 from quarry.reorg import find_copy, open_copy
-from quarry.reorg.build import DEFAULT_BINS, DEFAULT_PART_ROWS
+from quarry.reorg.binning import DEFAULT_BINS
+from quarry.reorg.build import DEFAULT_PART_ROWS
 from quarry.reorg.layout import store_manifest
 from quarry.reorg.read import verify_copy
 
@@ -49,6 +50,13 @@ def more_particles(tmp_path):
     more than reading the copy's tables and its boundary rows: the planner
     takes the copy (the place damage in it must show)."""
     return particles_file(str(tmp_path / "p.h5"), 100_000)
+
+
+def quarry_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``quarry ARGS`` in a process of its own, which must succeed."""
+    return subprocess.run(
+        [sys.executable, "-m", "quarry.cli.main", *args], check=True, capture_output=True, text=True
+    )
 
 
 def digest(path: str) -> str:
@@ -185,8 +193,59 @@ def test_a_changed_source_is_refused(particles):
         ds.reorganize(["x"], path="Step#0")
     with h5py.File(particles, "r+") as f:
         f["Step#0/x"][3] = -1.0
-    with pytest.raises(StaleCopyError, match=r"quarry reorg .* --vars /Step#0/x"):
+    with pytest.raises(StaleCopyError, match=r"quarry reorg .* --vars x --bins 16 --path Step#0$"):
         open_copy(particles)
+
+
+def test_a_copy_of_one_step_is_that_steps_member(particles):
+    """`--path Step#1` reorganises that step alone, and the copy knows it as
+    that step's member (it was recorded as a file without steps)."""
+    with quarry.open(particles) as ds:
+        manifest = ds.reorganize(["energy", "x"], path="Step#1")
+    assert [(m.step, m.group) for m in manifest.members] == [(1, "/Step#1")]
+    copy = open_copy(particles)
+    assert copy.member("/Step#1").variables == ["/Step#1/energy", "/Step#1/x"]
+    assert copy.member("Step#1").variables == ["/Step#1/energy", "/Step#1/x"]
+    with pytest.raises(ReorgError, match="has no member /Step#0"):
+        copy.member("/Step#0")
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        ["--bin-size", "0.25,10"],
+        ["--bins", "4,8", "--path", "Step#1"],
+        ["--bins", "5", "--index", "OUT"],
+        ["--bin-size", "0.5", "--path", "Step#0", "--index", "OUT/p.qidx"],
+    ],
+)
+def test_a_stale_copy_is_built_again_as_it_was_by_the_command_it_names(particles, tmp_path, how):
+    """README: the stale copy's message names the command that builds it again with
+    the same bins, the same step (`--path`) and in the same place (`--index`),
+    and that command makes a fresh copy with the same members and axes' bins."""
+    out = tmp_path / "out"
+    out.mkdir()
+    how = [str(out) + a[3:] if a.startswith("OUT") else a for a in how]
+    quarry_cli("reorg", particles, "--vars", "energy,x", *how)
+    index = how[how.index("--index") + 1] if "--index" in how else None
+    before = open_copy(particles, index).manifest
+    with h5py.File(particles, "r+") as f:
+        f["Step#0/x"][3] = -1.0
+        f["Step#1/x"][3] = -1.0
+    with pytest.raises(StaleCopyError) as err:
+        open_copy(particles, index)
+    command = str(err.value).rsplit("build the copy again with: ", 1)[1]
+    assert command.split()[:2] == ["quarry", "reorg"]
+    assert sorted(command.split()[2:]) == sorted([particles, "--vars", "energy,x", *how])
+    quarry_cli(*command.split()[1:])
+    after = open_copy(particles, index).manifest
+    kept = (
+        "size" if "--bin-size" in how else "count"
+    )  # what was asked stays; the other follows the data
+    assert [(m.group, [getattr(a, kept) for a in m.axes]) for m in after.members] == [
+        (m.group, [getattr(a, kept) for a in m.axes]) for m in before.members
+    ]
+    assert after.binning == before.binning and after.context == before.context
 
 
 def test_a_change_hidden_from_the_stat_is_found_by_the_crcs(particles):
@@ -216,8 +275,13 @@ def test_a_damaged_copy_is_refused(particles):
         starts = f["m0/table_starts"]
         starts[1] = starts[1] + 1
     opened = open_copy(particles)  # the manifest alone: tables are read when first used
-    with pytest.raises(CorruptCopyError, match="offset table"):
+    with pytest.raises(CorruptCopyError) as err:
         _ = opened.members
+    # Named by the step it holds (not the copy's inner group m0), with the mend.
+    assert str(err.value) == (
+        f"the reorganised copy {copy} is damaged: the offset table of /Step#0 is damaged "
+        "(its CRC-32 differs); build it again with quarry reorg"
+    )
     with open(copy, "r+b") as f:  # the manifest's bytes
         head = f.read(512)
         offset = int(head.split()[1])
@@ -261,9 +325,9 @@ def test_a_copy_whose_manifest_misplaces_its_arrays_is_refused(particles):
     past = 4 * os.path.getsize(copy)  # past the end, however the manifest's rewrite grows it
     for change, message in [
         ({"version": 1}, "version 1; this Quarry reads version 2"),
-        ({"at": None}, "does not say where m0 lies"),
-        ({"at": {**at, "table_starts": past}}, "offset table of m0 is cut short"),
-        ({"at": {**at, "columns": [past, *at["columns"][1:]]}}, "columns of m0 are cut short"),
+        ({"at": None}, "does not say where the columns of /Step#0 lie; build it again"),
+        ({"at": {**at, "table_starts": past}}, "offset table of /Step#0 is cut short; build it"),
+        ({"at": {**at, "columns": [past, *at["columns"][1:]]}}, "columns of /Step#0 are cut short"),
     ]:
         changed = json.loads(json.dumps(doc))
         if "version" in change:
@@ -281,7 +345,7 @@ def test_verify_finds_damaged_values(particles):
     assert verify_copy(particles) == []
     with h5py.File(particles + ".qmd", "r+") as f:
         f["m0/columns/1"][10] = 12345.0
-    assert verify_copy(particles) == ["m0: /Step#0/x part 0"]
+    assert verify_copy(particles) == ["/Step#0/x, part 0 (rows 0 to 4999)"]
 
 
 def test_the_published_copy_is_not_left_locked(particles):

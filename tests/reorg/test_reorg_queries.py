@@ -16,6 +16,7 @@ import quarry
 from oracle import oracle_ids
 from quarry.errors import CorruptCopyError, StaleCopyError
 from quarry.query.stats import Estimate
+from quarry.reorg import open_copy
 
 DTYPES = ["f4", "f8", "i4", "u2"]
 
@@ -369,7 +370,8 @@ def test_a_stale_copy_of_steps_names_the_command_that_rebuilds_it(tmp_path):
     with quarry.open(path) as ds, pytest.raises(quarry.QuarryError, match="reorganised") as err:
         ds.query("energy < 0.5 && x < 40").counts()  # the first step's error, named by step
     command = str(err.value).rsplit("build the copy again with: ", 1)[1]
-    assert command == f"quarry reorg {path} --vars energy,x"
+    assert command == f"quarry reorg {path} --vars energy,x --bins 8"
     quarry_cli(*command.split()[1:])
     with quarry.open(path) as ds:
         assert len(ds.query("energy < 0.5 && x < 40").counts()) == 20
+    assert {a.count for m in open_copy(path).manifest.members for a in m.axes} == {8}

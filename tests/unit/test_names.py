@@ -217,6 +217,42 @@ def test_resolution_follows_the_documented_rule(trees, name_parts, sep):
     assert got == expected
 
 
+def test_a_spelling_is_read_back_as_the_variable_it_names():
+    """A dot in a group's name also reads as a separator: `p.q/x` means
+    /p.q/x and /p/q/x alike, so it is not offered as /p.q/x's spelling."""
+    variables = [VariableInfo(p, (2,), np.dtype("f4")) for p in ["/p.q/x", "/p/q/x"]]
+    with pytest.raises(AmbiguousNameError) as err:
+        resolve("x", variables, "f")
+    assert err.value.spellings == ["/p.q/x", "q.x"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sets(
+        st.lists(
+            st.sampled_from(["a", "p", "q", "p.q", "x", "x.y", "y"]), min_size=1, max_size=4
+        ).map(tuple),
+        min_size=1,
+        max_size=12,
+    ),
+    st.sampled_from(["x", "y", "q.x", "p.q.x"]),
+)
+def test_every_spelling_offered_resolves_to_its_variable(trees, name):
+    """Whatever dots the groups' names hold, each spelling an ambiguity
+    offers, read back as the parser reads it (backticks off), is its variable."""
+    paths = sorted(
+        "/" + "/".join(t) for t in trees if not any(u[: len(t)] == t and u != t for u in trees)
+    )
+    variables = [VariableInfo(p, (2,), np.dtype("f4")) for p in paths]
+    try:
+        resolve(name, variables, "f")
+    except AmbiguousNameError as err:
+        for path, spelling in zip(err.candidates, err.spellings, strict=True):
+            assert resolve(spelling.strip("`"), variables, "f").path == path
+    except UnknownVariableError:
+        pass
+
+
 def _documented_rule_under(paths, written, context):
     """:func:`_documented_rule` under a context anchored at the root: only
     the matches whose groups above the name begin with the context's."""

@@ -299,12 +299,15 @@ def _spelling_for(
 ) -> str:
     """The shortest name that resolves to the variable at ``parts``: a suffix
     with dots (``position.x``) where its components allow, else in backticks,
-    else the full path."""
+    else the full path. A suffix is tried as it would be read back: a dot in
+    a group's name (``p.q/x``) also reads as a separator (``p/q/x``)."""
     for k in range(2, len(parts) + 1):
-        tail = parts[-k:]
-        tops = _topmost(_matches(table, [tail], ctx))
+        written = _written(parts[-k:])
+        if written.startswith("/"):
+            break
+        tops = _topmost(_matches(table, _spellings(written.strip("`")), ctx))
         if len(tops) == 1 and tops[0][0] == parts:
-            return _written(tail)
+            return written
     return "/" + "/".join(parts)
 
 

@@ -26,8 +26,8 @@ from quarry.index.layout import remove_debris
 from quarry.parallel.build import _describe
 from quarry.parallel.mpi import raise_failures, share, world_rank
 from quarry.pool import jobs as core_jobs
+from quarry.reorg.binning import Binning
 from quarry.reorg.build import (
-    Binning,
     Clustered,
     MemberPlan,
     assemble,
@@ -56,12 +56,14 @@ def reorganize_shared(
     jobs: int | None = None,
     progress: Callable[[int], object] | None = None,
     index: IndexStore | None = None,
+    context: str | None = None,
 ) -> CopyManifest:
     """Write the reorganised copy of ``members`` with every rank of ``comm``
     (collective: all ranks call it with the same arguments); returns its
     manifest on every rank, or raises :class:`ParallelError` on every rank,
     naming the ranks that failed and why. Each rank's ``index`` (its own
-    opening of the file's index, if any) spares it reading the ranges it knows."""
+    opening of the file's index, if any) spares it reading the ranges it knows;
+    ``context`` is recorded as :func:`~quarry.reorg.build.reorganize` does."""
     sizes, cuts = cut_parts(members, part_rows)
     before = fingerprint(driver.path)
     read_ns = time.time_ns()  # the stat above is trusted only if safely older
@@ -128,7 +130,7 @@ def reorganize_shared(
             ]
             stamp = {**before, **description_stamp(driver.path, path)}
             manifest, tables = assemble(
-                driver.path, stamp, read_ns, part_rows, members, all_axes, parts
+                driver.path, stamp, read_ns, part_rows, members, all_axes, parts, binning, context
             )
             writer.publish(manifest, tables)
             outcome = ("ok", manifest)

@@ -97,6 +97,28 @@ def step_groups(
     return sorted((step, "/" + name) for name, step in by_prefix[prefix].items())
 
 
+def step_named(variables: Sequence[VariableInfo], path: str) -> tuple[int | None, str | None]:
+    """(step number, group path) of the one step group the context ``path``
+    names (``Step#2``, ``/Step#2``), or (None, None) where it names none or
+    several, or a group that is not a step.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from quarry.formats.base import VariableInfo
+    >>> paths = ["/Step#0/x", "/Step#2/x", "/mesh/m"]
+    >>> vs = [VariableInfo(p, (1,), np.dtype("f4")) for p in paths]
+    >>> step_named(vs, "Step#2"), step_named(vs, "mesh"), step_named(vs, "Step#*")
+    ((2, '/Step#2'), (None, None), (None, None))
+    """
+    named = groups_named(variables, path)
+    steps = dict((group, step) for step, group in step_groups(variables))
+    if len(named) == 1 and named[0][1] in steps:
+        group = named[0][1]
+        return steps[group], group
+    return None, None
+
+
 def _top_group(path: str) -> str | None:
     """The top-level group holding the variable ``path``; None for a
     variable at the root."""

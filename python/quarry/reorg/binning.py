@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from quarry.errors import ReorgError
@@ -39,9 +40,14 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from quarry.formats.base import VariableInfo
+
 #: The most 1-D bins one variable may have: edges stay small, and the
 #: product over four variables still fits a 64-bit MDBin number.
 MAX_AXIS_BINS = 1 << 24
+#: Equal bins per variable when neither bin sizes nor bins are given: four
+#: variables make 65,536 MDBins.
+DEFAULT_BINS = 16
 
 
 @record
@@ -416,6 +422,92 @@ def make_axis(
         )
     nan_bin = extent.has_nan and kind == "f64"
     return Axis(path, dtype.str, low, high, origin, step, count, nan_bin)
+
+
+@record
+class Binning:
+    """How each variable is cut: bins of a size (``sizes``) or a number of
+    equal bins (``counts``), one value per variable, as ``--bin-size`` or
+    ``--bins`` asked (a copy's manifest records it, to build it again alike)."""
+
+    sizes: tuple[float, ...] | None
+    counts: tuple[int, ...] | None
+
+    @staticmethod
+    def of(
+        n_vars: int, bin_size: Sequence[float] | float | None, bins: Sequence[int] | int | None
+    ) -> Binning:
+        """The binning ``bin_size`` or ``bins`` asks for (one value for every
+        variable, or one per variable; neither: :data:`DEFAULT_BINS` each).
+
+        Examples
+        --------
+        >>> Binning.of(2, [0.5, 10], None)
+        Binning(sizes=(0.5, 10.0), counts=None)
+        >>> Binning.of(3, None, 8).counts
+        (8, 8, 8)
+        >>> Binning.of(2, [1.0, 2.0, 3.0], None)
+        Traceback (most recent call last):
+        quarry.errors.ReorgError: give one bin size for every variable (2), not 3
+        """
+        if bin_size is not None and bins is not None:
+            raise ReorgError("give bin sizes or a number of bins, not both")
+        if bin_size is None:
+            counts = _per_variable(n_vars, DEFAULT_BINS if bins is None else bins, "number of bins")
+            if any(int(c) != c or c < 1 for c in counts):
+                raise ReorgError(f"numbers of bins must be whole numbers of 1 or more: {counts}")
+            return Binning(None, tuple(int(c) for c in counts))
+        sizes = _per_variable(n_vars, bin_size, "bin size")
+        if not all(math.isfinite(s) and s > 0 for s in sizes):
+            raise ReorgError(f"bin sizes must be positive numbers: {sizes}")
+        return Binning(tuple(float(s) for s in sizes), None)
+
+    def axis(self, k: int, var: VariableInfo, extent: Extent) -> Axis:
+        size = self.sizes[k] if self.sizes is not None else None
+        count = self.counts[k] if self.counts is not None else None
+        return make_axis(var.path, var.dtype, extent, size, count)
+
+    def options(self) -> str:
+        """The command-line options asking for this binning.
+
+        Examples
+        --------
+        >>> Binning((0.1, 10.0, 10.0), None).options(), Binning(None, (16, 16)).options()
+        ('--bin-size 0.1,10,10', '--bins 16')
+        """
+        if self.sizes is not None:
+            return f"--bin-size {_listed(self.sizes)}"
+        assert self.counts is not None
+        return f"--bins {_listed(self.counts)}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "bin_size": None if self.sizes is None else list(self.sizes),
+            "bins": None if self.counts is None else list(self.counts),
+        }
+
+    @staticmethod
+    def from_json(doc: dict[str, Any]) -> Binning:
+        sizes, counts = doc["bin_size"], doc["bins"]
+        return Binning(
+            None if sizes is None else tuple(float(s) for s in sizes),
+            None if counts is None else tuple(int(c) for c in counts),
+        )
+
+
+def _listed(values: Sequence[float]) -> str:
+    """Values as an option lists them: one if all are equal, shortest spellings."""
+    spelled = [f"{v:g}" if float(v) == float(f"{v:g}") else repr(v) for v in values]
+    return spelled[0] if len(set(spelled)) == 1 else ",".join(spelled)
+
+
+def _per_variable(n_vars: int, given: Sequence[Any] | Any, what: str) -> list[Any]:
+    values = list(given) if isinstance(given, list | tuple) else [given]
+    if len(values) == 1:
+        values = values * n_vars
+    if len(values) != n_vars:
+        raise ReorgError(f"give one {what} for every variable ({n_vars}), not {len(values)}")
+    return values
 
 
 def mdbin_strides(axes: list[Axis]) -> list[int]:

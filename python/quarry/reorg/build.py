@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -52,7 +52,7 @@ from quarry.index.layout import remove_debris
 from quarry.index.manifest import SourceRecord
 from quarry.pool import jobs as core_jobs
 from quarry.records import record
-from quarry.reorg.binning import Axis, Extent, extent_of, make_axis, mdbin_strides
+from quarry.reorg.binning import Axis, Binning, Extent, extent_of, mdbin_strides
 from quarry.reorg.layout import (
     CopyWriter,
     MemberTables,
@@ -76,9 +76,6 @@ Reader = Callable[[str, int, int], Any]
 #: Rows per part: the unit of parallel work and of the offset tables, and
 #: what one worker holds of each variable at a time.
 DEFAULT_PART_ROWS = 1 << 22
-#: Equal bins per variable when neither bin sizes nor bins are given: four
-#: variables make 65,536 MDBins.
-DEFAULT_BINS = 16
 
 
 @record
@@ -91,58 +88,6 @@ class MemberPlan:
     step: int | None
     group: str | None
     variables: tuple[VariableInfo, ...]
-
-
-@record
-class Binning:
-    """How each variable is cut: bins of a size (``sizes``) or a number of
-    equal bins (``counts``), one value per variable."""
-
-    sizes: tuple[float, ...] | None
-    counts: tuple[int, ...] | None
-
-    @staticmethod
-    def of(
-        n_vars: int, bin_size: Sequence[float] | float | None, bins: Sequence[int] | int | None
-    ) -> Binning:
-        """The binning ``bin_size`` or ``bins`` asks for (one value for every
-        variable, or one per variable; neither: :data:`DEFAULT_BINS` each).
-
-        Examples
-        --------
-        >>> Binning.of(2, [0.5, 10], None)
-        Binning(sizes=(0.5, 10.0), counts=None)
-        >>> Binning.of(3, None, 8).counts
-        (8, 8, 8)
-        >>> Binning.of(2, [1.0, 2.0, 3.0], None)
-        Traceback (most recent call last):
-        quarry.errors.ReorgError: give one bin size for every variable (2), not 3
-        """
-        if bin_size is not None and bins is not None:
-            raise ReorgError("give bin sizes or a number of bins, not both")
-        if bin_size is None:
-            counts = _per_variable(n_vars, DEFAULT_BINS if bins is None else bins, "number of bins")
-            if any(int(c) != c or c < 1 for c in counts):
-                raise ReorgError(f"numbers of bins must be whole numbers of 1 or more: {counts}")
-            return Binning(None, tuple(int(c) for c in counts))
-        sizes = _per_variable(n_vars, bin_size, "bin size")
-        if not all(np.isfinite(s) and s > 0 for s in sizes):
-            raise ReorgError(f"bin sizes must be positive numbers: {sizes}")
-        return Binning(tuple(float(s) for s in sizes), None)
-
-    def axis(self, k: int, var: VariableInfo, extent: Extent) -> Axis:
-        size = self.sizes[k] if self.sizes is not None else None
-        count = self.counts[k] if self.counts is not None else None
-        return make_axis(var.path, var.dtype, extent, size, count)
-
-
-def _per_variable(n_vars: int, given: Sequence[Any] | Any, what: str) -> list[Any]:
-    values = list(given) if isinstance(given, list | tuple) else [given]
-    if len(values) == 1:
-        values = values * n_vars
-    if len(values) != n_vars:
-        raise ReorgError(f"give one {what} for every variable ({n_vars}), not {len(values)}")
-    return values
 
 
 def check_member(plan: MemberPlan) -> int:
@@ -175,13 +120,16 @@ def reorganize(
     jobs: int | None = None,
     progress: Callable[[int], object] | None = None,
     index: IndexStore | None = None,
+    context: str | None = None,
 ) -> CopyManifest:
     """Write the reorganised copy of ``members`` of an open file to ``path``
     (atomically, replacing any old copy); returns its manifest. ``jobs``
     threads share the parts (None or 0: as many as the core uses);
     ``progress`` is called with the rows of each part clustered; the file's
     ``index``, if given, saves reading the variables it knows the ranges of
-    (see :func:`indexed_extents`).
+    (see :func:`indexed_extents`); ``context`` is the group the variables
+    were named under, recorded with ``binning`` so the copy can be built
+    again as it was.
 
     Examples
     --------
@@ -220,7 +168,15 @@ def reorganize(
             check_unchanged(driver.path, before)
             stamp = {**before, **description_stamp(driver.path, path)}
             manifest, tables = assemble(
-                driver.path, stamp, read_ns, part_rows, members, all_axes, clustered
+                driver.path,
+                stamp,
+                read_ns,
+                part_rows,
+                members,
+                all_axes,
+                clustered,
+                binning,
+                context,
             )
             writer.publish(manifest, tables)
     return manifest
@@ -361,10 +317,13 @@ def assemble(
     members: list[MemberPlan],
     all_axes: list[list[Axis]],
     clustered: list[list[Clustered]],
+    binning: Binning | None = None,
+    context: str | None = None,
 ) -> tuple[CopyManifest, dict[str, MemberTables]]:
     """The manifest of a copy whose parts ``clustered`` holds (per member, in
-    order) and each member's offset tables and block CRC-32s, the parts'
-    laid end to end."""
+    order), binned as ``binning`` asked, its variables named under
+    ``context``, and each member's offset tables and block CRC-32s, the
+    parts' laid end to end."""
     entries, tables = [], {}
     for plan, axes, parts in zip(members, all_axes, clustered, strict=True):
         entry, bins, starts = _member_entry(plan, plan.variables[0].size, axes, parts)
@@ -379,6 +338,8 @@ def assemble(
         part_rows,
         tuple(entries),
         _core.CHECK_ROWS,
+        binning,
+        context,
     )
     return manifest, tables
 

@@ -381,24 +381,28 @@ def _member_layout(
 ) -> MemberLayout:
     at = entry.at
     if at is None or len(at.columns) != len(entry.axes) + 1:
-        raise CorruptCopyError(f"the manifest of {where} does not say where {entry.name} lies")
+        raise damaged(where, entry, "the manifest does not say where the columns{of} lie")
     dtypes = [*(column_dtype(a) for a in entry.axes), rows_dtype(entry.rows)]
     for offset, dtype in zip(at.columns, dtypes, strict=True):
         if entry.rows and (offset is None or offset + entry.rows * dtype.itemsize > size):
-            raise CorruptCopyError(f"{where}: the columns of {entry.name} are cut short")
+            raise damaged(where, entry, "the columns{of} are cut short")
     entries = sum(p.table[1] for p in entry.parts)
-    table = f"{where}: the offset table of {entry.name}"
-    bins = _read_array(fd, size, at.table_bins, np.dtype("<u8"), entries, table)
-    starts = _read_array(fd, size, at.table_starts, np.dtype("<i8"), entries, table)
+    bins = _read_array(fd, size, at.table_bins, np.dtype("<u8"), entries)
+    starts = _read_array(fd, size, at.table_starts, np.dtype("<i8"), entries)
+    if bins is None or starts is None:
+        raise damaged(where, entry, "the offset table{of} is cut short")
     if table_crc(bins, starts) != entry.table_crc32:
-        raise CorruptCopyError(f"{where}: the offset table of {entry.name} is damaged")
+        raise damaged(where, entry, "the offset table{of} is damaged (its CRC-32 differs)")
     _check_tables(entry, bins, starts, where)
     if check_rows < 1:
-        raise CorruptCopyError(f"the manifest of {where} is damaged (check_rows {check_rows})")
+        raise CorruptCopyError(
+            f"the manifest of {where} is damaged (check_rows {check_rows}); {REBUILD}"
+        )
     n_blocks = sum(-(-p.rows // check_rows) for p in entry.parts)
     columns = len(entry.axes) + 1
-    crcs = f"{where}: the block CRC-32s of {entry.name}"
-    blocks = _read_array(fd, size, at.block_crc32, np.dtype("<u4"), columns * n_blocks, crcs)
+    blocks = _read_array(fd, size, at.block_crc32, np.dtype("<u4"), columns * n_blocks)
+    if blocks is None:
+        raise damaged(where, entry, "the block CRC-32s{of} are cut short")
     return MemberLayout(
         entry,
         at.columns,
@@ -410,16 +414,34 @@ def _member_layout(
 
 
 def _read_array(
-    fd: int, size: int, offset: int | None, dtype: np.dtype[Any], count: int, what: str
-) -> npt.NDArray[Any]:
+    fd: int, size: int, offset: int | None, dtype: np.dtype[Any], count: int
+) -> npt.NDArray[Any] | None:
     """``count`` values of ``dtype`` at ``offset`` of the file (``size``
-    bytes), read in one go; ``what`` they are names them if cut short."""
+    bytes), read in one go; None where the file is cut short of them."""
     nbytes = count * dtype.itemsize
     fits = not count or (offset is not None and offset + nbytes <= size)
     data = os.pread(fd, nbytes, offset) if count and fits and offset is not None else b""
-    if len(data) != nbytes:
-        raise CorruptCopyError(f"{what} is cut short")
-    return np.frombuffer(data, dtype)
+    return np.frombuffer(data, dtype) if len(data) == nbytes else None
+
+
+#: How a damaged copy is mended, as its messages say.
+REBUILD = "build it again with quarry reorg"
+
+
+def damaged(where: str, entry: MemberEntry, what: str) -> CorruptCopyError:
+    """The error for a damaged part of member ``entry`` of the copy ``where``
+    names: ``what`` is wrong, its ``{of}`` naming the step the member holds.
+
+    Examples
+    --------
+    >>> from quarry.reorg.manifest import MemberEntry
+    >>> entry = MemberEntry("m3", 3, "/Step#3", 10, (), (), 0)
+    >>> print(damaged("the copy run.h5.qmd", entry, "the offset table{of} is cut short"))
+    the copy run.h5.qmd is damaged: the offset table of /Step#3 is cut short; \
+build it again with quarry reorg
+    """
+    of = f" of {entry.group}" if entry.group else ""
+    return CorruptCopyError(f"{where} is damaged: {what.format(of=of)}; {REBUILD}")
 
 
 def _check_tables(
@@ -442,7 +464,7 @@ def _check_tables(
             and (count == 0 or int(own_bins[-1]) < total)
         )
         if not ok:
-            raise CorruptCopyError(f"{where}: the offset table of {entry.name} is inconsistent")
+            raise damaged(where, entry, "the offset table{of} disagrees with the manifest")
         expected_first += part.rows
     if expected_first != entry.rows:
-        raise CorruptCopyError(f"{where}: the parts of {entry.name} do not cover its rows")
+        raise damaged(where, entry, "the parts{of} do not cover its rows")

@@ -7,6 +7,7 @@ The manifest::
     {"format": "quarry-mdbin", "version": 2, "created_by": "quarry 0.1.0",
      "source": {"name": "run.h5", "size": ..., "mtime_ns": ..., "read_ns": ...},
      "part_rows": 4194304, "check_rows": 4096,
+     "binning": {"bin_size": [0.1, 10.0], "bins": null}, "context": null,
      "members": [{"name": "m0", "step": 0, "group": "/Step#0", "rows": ...,
                   "axes": [{"path": "/Step#0/x", "dtype": "<f4", "min": ..., "max": ...,
                             "bin_size": ..., "bins": 16, "nan_bin": false}, ...],
@@ -22,6 +23,9 @@ each variable as read, so a copy whose source's stat cannot prove it
 unchanged is checked the way an index is. ``copy_crc32`` covers each part of
 each column and of ``rows`` (checked by :func:`quarry.reorg.read.verify_copy`);
 ``table_crc32`` covers the offset tables, checked when they are first read.
+``binning`` is what ``--bin-size`` or ``--bins`` asked, and ``context`` the
+group the variables were named under (``--path``; null without one), so a
+stale copy's message says how to build it again as it was.
 ``at`` is where each array's bytes begin in the file (the columns, then
 ``rows``; null for an empty one).
 
@@ -40,7 +44,7 @@ from typing import Any
 from quarry.errors import CorruptCopyError
 from quarry.index.manifest import SourceRecord
 from quarry.records import record
-from quarry.reorg.binning import Axis
+from quarry.reorg.binning import Axis, Binning
 
 FORMAT = "quarry-mdbin"
 VERSION = 2
@@ -180,6 +184,12 @@ class CopyManifest:
     members: tuple[MemberEntry, ...]
     check_rows: int
     """Rows per block of ``block_crc32``."""
+    binning: Binning | None = None
+    """The bin sizes or numbers of bins asked for (None in a copy made before
+    it was recorded)."""
+    context: str | None = None
+    """The group the variables were named under when the copy was built
+    (``--path``, ``path=``); None without one."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -189,6 +199,8 @@ class CopyManifest:
             "source": self.source.to_json(),
             "part_rows": self.part_rows,
             "check_rows": self.check_rows,
+            "binning": None if self.binning is None else self.binning.to_json(),
+            "context": self.context,
             "members": [m.to_json() for m in self.members],
         }
 
@@ -211,6 +223,8 @@ class CopyManifest:
                 int(doc["part_rows"]),
                 tuple(MemberEntry.from_json(m) for m in doc["members"]),
                 int(doc["check_rows"]),
+                None if doc.get("binning") is None else Binning.from_json(doc["binning"]),
+                None if doc.get("context") is None else str(doc["context"]),
             )
         except CorruptCopyError:
             raise

@@ -183,7 +183,8 @@ class MemberCopy:
         >>> import h5py, numpy as np, tempfile, os
         >>> from quarry.formats.hdf5 import HDF5Driver
         >>> from quarry.expr.plan import Interval
-        >>> from quarry.reorg.build import Binning, MemberPlan, reorganize
+        >>> from quarry.reorg.binning import Binning
+        >>> from quarry.reorg.build import MemberPlan, reorganize
         >>> from quarry.reorg import open_copy
         >>> file = os.path.join(tempfile.mkdtemp(), "r.h5")
         >>> with h5py.File(file, "w") as f:
@@ -320,7 +321,8 @@ class MemberCopy:
         >>> import h5py, numpy as np, tempfile, os
         >>> from quarry.formats.hdf5 import HDF5Driver
         >>> from quarry.expr.plan import Interval
-        >>> from quarry.reorg.build import Binning, MemberPlan, reorganize
+        >>> from quarry.reorg.binning import Binning
+        >>> from quarry.reorg.build import MemberPlan, reorganize
         >>> from quarry.reorg import open_copy
         >>> file = os.path.join(tempfile.mkdtemp(), "v.h5")
         >>> with h5py.File(file, "w") as f:
@@ -455,7 +457,8 @@ def describe_copy(source: str, index: str | None = None) -> dict[str, Any] | Non
 
 def verify_copy(source: str, index: str | None = None) -> list[str]:
     """Check every part of every column of the copy against the CRC-32s its
-    build recorded; returns what is damaged (empty: all intact)."""
+    build recorded; returns what is damaged, each variable (by path) with the
+    part and the rows of its table that differ (empty: all intact)."""
     path = find_copy(source, index)
     damaged = []
     for member in read_copy(path).members:
@@ -465,5 +468,9 @@ def verify_copy(source: str, index: str | None = None) -> list[str]:
             for i, part in enumerate(member.entry.parts):
                 values = np.ascontiguousarray(column[part.first : part.first + part.rows])
                 if crc32(values) != part.copy_crc32[k]:
-                    damaged.append(f"{member.entry.name}: {name} part {i}")
+                    group = member.entry.group or "the table"
+                    what = f"the row numbers of {group}" if name == ROWS else name
+                    damaged.append(
+                        f"{what}, part {i} (rows {part.first} to {part.first + part.rows - 1})"
+                    )
     return damaged

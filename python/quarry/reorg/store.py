@@ -24,7 +24,7 @@ from quarry.errors import ReorgError, StaleCopyError
 from quarry.formats.base import fingerprint
 from quarry.index.fresh import STAT_FIELDS, WRITE_FIELDS, read_checked, record_checked, same
 from quarry.index.fresh import trusted as trusted_stamp
-from quarry.reorg.locate import find_copy
+from quarry.reorg.locate import SUFFIX, find_copy
 from quarry.reorg.manifest import CopyManifest, manifest_in
 
 if TYPE_CHECKING:
@@ -76,8 +76,9 @@ class ReorgCopy:
         return [self.member_at(k) for k in range(len(self.manifest.members))]
 
     def member(self, group: str | None = None) -> MemberCopy:
-        """The member of step group ``group`` (None: of a file without steps)."""
-        want = group.rstrip("/") if group else None
+        """The member of step group ``group`` (``/Step#3`` or ``Step#3``; None:
+        of a file without steps)."""
+        want = "/" + group.strip("/") if group else None
         for k, entry in enumerate(self.manifest.members):
             if (entry.group or None) == want:
                 return self.member_at(k)
@@ -177,17 +178,48 @@ def _manifest_in(fd: int, where: str) -> CopyManifest:
     return manifest
 
 
-def rebuild_command(source: str, manifest: CopyManifest) -> str:
-    """The command that builds the copy again: each step's variables named as
-    within its step (``energy,x``, which reorganises every step on its own),
-    not by their full paths (which would make one table of all the steps')."""
+def rebuild_command(source: str, path: str, manifest: CopyManifest) -> str:
+    """The command that builds the copy at ``path`` again as it was: each
+    step's variables named as within its step (``energy,x``, which
+    reorganises every step on its own), not by their full paths (which would
+    make one table of all the steps'), with the binning, ``--path`` and
+    ``--index`` it was built with.
 
-    def within(path: str, group: str | None) -> str:
+    Examples
+    --------
+    >>> import quarry, h5py, numpy as np, tempfile, os
+    >>> file = os.path.join(tempfile.mkdtemp(), "s.h5")
+    >>> with h5py.File(file, "w") as f:
+    ...     f["Step#0/x"], f["Step#1/x"] = np.arange(6.0), np.arange(6.0)
+    >>> with quarry.open(file) as ds:
+    ...     every = ds.reorganize(["x"], bin_size=2.0)
+    ...     one = ds.reorganize(["x"], bins=3, path="Step#1")
+    >>> rebuild_command(file, file + ".qmd", every).replace(file, "s.h5")
+    'quarry reorg s.h5 --vars x --bin-size 2'
+    >>> rebuild_command(file, file + ".qmd", one).replace(file, "s.h5")
+    'quarry reorg s.h5 --vars x --bins 3 --path Step#1'
+    >>> scratch = tempfile.mkdtemp()
+    >>> elsewhere = rebuild_command(file, os.path.join(scratch, "s.h5.qmd"), one)
+    >>> elsewhere.replace(file, "s.h5").replace(scratch, "SCRATCH")
+    'quarry reorg s.h5 --vars x --bins 3 --path Step#1 --index SCRATCH'
+    """
+
+    def within(name: str, group: str | None) -> str:
         inner = group.rstrip("/") + "/" if group else None
-        return path[len(inner) :] if inner and path.startswith(inner) else path
+        return name[len(inner) :] if inner and name.startswith(inner) else name
 
     names = dict.fromkeys(within(a.path, m.group) for m in manifest.members for a in m.axes)
-    return f"quarry reorg {source} --vars {','.join(names)}"
+    options = [f"--vars {','.join(names)}"]
+    if manifest.binning is not None:
+        options.append(manifest.binning.options())
+    if manifest.context is not None:
+        options.append(f"--path {manifest.context}")
+    where = os.path.dirname(os.path.abspath(path))
+    if os.path.abspath(path) != os.path.abspath(find_copy(source)):
+        # --index names a directory, or an index file the copy lies beside.
+        named = find_copy(source, where) == path
+        options.append(f"--index {where if named else path.removesuffix(SUFFIX) + '.qidx'}")
+    return f"quarry reorg {source} {' '.join(options)}"
 
 
 def described_again(source: str, path: str, manifest: CopyManifest) -> bool:
@@ -220,21 +252,21 @@ def check_fresh(source: str, path: str, manifest: CopyManifest, read: Reader | N
         raise StaleCopyError(
             f"the description of {source} (quarry register) has changed since it was "
             f"reorganised, so its values read otherwise; build the copy again with: "
-            f"{rebuild_command(source, manifest)}"
+            f"{rebuild_command(source, path, manifest)}"
         )
     now = fingerprint(source)
     recorded = manifest.source.stamp
     if not same(now, recorded, WRITE_FIELDS):
         raise StaleCopyError(
             f"{source} has changed since it was reorganised (size or modification time "
-            f"differs); build the copy again with: {rebuild_command(source, manifest)}"
+            f"differs); build the copy again with: {rebuild_command(source, path, manifest)}"
         )
     read_ns = time.time_ns()  # the stat above is proof only if safely older than this
     changed = changed_parts(source, manifest, read)
     if changed:
         raise StaleCopyError(
             f"{source} has changed since it was reorganised ({'; '.join(changed)}); build the "
-            f"copy again with: {rebuild_command(source, manifest)}"
+            f"copy again with: {rebuild_command(source, path, manifest)}"
         )
     record_checked(path, now, read_ns, frozenset({"copy"}))
 

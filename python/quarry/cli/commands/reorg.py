@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     """Reorganise each file; one line per file (or JSON)."""
     import quarry
     from quarry.errors import ReorgError, UsageError
-    from quarry.reorg.build import Binning
+    from quarry.reorg.binning import Binning
 
     names = options.names(args.vars)
     for option, given in (("--bin-size", args.bin_size), ("--bins", args.bins)):
