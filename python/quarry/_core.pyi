@@ -23,6 +23,7 @@ __all__ = [
     "crc32",
     "evaluate",
     "jobs",
+    "reserve_space",
     "scan_compare",
     "scan_range",
     "set_jobs",
@@ -210,6 +211,11 @@ def cluster_part(
     rows as written, of each block of :data:`CHECK_ROWS` rows of each of
     them as written (column after column, as many blocks each), the keys
     present and where each one's rows start."""
+
+def reserve_space(fd: int, length: int) -> bool:
+    """Reserve the disk blocks of bytes ``[0, length)`` of the open file
+    ``fd`` (Linux ``fallocate``, its size and contents kept); whether they
+    were. Where the file system cannot, nothing is done (no zeros written)."""
 
 def corner_sum(
     values: npt.NDArray[np.generic],

@@ -4,6 +4,7 @@ was damaged."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 
 import quarry
+from quarry import _core
 from quarry.errors import CorruptCopyError, ReorgError, ShapeMismatchError, StaleCopyError
 from quarry.expr.plan import Interval
 from quarry.reorg import find_copy, open_copy
@@ -626,3 +628,39 @@ def test_a_copy_rebuilt_by_another_process_leaves_an_open_dataset_answering(
     with quarry.open(particles) as ds:
         assert ds.query(query, path="Step#0").count() == len(want)
         assert open_copy(particles).members[0].variables == ["/Step#0/x", "/Step#0/energy"]
+
+
+def test_the_copys_columns_are_reserved_on_disk_before_its_parts_are_written(tmp_path):
+    """The core reserves a file's blocks without changing its size or
+    contents (a hole still reads as zeros)."""
+    path = tmp_path / "sparse.bin"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        os.ftruncate(fd, 1 << 20)
+        os.pwrite(fd, b"abc", 1000)
+        if not _core.reserve_space(fd, 1 << 20):
+            pytest.skip("this file system reserves no blocks")
+        assert os.fstat(fd).st_blocks * 512 >= 1 << 20
+        assert os.fstat(fd).st_size == 1 << 20
+        data = os.pread(fd, 1 << 20, 0)
+        assert data[1000:1003] == b"abc" and data.count(0) == (1 << 20) - 3
+    finally:
+        os.close(fd)
+
+
+def test_a_disk_too_full_for_the_copy_is_refused_before_any_part_is_written(particles, monkeypatch):
+    """Reserving the copy's blocks fails at once on a full disk: a clear
+    error naming the copy and its size, and no temporary left behind."""
+
+    def full(fd: int, length: int) -> bool:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(_core, "reserve_space", full)
+    with quarry.open(particles) as ds, pytest.raises(ReorgError) as err:
+        ds.reorganize(["energy", "x"])
+    assert str(err.value).startswith(
+        f"cannot write the reorganised copy {particles}.qmd: no space left on device (its "
+        "columns take "
+    )
+    assert str(err.value).endswith("put the copy elsewhere with --index DIR")
+    assert sorted(os.listdir(os.path.dirname(particles))) == ["p.h5"]

@@ -40,6 +40,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cluster::stable_order, m)?)?;
     m.add_function(wrap_pyfunction!(cluster::crc32, m)?)?;
     m.add_function(wrap_pyfunction!(cluster::cluster_part, m)?)?;
+    m.add_function(wrap_pyfunction!(cluster::reserve_space, m)?)?;
     m.add_function(wrap_pyfunction!(interp::corner_sum, m)?)?;
     m.add_function(wrap_pyfunction!(scan::count_ranges, m)?)?;
     m.add_function(wrap_pyfunction!(scan::evaluate, m)?)?;

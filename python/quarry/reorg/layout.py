@@ -52,7 +52,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from quarry.errors import CorruptCopyError
+from quarry import _core
+from quarry.errors import CorruptCopyError, ReorgError
 from quarry.records import record, replace
 from quarry.reorg.binning import Axis, mdbin_strides
 from quarry.reorg.manifest import (
@@ -153,6 +154,7 @@ class CopyWriter:
                     for k, axis in enumerate(axes):
                         writer._allocate(group, f"columns/{k}", column_dtype(axis), rows)
                     writer._allocate(group, ROWS, rows_dtype(rows), rows)
+            writer._reserve()
         except BaseException:
             writer.abort()
             raise
@@ -180,6 +182,21 @@ class CopyWriter:
         )
         column = name.removeprefix("columns/")
         self.offsets[(group.name.lstrip("/"), column)] = (dataset.get_offset(), dtype, rows)
+
+    def _reserve(self) -> None:
+        """Reserve the disk blocks of the columns (the file is sparse so far):
+        their write-back, started as parts are written, then places no blocks
+        while the parts write on, and a full disk is refused here, at once."""
+        size = os.fstat(self._fd).st_size
+        try:
+            _core.reserve_space(self._fd, size)
+        except OSError as exc:
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise ReorgError(
+                f"cannot write the reorganised copy {self.path}: {reason.lower()} "
+                f"(its columns take {size:,} bytes); make room there, or put the copy "
+                "elsewhere with --index DIR"
+            ) from None
 
     def fileno(self) -> int:
         """The temporary's descriptor: the core writes parts through it
