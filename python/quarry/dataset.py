@@ -15,6 +15,8 @@ from quarry.errors import (
     BatchQueryError,
     IndexMissingError,
     QuarryError,
+    ReorgError,
+    UsageError,
 )
 from quarry.expr.names import resolve
 from quarry.expr.parser import parse_variable
@@ -101,6 +103,31 @@ def _units(attrs: dict[str, Any]) -> dict[str, Any]:
         out["unitDimension"] = dimension
         out["si_units"] = openpmd.unit_text(dimension)
     return out
+
+
+def name_list(names: Sequence[str]) -> list[str]:
+    """Variable names given to the Python API as a list (or tuple) of
+    strings; one string is refused, since iterating it would name each of
+    its letters.
+
+    Examples
+    --------
+    >>> name_list(("energy", "x"))
+    ['energy', 'x']
+    >>> name_list("energy,x")
+    Traceback (most recent call last):
+    quarry.errors.UsageError: give the variables as a list of names, e.g. ['energy', 'x'], \
+not the string 'energy,x'
+    """
+    if isinstance(names, str):
+        raise UsageError(
+            f"give the variables as a list of names, e.g. ['energy', 'x'], not the string {names!r}"
+        )
+    listed = list(names)
+    wrong = [n for n in listed if not isinstance(n, str)]
+    if wrong:
+        raise UsageError(f"variable names are strings, not {wrong[0]!r}")
+    return listed
 
 
 class Dataset:
@@ -312,7 +339,7 @@ class Dataset:
         if names is None:
             chosen = [v for v in self._file_driver.variables() if v.problem is None]
         else:
-            chosen = [info for n in names for info in self._to_index(n)]
+            chosen = [info for n in name_list(names) for info in self._to_index(n)]
         if isinstance(driver, DerivedDriver):
             chosen += [d.info for d in driver.derived.values()]
         return chosen, driver, derivations
@@ -446,11 +473,14 @@ class Dataset:
         from quarry.reorg.build import DEFAULT_PART_ROWS, reorganize
         from quarry.reorg.locate import SUFFIX, find_copy
 
+        if variables is None:
+            raise ReorgError("name the variables to reorganise, e.g. ['energy', 'x']")
+        variables = name_list(variables)
         plans = self.reorganize_plan(variables, path)
         given = self.index_path if self._index_given else None
         target = place_new_index(self.path, find_copy(self.path, given), self._index_given, SUFFIX)
         binning = Binning.of(len(variables), bin_size, bins)
-        rows = part_rows or DEFAULT_PART_ROWS
+        rows = DEFAULT_PART_ROWS if part_rows is None else part_rows
         self._copy, self._copy_absent = None, False  # the next query opens the new copy
         index = None
         with contextlib.suppress(QuarryError, OSError):  # stale, unreadable: ranges read
@@ -727,18 +757,26 @@ class Dataset:
         from quarry.index.stats import column_stats
 
         indexed: Mapping[str, Any] = {}
+        stats: dict[str, Any] = {}
+        listed = self.variables()
         index_state: dict[str, Any] = {"path": self.index_path, "exists": self.has_index}
         if self.has_index:
             try:
                 indexed = self.index.variables
+                # Each column's statistics prove it fresh first: a file changed
+                # behind its stat makes the whole index unusable here, as below.
+                for v in listed:
+                    if v.path in indexed:
+                        stats[v.path] = column_stats(self.index.column(v.path)).to_dict()
                 index_state["block_len"] = self.index.block_len
                 index_state["bytes"] = os.path.getsize(self.index_path)
                 index_state["state"] = "ok"
             except QuarryError as exc:
+                indexed, stats = {}, {}
                 index_state["state"] = "unusable"
                 index_state["error"] = str(exc)
         out = []
-        for v in self.variables():
+        for v in listed:
             entry: dict[str, Any] = {
                 "path": v.path,
                 "name": v.name,
@@ -750,7 +788,7 @@ class Dataset:
             }
             if v.path in indexed:
                 entry["bins"] = len(decode_edges(indexed[v.path])) + 1
-                entry["stats"] = column_stats(self.index.column(v.path)).to_dict()
+                entry["stats"] = stats[v.path]
             if v.decoding:
                 entry["decoding"] = v.decoding
             if v.dims:

@@ -17,6 +17,25 @@ class QuarryError(Exception):
     """Base of every error Quarry raises on purpose."""
 
 
+def shell_command(*words: str) -> str:
+    """A command a message tells the user to run, each word quoted for the
+    shell where it needs it (a space, a glob, a quote), so it can be pasted
+    as printed; plain paths and ``Step#3`` stay as they are.
+
+    Examples
+    --------
+    >>> print(shell_command("quarry", "reorg", "my run.h5", "--path", "Step#*", "--vars", "x,y"))
+    quarry reorg 'my run.h5' --path 'Step#*' --vars x,y
+    """
+    import re
+    import shlex
+
+    plain = re.compile(r"[\w@%+=:,./#-]+")
+    return " ".join(
+        w if plain.fullmatch(w) and not w.startswith("#") else shlex.quote(w) for w in words
+    )
+
+
 class QuerySyntaxError(QuarryError, ValueError):
     """A query that does not parse; carries the position of the bad token.
 

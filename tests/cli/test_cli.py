@@ -129,6 +129,24 @@ def test_info_json(run_h5):
     assert "indexed" in run("info", run_h5).stdout
 
 
+def test_info_shows_an_index_stale_behind_an_unmoved_stat_as_unusable(tmp_path):
+    """A value changed and the file's times put back: only the CRCs find it.
+    `quarry info` still lists the variables, the index marked unusable with
+    why, as for any stale index."""
+    path = str(tmp_path / "p.h5")
+    with h5py.File(path, "w") as f:
+        f["x"] = np.arange(100.0)
+    os.utime(path, ns=(10**18, 10**18))
+    run("index", path)
+    with h5py.File(path, "r+") as f:
+        f["x"][3] = -1.0
+    os.utime(path, ns=(10**18, 10**18))
+    info = json.loads(run("info", path, "--json").stdout)
+    assert info["index"]["state"] == "unusable" and "block 0 of 1 changed" in info["index"]["error"]
+    assert [(v["path"], v["indexed"]) for v in info["variables"]] == [("/x", False)]
+    assert "index unusable:" in run("info", path).stdout
+
+
 def test_malformed_query_shows_a_caret_and_exits_2(run_h5):
     err = run("query", run_h5, "energy > > 1", code=2).stderr
     assert "energy > > 1" in err and "\n           ^" in err

@@ -85,6 +85,19 @@ def test_info_resolve(steps_h5):
     }
 
 
+def test_a_spelling_in_backticks_means_in_info_what_it_means_in_a_query(tmp_path):
+    """The spelling an ambiguity offers (`` `ga/my var` ``) resolves the same
+    in `quarry info --resolve` as in a query."""
+    path = str(tmp_path / "amb.h5")
+    with h5py.File(path, "w") as f:
+        f["ga/my var"], f["gb/my var"] = np.arange(4.0), np.arange(4.0) * 2
+    err = run("query", path, "`my var` > 1", code=1).stderr
+    assert "/ga/my var (write `ga/my var`)" in err
+    line = run("info", path, "--resolve", "`ga/my var`").stdout.strip()
+    assert line == "`ga/my var` -> /ga/my var  (4,)  float64  not indexed"
+    assert run("query", path, "`ga/my var` > 1").stdout.strip() == "2"
+
+
 @pytest.mark.parametrize(
     ("args", "words"),
     [

@@ -149,3 +149,28 @@ def test_quarry_interp_takes_a_series_and_a_file_of_steps(series):
     assert every["count"] == sum(len(c["x"]) for c in steps)
     bad = _cli("interp", source, *args[:1], f"bx={folder / 'nope_*.bin'}", *args[2:], code=2)
     assert bad.stderr.startswith("quarry: error") and "matches 0 file(s)" in bad.stderr
+
+
+def test_one_step_picked_by_path_reads_its_own_field_from_the_template(tmp_path):
+    """`--path Step#5` (`path="Step#5"`) with a field `bx_{step}.bin` reads
+    bx_5.bin; a `*` pattern matching one file per step names them all, so
+    with one step it is refused with what to write instead."""
+    path = str(tmp_path / "p.h5")
+    with h5py.File(path, "w") as f:
+        for k in (0, 5):
+            f[f"Step#{k}/x"] = np.array([0.5, 1.5])
+    for k in (0, 5):
+        write_field(str(tmp_path), "raw", f"bx_{k}", np.full(3, 10.0 * (k + 1)))
+    template = str(tmp_path / "bx_{step}.bin")
+    with quarry.open(path) as ds:
+        table = ds.query("x > 0", path="Step#5").interpolate(
+            {"bx": template}, ["x"], grid="origin=0 spacing=1"
+        )
+        assert table["bx"].tolist() == [60.0, 60.0]
+        with pytest.raises(JoinArgumentError, match=r"matches 2 file\(s\) for 1 step\(s\)"):
+            ds.query("x > 0", path="Step#5").interpolate(
+                {"bx": str(tmp_path / "bx_*.bin")}, ["x"], grid="origin=0 spacing=1"
+            )
+    args = ["--field", f"bx={template}", "--at", "x", "--grid", "origin=0 spacing=1"]
+    summary = json.loads(_cli("interp", path, *args, "--path", "Step#5", "--json").stdout)
+    assert summary["fields"]["bx"]["mean"] == 60.0

@@ -9,6 +9,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shlex
 import subprocess
 import sys
 import zlib
@@ -177,6 +178,34 @@ def test_bad_requests_are_clear(particles, tmp_path):
         open_copy(other)
 
 
+@pytest.mark.parametrize(
+    ("variables", "options", "message"),
+    [
+        ("energy,x", {}, "a list of names, e.g. ['energy', 'x'], not the string 'energy,x'"),
+        (None, {}, "name the variables to reorganise"),
+        (["energy", 3], {}, "variable names are strings, not 3"),
+        (["energy"], {"bin_size": "0.1"}, "bin size: expected a number, got '0.1'"),
+        (["energy"], {"bins": True}, "number of bins: expected a number, got True"),
+        (["energy"], {"part_rows": 0}, "parts must hold at least one row, got 0"),
+    ],
+)
+def test_the_python_api_refuses_arguments_of_the_wrong_kind(particles, variables, options, message):
+    """A string for the list of names is not split into letters, and numbers
+    must be numbers: each a Quarry error saying what to give, not a TypeError."""
+    with quarry.open(particles) as ds, pytest.raises(quarry.QuarryError) as err:
+        ds.reorganize(variables, path="Step#0", **options)
+    assert message in str(err.value)
+    with quarry.open(particles) as ds, pytest.raises(quarry.QuarryError, match="not the string"):
+        ds.build_index("energy")
+
+
+def test_bin_sizes_may_be_an_array(particles):
+    with quarry.open(particles) as ds:
+        manifest = ds.reorganize(("energy", "x"), bin_size=np.array([0.5, 10.0]), path="Step#0")
+    assert manifest.binning is not None and manifest.binning.sizes == (0.5, 10.0)
+    assert [a.size for a in manifest.members[0].axes] == [0.5, 10.0]
+
+
 def test_a_copy_goes_where_the_index_would(particles, tmp_path, monkeypatch):
     """README: --index DIR and QUARRY_INDEX_PATH place the copy as they place the index."""
     elsewhere = tmp_path / "copies"
@@ -248,6 +277,35 @@ def test_a_stale_copy_is_built_again_as_it_was_by_the_command_it_names(particles
         (m.group, [getattr(a, kept) for a in m.axes]) for m in before.members
     ]
     assert after.binning == before.binning and after.context == before.context
+
+
+def test_the_commands_a_stale_copy_and_index_name_survive_the_shell(tmp_path):
+    """Paths with spaces and a glob --path are quoted in the printed command,
+    which the shell then splits back into the same words."""
+    folder = tmp_path / "my dir"
+    folder.mkdir()
+    particles = particles_file(str(tmp_path / "my run.h5"), 3000)
+    quarry_cli("index", particles, "--index", str(folder))
+    quarry_cli("reorg", particles, "--vars", "x", "--path", "Step#*", "--index", str(folder))
+    with h5py.File(particles, "r+") as f:
+        f["Step#0/x"][3] = -1.0
+    with pytest.raises(StaleCopyError) as err:
+        open_copy(particles, str(folder))
+    command = str(err.value).rsplit("build the copy again with: ", 1)[1]
+    assert "'Step#*'" in command and f"'{particles}'" in command
+    assert shlex.split(command) == [
+        "quarry", "reorg", particles, "--vars", "x", "--bins", "16", "--path", "Step#*",
+        "--index", str(folder),
+    ]  # fmt: skip
+    quarry_cli(*shlex.split(command)[1:])
+    assert [m.group for m in open_copy(particles, str(folder)).manifest.members] == [
+        "/Step#0",
+        "/Step#1",
+    ]
+    with quarry.open(particles, index=str(folder)) as ds, pytest.raises(quarry.QuarryError) as err:
+        ds.query("x > 1", path="Step#0").count()
+    command = str(err.value).rsplit("rebuild the index with: ", 1)[1]
+    assert shlex.split(command)[1:] == ["index", particles, "--index", ds.index_path]
 
 
 def test_a_change_hidden_from_the_stat_is_found_by_the_crcs(particles):

@@ -632,12 +632,25 @@ def parse_variable(text: str) -> Var:
     --------
     >>> parse_variable("Step#0/x[0:10, 5]")
     Var(name='Step#0/x', pos=0, index=((0, 10, None), 5))
+    >>> parse_variable("`g1/my var`[2]")  # in backticks, as a query writes it
+    Var(name='g1/my var', pos=0, index=(2,))
     """
-    written, bracket, _ = text.partition("[")
-    name = _nfc(written.strip())
+    stripped = text.strip()
+    if stripped.startswith("`") and stripped.find("`", 1) > 1:
+        close = stripped.find("`", 1)
+        quoted = _nfc(stripped[1:close])
+        bracket = stripped[close + 1 :].startswith("[")
+        offset = len(text) - len(text.lstrip()) + close + 1
+        if not bracket and stripped[close + 1 :].strip():
+            raise QuerySyntaxError("unexpected text after the name", text, offset)
+        name = quoted
+    else:
+        written, bracket_text, _ = text.partition("[")
+        bracket = bool(bracket_text)
+        name = _nfc(written.strip())
+        offset = len(written)
     if not bracket:
         return Var(name, 0)
-    offset = len(written)
     parser = _Parser(text[offset:])
     try:
         parser.accept("[")

@@ -146,6 +146,8 @@ def rebuild_command(source: str, index_path: str, command: str = "index") -> str
     >>> rebuild_command("/data/run.h5", "/scratch/run.h5.qidx", "verify")
     'quarry verify /data/run.h5 --index /scratch/run.h5.qidx'
     """
+    from quarry.errors import shell_command
+
     if os.path.abspath(index_path) == os.path.abspath(default_index_path(source.rstrip("/"))):
-        return f"quarry {command} {source}"
-    return f"quarry {command} {source} --index {index_path}"
+        return shell_command("quarry", command, source)
+    return shell_command("quarry", command, source, "--index", index_path)

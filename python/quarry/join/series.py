@@ -61,9 +61,9 @@ def member_fields(fields: Mapping[str, str], steps: Sequence[int]) -> list[dict[
             files = sorted(glob.glob(pattern), key=natural_key)
             if len(files) != len(steps):
                 raise JoinArgumentError(
-                    f"field {name}: {pattern} matches {len(files)} file(s) but the series has "
-                    f"{len(steps)} member(s); give one field file per step, or {{step}} in "
-                    "the name for the step number"
+                    f"field {name}: {pattern} matches {len(files)} file(s) for {len(steps)} "
+                    "step(s) to join; give one field file per step, or {step} in the name for "
+                    "the step number"
                 )
             texts = [file + rest for file in files]
         else:

@@ -457,7 +457,10 @@ class Selection:
         ``bilinear``, ``trilinear``) is the one ``at`` calls for when None;
         ``outside="clamp"`` moves points outside the grid to its edge
         instead of giving NaN. The table holds ``quarry_row``, ``values``
-        and one column per field; see :mod:`quarry.join`.
+        and one column per field; see :mod:`quarry.join`. A field written
+        for a series (``"bx_{step}.bin"``, ``"bx_*.bin"``, see
+        :mod:`quarry.join.series`) takes this selection's step: the step
+        group its ``path`` names (``Step#5`` reads ``bx_5.bin``).
 
         Examples
         --------
@@ -473,6 +476,39 @@ class Selection:
         >>> {k: v.tolist() for k, v in t.columns.items()}
         {'quarry_row': [1, 2], 'e': [2.0, 3.0], 'bx': [20.0, nan]}
         """
+        from quarry.join.series import member_fields
+
+        return self.interpolate_fields(
+            member_fields(fields, [self.step()])[0],
+            at,
+            grid=grid,
+            method=method,
+            outside=outside,
+            values=values,
+        )
+
+    def step(self) -> int:
+        """This selection's step: that of the step group its ``path`` names,
+        else 0 (a file without steps is a series' member at position 0)."""
+        from quarry.query.series import step_named
+
+        if self.path is None:
+            return 0
+        step, _ = step_named(self.dataset.variables(), self.path)
+        return 0 if step is None else step
+
+    def interpolate_fields(
+        self,
+        fields: Mapping[str, str],
+        at: Sequence[str] = ("x", "y", "z"),
+        *,
+        grid: str | GridSpec | None = None,
+        method: str | None = None,
+        outside: str = "nan",
+        values: Sequence[str] = (),
+    ) -> Interpolated:
+        """:meth:`interpolate` with ``fields`` as they are, no template
+        filled in: what each member of a series runs with its own fields."""
         from quarry.join import interpolate
 
         return interpolate(

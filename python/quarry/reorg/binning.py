@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -455,11 +456,13 @@ class Binning:
         if bin_size is None:
             counts = _per_variable(n_vars, DEFAULT_BINS if bins is None else bins, "number of bins")
             if any(int(c) != c or c < 1 for c in counts):
-                raise ReorgError(f"numbers of bins must be whole numbers of 1 or more: {counts}")
+                raise ReorgError(
+                    f"numbers of bins must be whole numbers of 1 or more: {_shown(counts)}"
+                )
             return Binning(None, tuple(int(c) for c in counts))
         sizes = _per_variable(n_vars, bin_size, "bin size")
         if not all(math.isfinite(s) and s > 0 for s in sizes):
-            raise ReorgError(f"bin sizes must be positive numbers: {sizes}")
+            raise ReorgError(f"bin sizes must be positive numbers: {_shown(sizes)}")
         return Binning(tuple(float(s) for s in sizes), None)
 
     def axis(self, k: int, var: VariableInfo, extent: Extent) -> Axis:
@@ -467,18 +470,18 @@ class Binning:
         count = self.counts[k] if self.counts is not None else None
         return make_axis(var.path, var.dtype, extent, size, count)
 
-    def options(self) -> str:
+    def options(self) -> list[str]:
         """The command-line options asking for this binning.
 
         Examples
         --------
         >>> Binning((0.1, 10.0, 10.0), None).options(), Binning(None, (16, 16)).options()
-        ('--bin-size 0.1,10,10', '--bins 16')
+        (['--bin-size', '0.1,10,10'], ['--bins', '16'])
         """
         if self.sizes is not None:
-            return f"--bin-size {_listed(self.sizes)}"
+            return ["--bin-size", _listed(self.sizes)]
         assert self.counts is not None
-        return f"--bins {_listed(self.counts)}"
+        return ["--bins", _listed(self.counts)]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -501,13 +504,24 @@ def _listed(values: Sequence[float]) -> str:
     return spelled[0] if len(set(spelled)) == 1 else ",".join(spelled)
 
 
-def _per_variable(n_vars: int, given: Sequence[Any] | Any, what: str) -> list[Any]:
-    values = list(given) if isinstance(given, list | tuple) else [given]
+def _per_variable(n_vars: int, given: Sequence[Any] | Any, what: str) -> list[float]:
+    """One number per variable: ``given`` for all, or one each (a list, a
+    tuple, an array); anything but real numbers is refused."""
+    given = [given] if isinstance(given, str) or not hasattr(given, "__len__") else list(given)
+    values: list[float] = []
+    for value in given:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ReorgError(f"{what}: expected a number, got {value!r}")
+        values.append(int(value) if isinstance(value, numbers.Integral) else float(value))
     if len(values) == 1:
         values = values * n_vars
     if len(values) != n_vars:
         raise ReorgError(f"give one {what} for every variable ({n_vars}), not {len(values)}")
     return values
+
+
+def _shown(values: list[float]) -> str:
+    return ", ".join(map(str, values))
 
 
 def mdbin_strides(axes: list[Axis]) -> list[int]:

@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
-from quarry.errors import ReorgError, StaleCopyError
+from quarry.errors import ReorgError, StaleCopyError, shell_command
 from quarry.formats.base import fingerprint
 from quarry.index.fresh import STAT_FIELDS, WRITE_FIELDS, read_checked, record_checked, same
 from quarry.index.fresh import trusted as trusted_stamp
@@ -209,17 +209,17 @@ def rebuild_command(source: str, path: str, manifest: CopyManifest) -> str:
         return name[len(inner) :] if inner and name.startswith(inner) else name
 
     names = dict.fromkeys(within(a.path, m.group) for m in manifest.members for a in m.axes)
-    options = [f"--vars {','.join(names)}"]
+    words = ["quarry", "reorg", source, "--vars", ",".join(names)]
     if manifest.binning is not None:
-        options.append(manifest.binning.options())
+        words += manifest.binning.options()
     if manifest.context is not None:
-        options.append(f"--path {manifest.context}")
+        words += ["--path", manifest.context]
     where = os.path.dirname(os.path.abspath(path))
     if os.path.abspath(path) != os.path.abspath(find_copy(source)):
         # --index names a directory, or an index file the copy lies beside.
         named = find_copy(source, where) == path
-        options.append(f"--index {where if named else path.removesuffix(SUFFIX) + '.qidx'}")
-    return f"quarry reorg {source} {' '.join(options)}"
+        words += ["--index", where if named else path.removesuffix(SUFFIX) + ".qidx"]
+    return shell_command(*words)
 
 
 def described_again(source: str, path: str, manifest: CopyManifest) -> bool:
