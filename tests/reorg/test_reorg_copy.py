@@ -337,10 +337,12 @@ def test_a_damaged_copy_is_refused(particles):
     opened = open_copy(particles)  # the manifest alone: tables are read when first used
     with pytest.raises(CorruptCopyError) as err:
         _ = opened.members
-    # Named by the step it holds (not the copy's inner group m0), with the mend.
+    # Named by the step it holds (not the copy's inner group m0), with the
+    # command that builds it again.
     assert str(err.value) == (
         f"the reorganised copy {copy} is damaged: the offset table of /Step#0 is damaged "
-        "(its CRC-32 differs); build it again with quarry reorg"
+        f"(its CRC-32 differs); build it again with: quarry reorg {particles} --vars energy,x "
+        "--bins 16 --path Step#0"
     )
     with open(copy, "r+b") as f:  # the manifest's bytes
         head = f.read(512)

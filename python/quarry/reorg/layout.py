@@ -59,6 +59,7 @@ from quarry.reorg.binning import Axis, mdbin_strides
 from quarry.reorg.manifest import (
     HEADER,
     MANIFEST,
+    REBUILD,
     USER_BLOCK,
     CopyManifest,
     MemberEntry,
@@ -338,6 +339,8 @@ class MemberLayout:
     starts: npt.NDArray[np.int64]
     blocks: npt.NDArray[np.uint32]
     check_rows: int
+    mend: str = REBUILD
+    """What a message of damage found later says to do."""
 
 
 @record
@@ -350,13 +353,15 @@ class MemberTables:
     blocks: npt.NDArray[np.uint32]
 
 
-def read_member_layout(fd: int, entry: MemberEntry, check_rows: int, where: str) -> MemberLayout:
+def read_member_layout(
+    fd: int, entry: MemberEntry, check_rows: int, where: str, mend: str = REBUILD
+) -> MemberLayout:
     """Where the columns of the member ``entry`` of the copy open at ``fd``
     (``where`` names it) lie, and its offset tables and block CRC-32s, each
-    checked: :class:`CorruptCopyError` names what is damaged. The manifest
-    says where every array lies (``at``), so they are read with plain
-    reads, not through HDF5."""
-    return _member_layout(fd, os.fstat(fd).st_size, entry, check_rows, where)
+    checked: :class:`CorruptCopyError` names what is damaged, then ``mend``
+    (what to do). The manifest says where every array lies (``at``), so they
+    are read with plain reads, not through HDF5."""
+    return _member_layout(fd, os.fstat(fd).st_size, entry, check_rows, where, mend)
 
 
 def store_manifest(path: str, text: str) -> None:
@@ -394,32 +399,32 @@ def _point_to_manifest(path: str, where: tuple[int, bytes]) -> None:
 
 
 def _member_layout(
-    fd: int, size: int, entry: MemberEntry, check_rows: int, where: str
+    fd: int, size: int, entry: MemberEntry, check_rows: int, where: str, mend: str
 ) -> MemberLayout:
     at = entry.at
     if at is None or len(at.columns) != len(entry.axes) + 1:
-        raise damaged(where, entry, "the manifest does not say where the columns{of} lie")
+        raise damaged(where, entry, "the manifest does not say where the columns{of} lie", mend)
     dtypes = [*(column_dtype(a) for a in entry.axes), rows_dtype(entry.rows)]
     for offset, dtype in zip(at.columns, dtypes, strict=True):
         if entry.rows and (offset is None or offset + entry.rows * dtype.itemsize > size):
-            raise damaged(where, entry, "the columns{of} are cut short")
+            raise damaged(where, entry, "the columns{of} are cut short", mend)
     entries = sum(p.table[1] for p in entry.parts)
     bins = _read_array(fd, size, at.table_bins, np.dtype("<u8"), entries)
     starts = _read_array(fd, size, at.table_starts, np.dtype("<i8"), entries)
     if bins is None or starts is None:
-        raise damaged(where, entry, "the offset table{of} is cut short")
+        raise damaged(where, entry, "the offset table{of} is cut short", mend)
     if table_crc(bins, starts) != entry.table_crc32:
-        raise damaged(where, entry, "the offset table{of} is damaged (its CRC-32 differs)")
-    _check_tables(entry, bins, starts, where)
+        raise damaged(where, entry, "the offset table{of} is damaged (its CRC-32 differs)", mend)
+    _check_tables(entry, bins, starts, where, mend)
     if check_rows < 1:
         raise CorruptCopyError(
-            f"the manifest of {where} is damaged (check_rows {check_rows}); {REBUILD}"
+            f"the manifest of {where} is damaged (check_rows {check_rows}); {mend}"
         )
     n_blocks = sum(-(-p.rows // check_rows) for p in entry.parts)
     columns = len(entry.axes) + 1
     blocks = _read_array(fd, size, at.block_crc32, np.dtype("<u4"), columns * n_blocks)
     if blocks is None:
-        raise damaged(where, entry, "the block CRC-32s{of} are cut short")
+        raise damaged(where, entry, "the block CRC-32s{of} are cut short", mend)
     return MemberLayout(
         entry,
         at.columns,
@@ -427,6 +432,7 @@ def _member_layout(
         starts.astype(np.int64),
         blocks.astype(np.uint32).reshape(columns, n_blocks),
         check_rows,
+        mend,
     )
 
 
@@ -441,11 +447,7 @@ def _read_array(
     return np.frombuffer(data, dtype) if len(data) == nbytes else None
 
 
-#: How a damaged copy is mended, as its messages say.
-REBUILD = "build it again with quarry reorg"
-
-
-def damaged(where: str, entry: MemberEntry, what: str) -> CorruptCopyError:
+def damaged(where: str, entry: MemberEntry, what: str, mend: str = REBUILD) -> CorruptCopyError:
     """The error for a damaged part of member ``entry`` of the copy ``where``
     names: ``what`` is wrong, its ``{of}`` naming the step the member holds.
 
@@ -458,11 +460,15 @@ def damaged(where: str, entry: MemberEntry, what: str) -> CorruptCopyError:
 build it again with quarry reorg
     """
     of = f" of {entry.group}" if entry.group else ""
-    return CorruptCopyError(f"{where} is damaged: {what.format(of=of)}; {REBUILD}")
+    return CorruptCopyError(f"{where} is damaged: {what.format(of=of)}; {mend}")
 
 
 def _check_tables(
-    entry: MemberEntry, bins: npt.NDArray[np.uint64], starts: npt.NDArray[np.int64], where: str
+    entry: MemberEntry,
+    bins: npt.NDArray[np.uint64],
+    starts: npt.NDArray[np.int64],
+    where: str,
+    mend: str,
 ) -> None:
     """Every part's table must cover its rows, bins ascending: a table that
     passed its CRC but disagrees with the manifest is refused too."""
@@ -481,7 +487,7 @@ def _check_tables(
             and (count == 0 or int(own_bins[-1]) < total)
         )
         if not ok:
-            raise damaged(where, entry, "the offset table{of} disagrees with the manifest")
+            raise damaged(where, entry, "the offset table{of} disagrees with the manifest", mend)
         expected_first += part.rows
     if expected_first != entry.rows:
-        raise damaged(where, entry, "the parts{of} do not cover its rows")
+        raise damaged(where, entry, "the parts{of} do not cover its rows", mend)

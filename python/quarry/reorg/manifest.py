@@ -54,6 +54,9 @@ MANIFEST = "quarry_reorg"
 #: manifest lies, so opening a copy needs no HDF5 library.
 USER_BLOCK = 512
 HEADER = b"quarry-mdbin "
+#: How a damaged copy is mended, as its messages say where they cannot name
+#: the command (:func:`quarry.reorg.store.open_copy` gives that).
+REBUILD = "build it again with quarry reorg"
 
 
 @record
@@ -215,7 +218,7 @@ class CopyManifest:
             if doc.get("version") != VERSION:
                 raise CorruptCopyError(
                     f"{where} is a reorganised copy of version {doc.get('version')}; this "
-                    f"Quarry reads version {VERSION}: build it again with quarry reorg"
+                    f"Quarry reads version {VERSION}: {REBUILD}"
                 )
             return CopyManifest(
                 str(doc["created_by"]),
@@ -245,7 +248,7 @@ def manifest_text(fd: int, size: int, where: str) -> str:
     through its user block and checked against its CRC-32."""
     import zlib
 
-    rebuild = "build it again with quarry reorg"
+    rebuild = REBUILD
     head = os.pread(fd, USER_BLOCK, 0)
     if not head.startswith(HEADER):
         raise CorruptCopyError(f"{where} cannot be read: it is not a reorganised copy; {rebuild}")

@@ -307,7 +307,7 @@ class MemberCopy:
             raise CorruptCopyError(
                 f"the reorganised copy {self.path} is damaged: the row numbers of "
                 f"{self.entry.group or 'its table'} are not those of a table of "
-                f"{self.entry.rows} rows; build it again with quarry reorg"
+                f"{self.entry.rows} rows; {self._layout.mend}"
             )
         return ids
 
@@ -389,8 +389,8 @@ class MemberCopy:
                 if crc32(np.ascontiguousarray(column[start:stop])) != self._layout.blocks[k, block]:
                     raise CorruptCopyError(
                         f"the reorganised copy {self.path} is damaged: {name} of "
-                        f"{self.entry.group or 'its table'}, rows {start} to {stop - 1}; build "
-                        "it again with quarry reorg"
+                        f"{self.entry.group or 'its table'}, rows {start} to {stop - 1}; "
+                        f"{self._layout.mend}"
                     )
             checked[todo] = True
         return column

@@ -25,7 +25,7 @@ from quarry.formats.base import fingerprint
 from quarry.index.fresh import STAT_FIELDS, WRITE_FIELDS, read_checked, record_checked, same
 from quarry.index.fresh import trusted as trusted_stamp
 from quarry.reorg.locate import SUFFIX, find_copy
-from quarry.reorg.manifest import CopyManifest, manifest_in
+from quarry.reorg.manifest import REBUILD, CopyManifest, manifest_in
 
 if TYPE_CHECKING:
     from quarry.reorg.read import MemberCopy
@@ -63,6 +63,8 @@ class ReorgCopy:
         # meanwhile (renamed over this one by another process) leaves this one
         # whole, its tables and columns still those its manifest describes.
         self._file = file
+        #: What a message of damage found later says to do.
+        self.mend = REBUILD
         self._read: dict[int, MemberCopy] = {}
         # Each variable's members: a query in each of 720 steps finds its own at once.
         self._holders: dict[str, list[int]] = {}
@@ -108,7 +110,7 @@ class ReorgCopy:
             entry = self.manifest.members[k]
             where = f"the reorganised copy {self.path}"
             fd = self._file.fileno()
-            layout = read_member_layout(fd, entry, self.manifest.check_rows, where)
+            layout = read_member_layout(fd, entry, self.manifest.check_rows, where, self.mend)
             self._read[k] = MemberCopy(self.path, layout, self._file)
         return self._read[k]
 
@@ -128,6 +130,7 @@ def open_copy(source: str, index: str | None = None, read: Reader | None = None)
             "--vars ..."
         ) from None
     check_fresh(source, path, copy.manifest, read)
+    copy.mend = f"build it again with: {rebuild_command(source, path, copy.manifest)}"
     return copy
 
 
