@@ -342,6 +342,11 @@ class ParallelError(QuarryError):
     was asked for without mpi4py installed."""
 
 
+class MixedDtypeError(QuarryError, TypeError):
+    """A variable's dtypes differ between a series' members and no one column
+    of a table holds all its values exactly (uint64 beside float64)."""
+
+
 class UsageError(QuarryError, ValueError):
     """The command line asks for something it cannot do (options that do not
     go together, an argument of the wrong form): the ``quarry`` command prints

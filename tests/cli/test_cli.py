@@ -277,6 +277,9 @@ def test_hist_json_and_pictures(run_h5, tmp_path):
     )
     expect, _ = np.histogram(c["energy"][c["x"] > 100], bins=30, range=(0, 3))
     assert ranged["counts"] == expect.tolist() and ranged["path"].startswith("index")
+    # A range starting negative is taken as written, without `--range=`.
+    negative = json.loads(run("hist", run_h5, "x", "--range", "-50,150", "--json").stdout)
+    assert negative["counts"] == np.histogram(c["x"], bins=10, range=(-50, 150))[0].tolist()
     png, svg = tmp_path / "h.png", tmp_path / "h.svg"
     run("hist", run_h5, "energy", "--bins", "50", "--log", "--png", str(png), "--svg", str(svg))
     assert _png_size(png) == (640, 480)

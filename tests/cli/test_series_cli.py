@@ -73,6 +73,9 @@ def test_one_file_per_step_with_and_without_a_path(runs):
         "count": int((truth[(one, 10)] > 1).sum()),
         "per_step": [{"file": one, "step": 10, "count": int((truth[(one, 10)] > 1).sum())}],
     }
+    # README: --json reports what each name resolved to, with --per-step too
+    out = json.loads(run("query", one, "energy > 1", "--per-step", "--json").stdout)
+    assert out["resolved"] == {"energy": [f"/Step#{s}/energy" for s in STEPS]}
     # without --per-step the same steps give the total
     total = sum(int((truth[(one, s)] > 1).sum()) for s in STEPS)
     assert run("query", one, "energy > 1").stdout.strip() == str(total)

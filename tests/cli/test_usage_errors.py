@@ -35,6 +35,11 @@ MISTAKES = [
     ),
     (["query", "{f}"], "give the data file(s) and then a query, e.g. quarry query run.h5 'x > 1'"),
     (["query", "{f}", "--batch", "-", "--ids"], "--ids cannot be used with --batch (counts only)"),
+    (
+        ["query", "{f}", "x > 1", "--out", "n.h5"],
+        "--out writes the hits' ids, coordinates or values: give it with --ids, --coords or "
+        "--values (a count is printed, not written)",
+    ),
     (["hist", "{f}", "x,y,x,y"], "give one to three variables"),
     (
         ["hist", "{f}", "x", "--edges", "0,a"],
@@ -94,3 +99,32 @@ def test_misuse_under_mpiexec_is_agreed_on_before_the_work(run_h5, monkeypatch, 
     assert main(["query", run_h5, run_h5, "x > 1", "--explain"]) == 2
     assert offered == [(2, "error: --explain takes one file and one query")]
     assert capsys.readouterr().err == "quarry: error: --explain takes one file and one query\n"
+
+
+def test_a_loaded_selection_refuses_another_path(tmp_path):
+    """--load with a --path other than the one the selection was made under
+    is refused (its rows are that table's), not silently read there."""
+    path = str(tmp_path / "s.h5")
+    with h5py.File(path, "w") as f:
+        for step in range(2):
+            f[f"Step#{step}/x"] = np.arange(10.0) + 100 * step
+    saved = str(tmp_path / "s.qsel")
+    subprocess.run([*QUARRY, "query", path, "x > 104", "--path", "Step#1", "--save", saved],
+                   check=True, capture_output=True)  # fmt: skip
+    refused = subprocess.run(
+        [*QUARRY, "query", path, "--load", saved, "--values", "x", "--path", "Step#0"],
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == (
+        f"quarry: error: the selection in {saved} was made under --path Step#1, and its rows "
+        "and names are that table's; leave --path off to use it (not --path Step#0)"
+    )
+    same = subprocess.run(
+        [*QUARRY, "query", path, "--load", saved, "--values", "x", "--path", "/Step#1"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert same.stdout.splitlines()[1:] == [f"{r},{100.0 + r}" for r in range(5, 10)]

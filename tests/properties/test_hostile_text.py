@@ -184,6 +184,13 @@ def test_huge_literals_keep_their_exact_meaning(dataset):
     assert ds.query("energy < 1e999999999999").count() == np.count_nonzero(energy < np.inf)
     assert ds.query("id > 1e-999999999").count() == np.count_nonzero(ids >= 1)
     assert ds.query("id >= -1e-999999999").count() == ids.size
+    # An exponent past what Python's Decimal holds (10**18) is read as well:
+    tiny = "1e-99999999999999999999999"
+    assert ds.query(f"id > {tiny}").count() == np.count_nonzero(ids >= 1)
+    assert ds.query(f"id >= -{tiny}").count() == ids.size
+    # A float literal means the float64 nearest it, as in NumPy: 0.0 here.
+    assert ds.query(f"energy > {tiny}").count() == np.count_nonzero(energy > float(tiny))
+    assert ds.query("energy <= 1e-400").count() == np.count_nonzero(energy <= 0.0)
 
 
 @pytest.mark.parametrize(

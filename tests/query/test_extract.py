@@ -112,3 +112,23 @@ def test_columns_over_steps_are_named_from_each_step_group(tmp_path):
         assert f["Step#1/s"][()].tolist() == [2.0, 3.0, 4.0]
         assert f["Step#0/r/s"][()].tolist() == [12.0, 13.0]
         assert f["Step#1/r/s"][()].tolist() == [21.0, 22.0, 23.0]
+
+
+@pytest.mark.parametrize("ext", [".h5", ".nc"])
+def test_step_groups_are_written_in_step_order(tmp_path, ext):
+    """Read back, the output's groups come in the members' order (Step#2
+    before Step#10), not sorted by name."""
+    path = str(tmp_path / "steps.h5")
+    with h5py.File(path, "w") as f:
+        for step in (1, 2, 10, 100):
+            f[f"Step#{step}/s"] = np.arange(3.0)
+    out = str(tmp_path / f"hits{ext}")
+    with quarry.open(path) as ds:
+        ds.query("s >= 1").extract(out, ["s"])
+    if ext == ".h5":
+        with h5py.File(out) as f:
+            assert list(f) == ["Step#1", "Step#2", "Step#10", "Step#100"]
+    else:
+        netcdf4 = pytest.importorskip("netCDF4")
+        with netcdf4.Dataset(out) as nc:
+            assert list(nc.groups) == ["Step#1", "Step#2", "Step#10", "Step#100"]

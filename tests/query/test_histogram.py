@@ -112,6 +112,21 @@ def test_2d_3d_and_weighted_use_the_data(tmp_path):
         )
 
 
+@pytest.mark.parametrize("dtype", ["i1", "u1", "?", "i8"])
+def test_integer_weights_are_summed_without_wrapping(tmp_path, dtype):
+    """NumPy sums int8 weights in int8 (1000 rows of 100 wrap to -88 per
+    bin); Quarry sums integer and bool weights in 64 bits."""
+    path = str(tmp_path / "w.h5")
+    x = np.linspace(0, 1, 1000, endpoint=False)
+    w = np.full(1000, 100 if dtype != "?" else True, dtype)
+    with h5py.File(path, "w") as f:
+        f["x"], f["w"] = x, w
+    with quarry.open(path) as ds:
+        hw = ds.histogram("x", weights="w", bins=4, range=(0, 1))
+    exact = np.histogram(x, bins=4, range=(0, 1), weights=w.astype(np.int64))[0]
+    assert hw.counts.tolist() == exact.tolist() == [250 * int(w[0])] * 4
+
+
 def test_shape_mismatch_in_histogram(tmp_path):
     path = str(tmp_path / "s.h5")
     with h5py.File(path, "w") as f:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import quarry
 from oracle import oracle_ids
+from quarry.errors import MixedDtypeError
 
 BLOCK = 16
 QUERIES = ["px > 0.05", "px > 0.5 && q < 3", "!(px > 0) || q >= 8", "sqrt(px**2 + py**2) > 1"]
@@ -267,3 +268,35 @@ def test_a_name_in_every_step_is_indexed_in_every_step(tmp_path):
     assert h.path == "index"
     (px,) = present(selected(steps, None, "px"))
     np.testing.assert_array_equal(h.counts, np.histogram(px, bins=4)[0])
+
+
+def test_members_of_other_dtypes_make_one_table_only_where_every_value_is_kept(tmp_path):
+    """float32 beside float64 is one float64 column in Parquet and Arrow;
+    uint64 beside float64 has no such column: Parquet and Arrow refuse it
+    saying what to do, pandas keeps the values as Python numbers."""
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("pandas")
+    import pyarrow.parquet
+
+    path = str(tmp_path / "m.h5")
+    with h5py.File(path, "w") as f:
+        f["Step#0/e"], f["Step#0/u"] = np.array([1.0, 3.0], "f4"), np.array([1, 2**64 - 1], "u8")
+        f["Step#1/e"], f["Step#1/u"] = np.array([4.0, 0.5], "f8"), np.array([0.5, 9.0], "f8")
+    with quarry.open_series(path) as series:
+        sel = series.query("e > 2")
+        out = str(tmp_path / "e.parquet")
+        sel.extract(out, ["e"])
+        table = pyarrow.parquet.read_table(out)
+        assert str(table.schema.field("e").type) == "double"
+        assert table.column("e").to_pylist() == [3.0, 4.0]
+        assert sel.to_arrow(["e"]).column("e").to_pylist() == [3.0, 4.0]
+        with pytest.raises(MixedDtypeError, match=r"u is uint64 in Step#0 and float64 in Step#1"):
+            sel.extract(str(tmp_path / "u.parquet"), ["u"])
+        assert not os.path.exists(tmp_path / "u.parquet")
+        with pytest.raises(MixedDtypeError, match="to_pandas"):
+            sel.to_arrow(["u"])
+        frame = sel.to_pandas(["u"])
+        assert frame["u"].tolist() == [2**64 - 1, 0.5]  # not 2**64 (float64)
+        sel.extract(str(tmp_path / "u.h5"), ["u"])  # HDF5 keeps each group's dtype
+        with h5py.File(tmp_path / "u.h5") as f:
+            assert f["Step#0/u"].dtype == np.uint64 and f["Step#0/u"][0] == 2**64 - 1

@@ -133,6 +133,33 @@ def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     return p
 
 
+#: Options taking numbers separated by commas, which may start negative.
+NUMBER_LISTS = ("--range", "--edges", "--bin-size")
+
+
+def _negative_lists_joined(argv: list[str]) -> list[str]:
+    """``--range -1,1`` as ``--range=-1,1``: argparse reads a value starting
+    with ``-`` that is not one plain number as another option, and refuses
+    ``--range`` for want of its argument.
+
+    Examples
+    --------
+    >>> _negative_lists_joined(["hist", "f.h5", "x", "--range", "-1,1", "--bins", "4"])
+    ['hist', 'f.h5', 'x', '--range=-1,1', '--bins', '4']
+    >>> _negative_lists_joined(["hist", "f.h5", "x", "--range", "--json"])
+    ['hist', 'f.h5', 'x', '--range', '--json']
+    """
+    import re
+
+    out: list[str] = []
+    for word in argv:
+        if out and out[-1] in NUMBER_LISTS and re.match(r"-(\d|\.\d|inf)", word):
+            out[-1] = f"{out[-1]}={word}"
+        else:
+            out.append(word)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status."""
     # Quarry makes no BLAS calls, and NumPy's OpenBLAS starts a thread per
@@ -140,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # cores, taken from the command's own workers. Set before NumPy loads;
     # a user's own setting stands.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    argv = sys.argv[1:] if argv is None else list(argv)
+    argv = _negative_lists_joined(sys.argv[1:] if argv is None else list(argv))
     args = _parser(argv).parse_args(argv)
     from quarry.errors import QuarryError, QuerySyntaxError
 

@@ -215,14 +215,22 @@ def exact_literal(text: str, value: float) -> Fraction | None:
     Fraction(9007199254740993, 1)
     >>> exact_literal("1e-999999999", 0.0), exact_literal("-3.1", -3.1)
     (Fraction(1, 2), Fraction(-7, 2))
+    >>> exact_literal("1e-99999999999999999999999", 0.0)  # past Decimal's exponents
+    Fraction(1, 2)
     """
     if not math.isfinite(value) or _plainly_exact(text, value):
         return None
     # Imported here: most literals (1.0, 2.5, 1e3) are plainly exact.
-    from decimal import Decimal
+    from decimal import Decimal, InvalidOperation
     from fractions import Fraction
 
-    exact = Decimal(text)
+    try:
+        exact = Decimal(text)
+    except InvalidOperation:  # an exponent past Decimal's (10**18): ``value`` underflowed to 0
+        parts = _PARTS.fullmatch(text.lstrip("+-"))
+        mantissa = (parts.group(1) + parts.group(2)) if parts else text
+        sign = -1 if text.startswith("-") else 1
+        return Fraction(sign, 2) if mantissa.strip("0.") else None
     if exact == value:
         return None
     sign = -1 if exact < 0 else 1

@@ -239,6 +239,68 @@ def build_table(
     return OutputTable(columns, attrs, dim, renamed.get(ROW, ROW), tuple(renamed.values()))
 
 
+def exact_common_dtype(dtypes: Collection[np.dtype[Any]]) -> np.dtype[Any] | None:
+    """The dtype one column of several members' values can take with every
+    value kept exactly (NumPy's promotion where it loses nothing: float32
+    and float64 to float64, int16 and float32 to float32); None where none
+    can (uint64 with int64 or a float, int64 with a float: NumPy would give
+    float64 and round values past 2**53).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> exact_common_dtype([np.dtype("f4"), np.dtype("f8")]), exact_common_dtype([np.dtype("i2")])
+    (dtype('float64'), dtype('int16'))
+    >>> exact_common_dtype([np.dtype("u8"), np.dtype("f8")]) is None
+    True
+    """
+    import numpy as np
+
+    common = np.result_type(*dtypes)
+
+    def exact(dtype: np.dtype[Any]) -> bool:
+        if dtype.kind in "iu" and common.kind == "f":
+            # An integer of more bits than the float's significand rounds.
+            return dtype.itemsize * 8 - (dtype.kind == "i") <= np.finfo(common).nmant + 1
+        return bool(np.can_cast(dtype, common, casting="safe"))
+
+    return common if all(exact(d) for d in dtypes) else None
+
+
+def common_dtypes(
+    seen: Mapping[str, Mapping[str, np.dtype[Any]]], what: str, instead: str
+) -> dict[str, np.dtype[Any]]:
+    """Each column's one dtype in a table of several members' rows, ``seen``
+    giving its dtype in each member (by name): :func:`exact_common_dtype`,
+    else a :class:`~quarry.errors.MixedDtypeError` that starts with
+    ``what`` and ends with what to do ``instead``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> common_dtypes({"e": {"Step#0": np.dtype("f4"), "Step#1": np.dtype("f8")}}, "", "")
+    {'e': dtype('float64')}
+    >>> common_dtypes({"e": {"a.h5": np.dtype("u8"), "b.h5": np.dtype("f8")}},
+    ...               "cannot write t.parquet", "write .h5")
+    Traceback (most recent call last):
+    quarry.errors.MixedDtypeError: cannot write t.parquet: e is uint64 in a.h5 and float64 in \
+b.h5, and no one column holds all their values exactly; write .h5
+    """
+    from quarry.errors import MixedDtypeError
+
+    common = {}
+    for name, dtypes in seen.items():
+        one = exact_common_dtype(set(dtypes.values()))
+        if one is None:
+            listed = " and ".join(f"{dtype} in {member}" for member, dtype in dtypes.items())
+            raise MixedDtypeError(
+                f"{what}: {name} is {listed}, and no one column holds all their values "
+                f"exactly; {instead}"
+            )
+        common[name] = one
+    return common
+
+
 def arrow_table(table: OutputTable, metadata: Mapping[bytes, bytes] | None = None) -> Any:
     """``table`` as a ``pyarrow.Table``; each variable's attributes are its
     field's metadata (text as text, numbers and lists as JSON; a NaN fill

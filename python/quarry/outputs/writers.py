@@ -16,7 +16,16 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from quarry.errors import QuarryError
-from quarry.outputs.columns import FILE, GROUP, STEP, OutputTable, arrow_table, own_name
+from quarry.outputs.columns import (
+    FILE,
+    GROUP,
+    STEP,
+    OutputTable,
+    arrow_table,
+    common_dtypes,
+    own_name,
+)
+from quarry.records import replace
 
 if TYPE_CHECKING:
     import numpy as np
@@ -305,7 +314,9 @@ Groups = dict[str, tuple[OutputTable, dict[str, Any]]]
 def _groups_h5(path: str, groups: Groups, attrs: dict[str, Any]) -> None:
     import h5py
 
-    with h5py.File(path, "w") as f:
+    # Groups listed in the order written (the members'), not by name, where
+    # Step#10 would come before Step#2.
+    with h5py.File(path, "w", track_order=True) as f:
         f.attrs.update(attrs)
         for name, (table, group_attrs) in groups.items():
             g = f.create_group(name)
@@ -334,10 +345,12 @@ def _groups_parquet(path: str, groups: Groups, attrs: dict[str, Any]) -> None:
 
     names = [name for table, _ in groups.values() for name in table.columns]
     group_col, file_col, step_col = (own_name(base, names) for base in (GROUP, FILE, STEP))
+    common = _common_dtypes(path, groups)
     tables = []
     for name, (table, group_attrs) in groups.items():
         n = len(table)
-        part = arrow_table(table)
+        columns = {c: v.astype(common[c], copy=False) for c, v in table.columns.items()}
+        part = arrow_table(replace(table, columns=columns))
         part = part.append_column(group_col, pyarrow.array([name] * n, pyarrow.string()))
         part = part.append_column(
             file_col, pyarrow.array([str(group_attrs.get("file", ""))] * n, pyarrow.string())
@@ -356,6 +369,17 @@ def _groups_parquet(path: str, groups: Groups, attrs: dict[str, Any]) -> None:
         metadata={b"quarry": json.dumps(attrs).encode()},
     )
     pyarrow.parquet.write_table(whole.cast(schema), path)
+
+
+def _common_dtypes(path: str, groups: Groups) -> dict[str, np.dtype[Any]]:
+    """Each column's one dtype in a Parquet table of every group's rows
+    (see :func:`~quarry.outputs.columns.common_dtypes`)."""
+    seen: dict[str, dict[str, np.dtype[Any]]] = {}
+    for group, (table, _) in groups.items():
+        for name, values in table.columns.items():
+            seen.setdefault(name, {})[group] = values.dtype
+    instead = "write .h5 or .nc, which keep each group's dtype"
+    return common_dtypes(seen, f"cannot write {path}", instead)
 
 
 def sources_provenance(sources: list[str], query: str) -> dict[str, Any]:

@@ -244,6 +244,10 @@ def _numpy(
             keep &= ~np.isnan(c)
     columns = [c[keep] for c in columns]
     w = w[keep] if w is not None else None
+    if w is not None and w.dtype.kind in "biu":
+        # NumPy sums integer weights in their own dtype: 100 rows of int8 100
+        # would wrap. Counted in 64 bits (unsigned for bool and unsigned).
+        w = w.astype(np.int64 if w.dtype.kind == "i" else np.uint64)
     if len(columns) == 1:
         counts, edges = np.histogram(columns[0], bins=bins, range=range, weights=w)  # type: ignore[arg-type]
         return Histogram(counts, edges, "data", len(columns[0]))

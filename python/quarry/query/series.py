@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from quarry.errors import QuarryError, QuerySyntaxError, SeriesMemberError
 from quarry.formats.sources import natural_key
-from quarry.outputs.columns import FILE, STEP, own_name
+from quarry.outputs.columns import FILE, STEP, common_dtypes, own_name
 from quarry.records import record
 
 if TYPE_CHECKING:
@@ -147,6 +147,25 @@ def groups_named(
                 break
         out.append((held[0] if held else step, group))
     return sorted(out, key=lambda sg: (sg[0], natural_key(sg[1])))
+
+
+def _exact_columns(frames: list[Any]) -> None:
+    """Give each column one dtype across the members' ``frames`` (in place)
+    that keeps every value: pandas would make uint64 beside float64 float64,
+    rounding values past 2**53."""
+    import numpy as np
+
+    from quarry.outputs.columns import exact_common_dtype
+
+    names = dict.fromkeys(name for frame in frames for name in frame.columns)
+    for name in names:
+        held = [f for f in frames if name in f.columns]
+        dtypes = {f[name].dtype for f in held}
+        if len(dtypes) < 2 or not all(isinstance(d, np.dtype) for d in dtypes):
+            continue
+        common = exact_common_dtype(dtypes)
+        for frame in held:
+            frame[name] = frame[name].astype(object if common is None else common)
 
 
 @contextlib.contextmanager
@@ -434,7 +453,39 @@ class SeriesSelection:
             table = table.add_column(0, step_name, pyarrow.array([m.step] * n, pyarrow.int64()))
             table = table.add_column(0, file_name, pyarrow.array([m.file] * n, pyarrow.string()))
             tables.append(table)
-        return pyarrow.concat_tables(tables)
+        return pyarrow.concat_tables(self._same_types(tables))
+
+    def _same_types(self, tables: list[Any]) -> list[Any]:
+        """The members' Arrow tables with each column of one type, the one
+        that keeps every value (see :func:`~quarry.outputs.columns.common_dtypes`)."""
+        import numpy as np
+        import pyarrow
+
+        seen: dict[str, dict[str, Any]] = {}
+        for m, table in zip(self.members, tables, strict=True):
+            label = m.label(several_files=True)
+            for f in table.schema:
+                if pyarrow.types.is_integer(f.type) or pyarrow.types.is_floating(f.type):
+                    seen.setdefault(f.name, {})[label] = np.dtype(f.type.to_pandas_dtype())
+        mixed = {name: dtypes for name, dtypes in seen.items() if len(set(dtypes.values())) > 1}
+        if not mixed:
+            return tables
+        instead = "take each member's table (Selection.to_arrow), or to_pandas"
+        common = common_dtypes(mixed, "cannot make one Arrow table", instead)
+        return [
+            table.cast(
+                pyarrow.schema(
+                    [
+                        f.with_type(pyarrow.from_numpy_dtype(common[f.name]))
+                        if f.name in common
+                        else f
+                        for f in table.schema
+                    ],
+                    metadata=table.schema.metadata,
+                )
+            )
+            for table in tables
+        ]
 
     def to_pandas(self, names: Sequence[str]) -> Any:
         """The hits of every member as one ``pandas.DataFrame`` in long format:
@@ -442,6 +493,9 @@ class SeriesSelection:
         integer, missing for a file without step groups), then each member's own columns as
         :meth:`quarry.Selection.to_pandas` gives them, its index (the hits'
         positions in the member) made a column; one row per hit, in order.
+        A variable of other dtypes in other members takes the dtype that
+        holds all its values exactly, or where none does (uint64 beside
+        float64) stays exact as Python numbers (``object``).
 
         Examples
         --------
@@ -464,6 +518,7 @@ class SeriesSelection:
             frame.insert(0, step_name, pandas.array([m.step] * len(frame), dtype="Int64"))
             frame.insert(0, file_name, [m.file] * len(frame))
             frames.append(frame)
+        _exact_columns(frames)
         return pandas.concat(frames, ignore_index=True)
 
     def __iter__(self) -> Iterator[tuple[Member, Selection]]:

@@ -150,6 +150,11 @@ def run(args: argparse.Namespace) -> int:
     swapped = _swapped_query(args.inputs)
     if swapped:
         raise UsageError(swapped)
+    if args.out and not (args.batch or args.ids or args.coords or args.coords_of or args.values):
+        raise UsageError(
+            "--out writes the hits' ids, coordinates or values: give it with --ids, --coords or "
+            "--values (a count is printed, not written)"
+        )
     inputs = split_inputs(args)
     if inputs.series:
         if args.explain:
@@ -220,6 +225,13 @@ def _query_file(args: argparse.Namespace, file: str, query: str | None) -> int:
         if args.load:
             sel = ds.load_selection(args.load)
             query = sel.query
+            saved, given = ((p or "").strip("/") or None for p in (sel.path, args.path))
+            if given is not None and given != saved:
+                under = f"under --path {saved}" if saved else "without --path"
+                raise UsageError(
+                    f"the selection in {args.load} was made {under}, and its rows and names are "
+                    f"that table's; leave --path off to use it (not --path {args.path})"
+                )
         else:
             assert query is not None  # split_inputs sends a missing query to the series path
             answer = ds.query(query, args.path)
