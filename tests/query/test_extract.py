@@ -132,3 +132,15 @@ def test_step_groups_are_written_in_step_order(tmp_path, ext):
         netcdf4 = pytest.importorskip("netCDF4")
         with netcdf4.Dataset(out) as nc:
             assert list(nc.groups) == ["Step#1", "Step#2", "Step#10", "Step#100"]
+
+
+def test_csv_and_npy_keep_the_flat_form(run_h5, tmp_path):
+    """README: .csv and .npy hold `quarry_row` then the values, without the
+    per-axis indices the other formats add."""
+    with quarry.open(run_h5) as ds:
+        sel = ds.query("energy > 1.0")
+        sel.extract(str(tmp_path / "v.csv"), ["energy"])
+        sel.extract(str(tmp_path / "v.npy"), ["energy"])
+    with open(tmp_path / "v.csv") as f:
+        assert f.readline().strip() == "quarry_row,energy"
+    assert np.load(tmp_path / "v.npy").dtype.names == ("quarry_row", "energy")

@@ -156,3 +156,18 @@ def test_automatic_bins_over_infinities_is_a_clear_error(tmp_path):
         [sys.executable, "-m", "quarry.cli.main", "hist", path, "x"], capture_output=True, text=True
     )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr and "--range" in proc.stderr
+
+
+def test_bad_bins_say_what_to_give(tmp_path):
+    """A range given wrong is named as the one given; the data's own
+    infinite range asks for one."""
+    path = str(tmp_path / "r.h5")
+    with h5py.File(path, "w") as f:
+        f["x"], f["y"] = np.arange(5.0), np.array([0.0, 1.0, np.inf, 2.0, 3.0])
+    with quarry.open(path) as ds:
+        with pytest.raises(quarry.QuarryError) as err:
+            ds.histogram("x", range=(2.0, 1.0))
+        assert str(err.value).endswith("--range takes two finite numbers, the lower first "
+                                       "(range=(lo, hi))")  # fmt: skip
+        with pytest.raises(quarry.QuarryError, match="give --range/--edges"):
+            ds.histogram("y")

@@ -300,3 +300,24 @@ def test_members_of_other_dtypes_make_one_table_only_where_every_value_is_kept(t
         sel.extract(str(tmp_path / "u.h5"), ["u"])  # HDF5 keeps each group's dtype
         with h5py.File(tmp_path / "u.h5") as f:
             assert f["Step#0/u"].dtype == np.uint64 and f["Step#0/u"][0] == 2**64 - 1
+
+
+def test_a_parquet_of_files_without_steps_has_a_null_step(tmp_path):
+    """README: quarry_step is null in Parquet for a file without step groups,
+    as to_arrow gives it; the .h5 group's step attribute is -1."""
+    pytest.importorskip("pyarrow")
+    import pyarrow.parquet
+
+    for k in (1, 2):
+        with h5py.File(tmp_path / f"run_{k}.h5", "w") as f:
+            f["e"] = np.arange(4.0) * k
+    with quarry.open_series(str(tmp_path / "run_*.h5")) as series:
+        sel = series.query("e > 2")
+        sel.extract(str(tmp_path / "hits.parquet"), ["e"])
+        sel.extract(str(tmp_path / "hits.h5"), ["e"])
+        arrow = sel.to_arrow(["e"])
+    table = pyarrow.parquet.read_table(str(tmp_path / "hits.parquet"))
+    assert table.column("quarry_step").to_pylist() == [None, None, None]
+    assert arrow.column("quarry_step").to_pylist() == [None, None, None]
+    with h5py.File(tmp_path / "hits.h5") as f:
+        assert [int(f[g].attrs["step"]) for g in f] == [-1, -1]

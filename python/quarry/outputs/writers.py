@@ -355,8 +355,11 @@ def _groups_parquet(path: str, groups: Groups, attrs: dict[str, Any]) -> None:
         part = part.append_column(
             file_col, pyarrow.array([str(group_attrs.get("file", ""))] * n, pyarrow.string())
         )
+        # A file without step groups: null, as in to_arrow (an HDF5 or NetCDF
+        # attribute cannot be null: -1 there).
+        step = int(group_attrs.get("step", -1))
         part = part.append_column(
-            step_col, pyarrow.array([int(group_attrs.get("step", -1))] * n, pyarrow.int64())
+            step_col, pyarrow.array([step if step >= 0 else None] * n, pyarrow.int64())
         )
         tables.append(part)
     whole = pyarrow.concat_tables(tables, promote_options="default")

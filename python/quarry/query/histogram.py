@@ -165,8 +165,14 @@ def _bins_errors() -> Iterator[None]:
     except ValueError as exc:
         if isinstance(exc, QuarryError):
             raise
-        hint = "; give --range/--edges (range=/bins= in Python)" if "range" in str(exc) else ""
-        raise HistogramError(f"cannot make the histogram bins: {exc}{hint}") from None
+        said = str(exc).rstrip(".")
+        if "autodetected" in said:  # the data's own range (an infinite value)
+            hint = "; give --range/--edges (range=/bins= in Python)"
+        elif "range" in said:  # the range given
+            hint = "; --range takes two finite numbers, the lower first (range=(lo, hi))"
+        else:
+            hint = ""
+        raise HistogramError(f"cannot make the histogram bins: {said}{hint}") from None
 
 
 def _from_index(
