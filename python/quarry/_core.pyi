@@ -123,6 +123,9 @@ class Column:
         tally: Tally | None = None,
     ) -> tuple[list[int], RowSet]: ...
     def missing(self, tally: Tally | None = None) -> RowSet: ...
+    def check_bitmaps(self) -> tuple[int, str] | None:
+        """Every bitmap of every block decoded and checked: None when all are
+        whole, else the first damaged block and why."""
     def stats(self) -> list[tuple[int, float, float, float | int, float | int]]:
         """Per block: (count, sum, M2, min, max) of the non-missing values."""
 

@@ -286,7 +286,7 @@ class Dataset:
         >>> report.ok, report.changed
         (False, {'/e': [1]})
         """
-        from quarry.index.layout import read_manifest
+        from quarry.index.layout import read
         from quarry.index.verify import verify
 
         if not self.has_index:
@@ -294,11 +294,11 @@ class Dataset:
                 f"{self.path} has no index at {self.index_path}; build one with: "
                 f"quarry index {self.path}"
             )
-        _, manifest = read_manifest(self.index_path)
+        files, manifest = read(self.index_path)
         driver = self._with_derived(list(manifest.derived))
         self._store = None  # opened again, as the check may have recorded the file as checked
         self.driver = self._file_driver
-        return verify(self.path, self.index_path, manifest, driver, self.jobs or 0)
+        return verify(self.path, self.index_path, manifest, driver, self.jobs or 0, files)
 
     def _with_derived(self, derivations: list[Derivation]) -> Driver:
         if not derivations:

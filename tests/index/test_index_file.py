@@ -238,3 +238,39 @@ def test_index_file_crc32_is_zlibs_over_any_section(small):
         assert index.crc32(offset, length) == zlib.crc32(index.read(offset, length))
     with pytest.raises(_core.CorruptBlockError):
         index.crc32(size - 1, 2)
+
+
+def test_verify_finds_a_damaged_bitmap_and_the_command_given_mends_it(tmp_path):
+    """README: a bitmap damaged in the index: a query decoding it is refused with a
+    command that really rebuilds (`--force`: the file is unchanged, so a
+    plain `quarry index` skips it), and `verify` reports the damage, where it
+    used to say ok (it compared only the source with the index's CRCs)."""
+    import shlex
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "d.h5")
+    rng = np.random.default_rng(1)
+    with h5py.File(path, "w") as f:
+        f["x"] = rng.normal(size=200_000)
+    with quarry.open(path) as ds:
+        ds.build_index(block_len=65536)
+    idx = path + ".qidx"
+    bad = bytearray(Path(idx).read_bytes())
+    bad[len(bad) // 2] ^= 0xFF  # among the bitmaps: they are most of the file
+    Path(idx).write_bytes(bad)
+    with quarry.open(path) as ds:
+        report = ds.verify()
+        assert not report.ok and list(report.damaged) == ["/x"]
+        assert report.summary().endswith(f"rebuild it with: quarry index {path} --force")
+        with pytest.raises(CorruptIndexError) as err:
+            for lo in np.linspace(-4, 4, 200):  # some range decodes the damaged bitmap
+                ds.query(f"x > {lo:.6f}").ids()
+    command = str(err.value).rsplit("rebuild it with: ", 1)[1]
+    assert command.endswith(" --force")
+    subprocess.run([sys.executable, "-m", "quarry.cli.main", *shlex.split(command)[1:]], check=True)
+    with h5py.File(path) as f:
+        x = f["x"][()]
+    with quarry.open(path) as ds:
+        assert ds.verify().ok
+        assert ds.query("x > 0.123456").count() == int((x > 0.123456).sum())

@@ -264,3 +264,36 @@ def test_a_stale_index_is_a_409_until_it_is_rebuilt_by_a_job(tmp_path):
         kept = client.get(f"/api/v1/jobs/{job.json()['job']}").json()
         assert (kept["state"], kept["dataset"]) == ("done", "p.h5")
         assert client.get("/api/v1/jobs/unknown").status_code == 404
+
+
+def test_a_file_a_writer_holds_locked_is_a_409_not_a_500(tmp_path):
+    """HDF5 refuses to open a file another process holds open for writing:
+    the request gets a 409 saying so (try again), not 'the server failed'."""
+    root = str(tmp_path / "root")
+    path = os.path.join(root, "p.h5")
+    columns = servers.particles(path, n=3000)
+    config = servers.config(root, str(tmp_path), token=servers.TOKEN.encode(), scan_every=0)
+    hold = (
+        "import h5py, sys, time\n"
+        "f = h5py.File(sys.argv[1], 'r+')\n"
+        "print('held', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    with servers.running(config) as url, httpx.Client(base_url=url, timeout=60) as client:
+        writer = subprocess.Popen(
+            [sys.executable, "-c", hold, path],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert writer.stdout is not None and writer.stdout.readline() == "held\n"
+            held = client.post("/api/v1/query", json={"dataset": "p.h5", "query": "energy > 3"})
+            assert held.status_code == 409, held.text
+            assert held.json()["error"].startswith("p.h5 cannot be read now (")
+            assert "a program may be writing it; try again when it is done" in held.json()["error"]
+        finally:
+            writer.communicate("")
+        done = client.post("/api/v1/query", json={"dataset": "p.h5", "query": "energy > 3"})
+        with np.errstate(invalid="ignore"):
+            assert done.json() == {"count": int(np.count_nonzero(columns["energy"] > 3))}

@@ -259,6 +259,12 @@ impl Column {
         ))
     }
 
+    /// Every bitmap of every block decoded and checked: None when all are
+    /// whole, else the first damaged block and why.
+    fn check_bitmaps(&self, py: Python<'_>) -> Option<(usize, String)> {
+        with_column!(self, c, K => detach(py, || c.check_bitmaps()))
+    }
+
     /// Per block: (count of valid values, sum, M2 = sum of squared deviations from the mean, min, max).
     fn stats(&self, py: Python<'_>) -> PyResult<Vec<BlockStats>> {
         with_column!(self, c, K => c

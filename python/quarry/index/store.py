@@ -136,5 +136,5 @@ class IndexStore:
     def damaged(self, var: str, exc: Exception) -> CorruptIndexError:
         return CorruptIndexError(
             f"index {self.path} is damaged at variable {var} ({exc}); "
-            f"rebuild it with: {rebuild_command(self.source_path, self.path)}"
+            f"rebuild it with: {rebuild_command(self.source_path, self.path)} --force"
         )

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from quarry import _core
 from quarry.formats.base import Driver, fingerprint
 from quarry.index.build import READ_SPAN, indexed_values
 from quarry.index.fresh import describe_blocks, record_checked, same, trusted
@@ -91,9 +92,10 @@ def changed_blocks(recorded: Sequence[int], now: Sequence[int]) -> list[int]:
 @record(frozen=False)
 class Verification:
     """What :meth:`quarry.Dataset.verify` found: per variable, the blocks
-    whose values no longer have the recorded CRC-32 (``changed``), and the
+    whose values no longer have the recorded CRC-32 (``changed``), the
     variables that could not be compared at all (``problems``: gone from the
-    file, another shape or dtype)."""
+    file, another shape or dtype), and those whose index bytes are damaged
+    (``damaged``: a block's header or bitmaps, with why)."""
 
     file: str
     index: str
@@ -102,24 +104,31 @@ class Verification:
     changed: dict[str, list[int]] = field(default_factory=dict)
     problems: dict[str, str] = field(default_factory=dict)
     block_counts: dict[str, int] = field(default_factory=dict)
+    damaged: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return not self.changed and not self.problems
+        return not self.changed and not self.problems and not self.damaged
 
     def summary(self) -> str:
         """One line: ``ok FILE: ...`` or ``changed FILE: VAR blocks ...; ...``."""
+        from quarry.index.locate import rebuild_command
+
         if self.ok:
             return f"ok {self.file}: {self.blocks} blocks of {self.variables} variable(s) match"
+        rebuild = rebuild_command(self.file, self.index)
+        if self.damaged:
+            parts = [f"{path} {why}" for path, why in self.damaged.items()]
+            return (
+                f"damaged {self.file}: its index {self.index} is damaged at {'; '.join(parts)}; "
+                f"rebuild it with: {rebuild} --force"
+            )
         parts = [
             f"{path} {describe_blocks(blocks, self.block_counts[path])}"
             for path, blocks in self.changed.items()
         ]
         parts += [f"{path} {why}" for path, why in self.problems.items()]
-        return (
-            f"changed {self.file}: {'; '.join(parts)}; "
-            f"rebuild the index with: quarry index {self.file}"
-        )
+        return f"changed {self.file}: {'; '.join(parts)}; rebuild the index with: {rebuild}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -130,15 +139,56 @@ class Verification:
             "blocks": self.blocks,
             "changed": self.changed,
             "problems": self.problems,
+            "damaged": self.damaged,
         }
 
 
+def damaged_columns(files: Sequence[_core.IndexFile], manifest: Manifest) -> dict[str, str]:
+    """Each variable of the index whose bytes are damaged (a block header
+    that does not parse, a bitmap whose CRC-32 or count is wrong), with
+    where and why: what a query would refuse when it came to that block.
+
+    Examples
+    --------
+    >>> import quarry, h5py, numpy as np, tempfile, os
+    >>> from quarry.index.layout import read
+    >>> path = os.path.join(tempfile.mkdtemp(), "d.h5")
+    >>> with h5py.File(path, "w") as f:
+    ...     f["e"] = np.arange(1000.0)
+    >>> with quarry.open(path) as ds:
+    ...     _ = ds.build_index()
+    >>> damaged_columns(*read(path + ".qidx"))
+    {}
+    """
+    out = {}
+    for path, entry in manifest.variables.items():
+        try:
+            col = _core.Column.open(
+                list(files), entry.key, entry.spans, entry.n_rows, manifest.block_len
+            )
+        except _core.CorruptBlockError as exc:
+            out[path] = f"(a block header: {exc})"
+            continue
+        found = col.check_bitmaps()
+        if found is not None:
+            block, why = found
+            out[path] = f"block {block} ({why})"
+    return out
+
+
 def verify(
-    source_path: str, index_path: str, manifest: Manifest, driver: Driver, jobs: int = 0
+    source_path: str,
+    index_path: str,
+    manifest: Manifest,
+    driver: Driver,
+    jobs: int = 0,
+    files: Sequence[_core.IndexFile] = (),
 ) -> Verification:
     """Check every block ``manifest`` recorded against the source read
-    through ``driver`` (derived variables included); when all match, record
-    the source's stat as checked (:func:`quarry.index.fresh.record_checked`)."""
+    through ``driver`` (derived variables included), and, given the index's
+    mapped ``files``, every block of the index itself (headers and bitmaps,
+    :func:`damaged_columns`); when all match, record the source's stat as
+    checked (:func:`quarry.index.fresh.record_checked`)."""
     before = fingerprint(source_path)
     read_ns = time.time_ns()
     block_len = manifest.block_len
@@ -163,6 +213,8 @@ def verify(
         blocks = changed_blocks(entries[path].crcs, crcs)
         if blocks:
             report.changed[path] = blocks
+    if files:
+        report.damaged.update(damaged_columns(files, manifest))
     recorded = manifest.source.stamp
     proven = same(before, recorded, tuple(before)) and trusted(recorded, manifest.source.read_ns)
     if report.ok and not proven and fingerprint(source_path) == before:

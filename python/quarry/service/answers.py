@@ -40,6 +40,27 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+def unreadable(shown: str, exc: OSError) -> ServiceError:
+    """409 for a file the system will not let the server read now (a writer
+    holds it locked, or it changed under the read), naming it as the catalog
+    does: a conflict with the file's state, to try again, not a failure of
+    the server (500).
+
+    Examples
+    --------
+    >>> err = unreadable("run.h5", BlockingIOError(11, "Resource temporarily unavailable"))
+    >>> err.status, err.message
+    (409, 'run.h5 cannot be read now (resource temporarily unavailable): a program may be \
+writing it; try again when it is done')
+    """
+    reason = (exc.strerror or str(exc) or type(exc).__name__).lower()
+    return ServiceError(
+        409,
+        f"{shown} cannot be read now ({reason}): a program may be writing it; try again "
+        "when it is done",
+    )
+
+
 class OpenFiles:
     """Open datasets of catalogued files, at most ``keep`` of them, each used by
     one request at a time. A dataset dropped (least recently used, its file
@@ -72,9 +93,16 @@ class OpenFiles:
                 if kept is not None:
                     self._retire(kept)
                     del self._open[entry.real]
-                if leaving_source(entry.real, self.roots) is not None:
-                    raise unknown  # changed since the scan to read outside the roots
-                kept = _Kept(watch, open_dataset(entry.real))
+                try:
+                    if leaving_source(entry.real, self.roots) is not None:
+                        raise unknown  # changed since the scan to read outside the roots
+                    kept = _Kept(watch, open_dataset(entry.real))
+                except OSError as exc:  # HDF5 refuses a file a writer holds locked
+                    raise unreadable(entry.path, exc) from None
+                except ServiceError:
+                    raise
+                except QuarryError as exc:
+                    raise refusal(exc, entry.real, entry.path) from None
                 self._open[entry.real] = kept
             self._open.move_to_end(entry.real)
             while len(self._open) > self.keep:
@@ -87,6 +115,8 @@ class OpenFiles:
             raise
         except QuarryError as exc:
             raise refusal(exc, entry.real, entry.path) from None
+        except OSError as exc:
+            raise unreadable(entry.path, exc) from None
         finally:
             with self._lock:
                 kept.users -= 1
