@@ -97,14 +97,18 @@ def test_every_damaged_byte_is_an_error_or_harmless(small):
 
 
 @pytest.mark.parametrize("keep", [0, 15, 100, -40, -31, -1])
-def test_truncated_index_is_detected(small, keep):
-    with quarry.open(small) as ds:
+def test_truncated_index_is_detected(small, keep, tmp_path):
+    """...with the command that rebuilds it, --index included."""
+    elsewhere = tmp_path / "idx"
+    elsewhere.mkdir()
+    with quarry.open(small, index=str(elsewhere)) as ds:
         ds.build_index()
-    idx = small + ".qidx"
+    idx = str(elsewhere / "small.h5.qidx")
     data = Path(idx).read_bytes()
     Path(idx).write_bytes(data[:keep])
-    with quarry.open(small) as ds, pytest.raises(CorruptIndexError):
+    with quarry.open(small, index=str(elsewhere)) as ds, pytest.raises(CorruptIndexError) as err:
         ds.query("x > 0").count()
+    assert str(err.value).endswith(f"rebuild it with: quarry index {small} --index {idx}")
 
 
 def test_failed_build_keeps_the_old_index(small, tmp_path):

@@ -247,6 +247,10 @@ def test_a_stale_index_is_a_409_until_it_is_rebuilt_by_a_job(tmp_path):
         stale = client.post("/api/v1/query", json={"dataset": "p.h5", "query": "energy > 3"})
         assert stale.status_code == 409
         assert "has changed since it was indexed" in stale.json()["error"]
+        # what a client can do: the CLI's command would run on the server
+        assert stale.json()["error"].endswith(
+            'rebuild it with POST /api/v1/index {"dataset": "p.h5"}'
+        )
         auth = {"Authorization": f"Bearer {servers.TOKEN}"}
         job = client.post("/api/v1/index", json={"dataset": "p.h5"}, headers=auth)
         assert job.status_code == 202
@@ -267,7 +271,7 @@ def test_a_stale_index_is_a_409_until_it_is_rebuilt_by_a_job(tmp_path):
 
 
 def test_a_file_a_writer_holds_locked_is_a_409_not_a_500(tmp_path):
-    """HDF5 refuses to open a file another process holds open for writing:
+    """README: HDF5 refuses to open a file another process holds open for writing:
     the request gets a 409 saying so (try again), not 'the server failed'."""
     root = str(tmp_path / "root")
     path = os.path.join(root, "p.h5")

@@ -324,3 +324,19 @@ def test_waiting_for_a_job_takes_no_thread_from_rescans(tmp_path, monkeypatch):
             for thread in waiters:
                 thread.join()
         assert ended == ["done"] * 45
+
+
+def test_a_row_limit_crossed_does_not_suggest_arrow(tmp_path):
+    """Arrow changes an answer's bytes, not its rows: a 413 for rows (or
+    for an Arrow request) names the other ways, not Arrow."""
+    root = tmp_path / "root"
+    columns = servers.particles(str(root / "p.h5"), n=4000)
+    n = int(np.count_nonzero(columns["energy"] > 0.5))
+    config = servers.config(str(root), str(tmp_path), limits=Limits(rows=n // 2), scan_every=0)
+    body = {"dataset": "p.h5", "query": "energy > 0.5", "output": "ids"}
+    with servers.running(config) as url, httpx.Client(base_url=url, timeout=60) as client:
+        for headers in ({}, {"Accept": ARROW}):
+            refused = client.post("/api/v1/query", json=body, headers=headers)
+            assert refused.status_code == 413
+            assert "Arrow" not in refused.json()["error"]
+            assert "narrow the query, ask for the count" in refused.json()["error"]

@@ -436,10 +436,15 @@ def writing(path: str) -> Iterator[IndexWriter]:
         raise
 
 
-def read(path: str) -> tuple[list[_core.IndexFile], Manifest]:
+#: What a damaged index's message says to do where the caller gives no command.
+REBUILD = "rebuild it with 'quarry index'"
+
+
+def read(path: str, rebuild: str = REBUILD) -> tuple[list[_core.IndexFile], Manifest]:
     """Map an index file and its shards (the files block spans number) and
-    return them with the verified manifest."""
-    index, manifest = read_manifest(path)
+    return them with the verified manifest; a damaged one's error ends with
+    ``rebuild`` (what to do: the caller that knows the source names the command)."""
+    index, manifest = read_manifest(path, rebuild)
     files = [index]
     # Shards are named relative to the index (most indexes have none).
     directory = os.path.dirname(os.path.abspath(path)) if manifest.shards else ""
@@ -450,25 +455,25 @@ def read(path: str) -> tuple[list[_core.IndexFile], Manifest]:
         except OSError as exc:
             raise CorruptIndexError(
                 f"index {path} is incomplete: its shard {shard_file} cannot be read "
-                f"({exc.strerror}); rebuild it with 'quarry index'"
+                f"({exc.strerror}); {rebuild}"
             ) from None
         if len(mapped) != shard.size or mapped.read(0, 8) != SHARD_MAGIC:
             raise CorruptIndexError(
                 f"index {path} is damaged: its shard {shard_file} is {len(mapped)} bytes "
-                f"where {shard.size} were written, or is not a shard; "
-                "rebuild it with 'quarry index'"
+                f"where {shard.size} were written, or is not a shard; {rebuild}"
             )
         files.append(mapped)
     return files, manifest
 
 
-def read_manifest(path: str) -> tuple[_core.IndexFile, Manifest]:
-    """Map an index file and return it with its verified manifest."""
+def read_manifest(path: str, rebuild: str = REBUILD) -> tuple[_core.IndexFile, Manifest]:
+    """Map an index file and return it with its verified manifest (a damaged
+    one's error ending with ``rebuild``)."""
     index = _core.IndexFile(path)
     size = len(index)
 
     def damaged(why: str) -> CorruptIndexError:
-        return CorruptIndexError(f"index {path} is damaged ({why}); rebuild it with 'quarry index'")
+        return CorruptIndexError(f"index {path} is damaged ({why}); {rebuild}")
 
     if size < _HEADER.size + _TRAILER.size:
         raise damaged(f"{size} bytes is too short to be an index")
@@ -478,7 +483,7 @@ def read_manifest(path: str) -> tuple[_core.IndexFile, Manifest]:
     if version not in READS:
         raise CorruptIndexError(
             f"index {path} has format version {version}; this Quarry reads versions "
-            f"{', '.join(map(str, READS))}. Rebuild it with 'quarry index'"
+            f"{', '.join(map(str, READS))}; {rebuild}"
         )
     offset, length, crc, tversion, end = _TRAILER.unpack(
         index.read(size - _TRAILER.size, _TRAILER.size)

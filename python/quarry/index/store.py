@@ -30,7 +30,8 @@ class IndexStore:
     def __init__(self, index_path: str, source_path: str, read: Reader | None = None) -> None:
         self.path = index_path
         self.source_path = source_path
-        self._files, self.manifest = layout.read(index_path)
+        rebuild = f"rebuild it with: {rebuild_command(source_path, index_path)}"
+        self._files, self.manifest = layout.read(index_path, rebuild)
         self._columns: dict[str, _core.Column] = {}
         self._read = read
         self._freshness = fresh.assess(index_path, source_path, self.manifest)

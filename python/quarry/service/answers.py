@@ -301,15 +301,30 @@ def hits(
         return Hits([Member(None, sel.ids(), {v: sel.values(v) for v in variables})], False)
 
 
-def too_large(n: int, size: int, limits: Limits) -> ServiceError:
-    """The 413 of an answer of ``n`` rows and ``size`` bytes."""
+def too_large(n: int, size: int, limits: Limits, arrow_fits: bool = False) -> ServiceError:
+    """The 413 of an answer of ``n`` rows and ``size`` bytes; Arrow is
+    suggested only where it would fit (``arrow_fits``: a JSON answer over the
+    byte limit that 8 bytes a value would keep under it).
+
+    Examples
+    --------
+    >>> limits = Limits(body_bytes=1000, rows=100, result_bytes=10_000)
+    >>> "Arrow" in too_large(3413, 27304, limits).message
+    False
+    >>> "ask for Arrow" in too_large(90, 12_000, limits, arrow_fits=True).message
+    True
+    """
+    arrow = (
+        "ask for Arrow (Accept: application/vnd.apache.arrow.stream, about 8 bytes a value "
+        "against JSON's 17 or more), "
+        if arrow_fits
+        else ""
+    )
     return ServiceError(
         413,
         f"the answer holds {n} rows ({size} bytes), more than this server gives at "
-        f"once ({limits.rows} rows, {limits.result_bytes} bytes); ask for Arrow "
-        "(Accept: application/vnd.apache.arrow.stream, about 8 bytes a value against "
-        "JSON's 17 or more), narrow the query, ask for the count, or write the hits on "
-        "the server with quarry query --out",
+        f"once ({limits.rows} rows, {limits.result_bytes} bytes); {arrow}narrow the query, "
+        "ask for the count, or write the hits on the server with quarry query --out",
     )
 
 
@@ -318,7 +333,7 @@ def encoded(hits: Hits, arrow: bool, limits: Limits) -> bytes:
     the encoded answer is larger than ``limits.result_bytes``."""
     data = hits.to_arrow() if arrow else json_bytes(hits.to_json())
     if len(data) > limits.result_bytes:
-        raise too_large(hits.count, len(data), limits)
+        raise too_large(hits.count, len(data), limits, arrow_fits=not arrow)
     return data
 
 

@@ -49,6 +49,9 @@ def refusal(exc: QuarryError, real: str, shown: str) -> ServiceError:
           ^
     >>> refusal(StaleIndexError("/srv/a.h5 has changed"), "/srv/a.h5", "a.h5").message
     'a.h5 has changed'
+    >>> stale = StaleIndexError("/srv/a.h5 changed; rebuild the index with: quarry index /srv/a.h5")
+    >>> refusal(stale, "/srv/a.h5", "a.h5").message
+    'a.h5 changed; rebuild it with POST /api/v1/index {"dataset": "a.h5"}'
     """
     from quarry.errors import (
         QuerySyntaxError,
@@ -63,6 +66,11 @@ def refusal(exc: QuarryError, real: str, shown: str) -> ServiceError:
     if isinstance(exc, UnknownVariableError | UnknownPathError):
         return ServiceError(404, text)
     if isinstance(exc, StaleIndexError):
+        # The CLI's command would run on the server, in a directory the client
+        # does not see: a client rebuilds through the API.
+        head, command, _ = text.partition("; rebuild the index with: ")
+        if command:
+            text = f'{head}; rebuild it with POST /api/v1/index {{"dataset": "{shown}"}}'
         return ServiceError(409, text)
     return ServiceError(400, text)
 
