@@ -758,23 +758,30 @@ class Dataset:
 
         indexed: Mapping[str, Any] = {}
         stats: dict[str, Any] = {}
+        stale: dict[str, str] = {}
         listed = self.variables()
         index_state: dict[str, Any] = {"path": self.index_path, "exists": self.has_index}
         if self.has_index:
             try:
                 indexed = self.index.variables
-                # Each column's statistics prove it fresh first: a file changed
-                # behind its stat makes the whole index unusable here, as below.
-                for v in listed:
-                    if v.path in indexed:
-                        stats[v.path] = column_stats(self.index.column(v.path)).to_dict()
                 index_state["block_len"] = self.index.block_len
                 index_state["bytes"] = os.path.getsize(self.index_path)
                 index_state["state"] = "ok"
             except QuarryError as exc:
-                indexed, stats = {}, {}
                 index_state["state"] = "unusable"
                 index_state["error"] = str(exc)
+        for v in listed:
+            if v.path in indexed:
+                # A column's statistics prove it fresh first: one changed behind
+                # the file's stat is stale alone, as queries find it; the
+                # others still answer from the index.
+                try:
+                    stats[v.path] = column_stats(self.index.column(v.path)).to_dict()
+                except QuarryError as exc:
+                    stale[v.path] = str(exc)
+        if stale:
+            index_state["state"] = "stale"
+            index_state["error"] = next(iter(stale.values()))
         out = []
         for v in listed:
             entry: dict[str, Any] = {
@@ -784,9 +791,11 @@ class Dataset:
                 "dtype": str(v.dtype),
                 "chunks": list(v.chunks) if v.chunks else None,
                 "compression": v.compression,
-                "indexed": v.path in indexed,
+                "indexed": v.path in stats,
             }
-            if v.path in indexed:
+            if v.path in stale:
+                entry["stale"] = True
+            if v.path in stats:
                 entry["bins"] = len(decode_edges(indexed[v.path])) + 1
                 entry["stats"] = stats[v.path]
             if v.decoding:

@@ -129,22 +129,25 @@ def test_info_json(run_h5):
     assert "indexed" in run("info", run_h5).stdout
 
 
-def test_info_shows_an_index_stale_behind_an_unmoved_stat_as_unusable(tmp_path):
+def test_info_shows_a_variable_stale_behind_an_unmoved_stat(tmp_path):
     """A value changed and the file's times put back: only the CRCs find it.
-    `quarry info` still lists the variables, the index marked unusable with
-    why, as for any stale index."""
+    `quarry info` still lists the variables: the changed one's index is
+    stale (with why), the other's still answers, as queries find them."""
     path = str(tmp_path / "p.h5")
     with h5py.File(path, "w") as f:
-        f["x"] = np.arange(100.0)
+        f["x"], f["y"] = np.arange(100.0), np.arange(100.0)
     os.utime(path, ns=(10**18, 10**18))
     run("index", path)
     with h5py.File(path, "r+") as f:
         f["x"][3] = -1.0
     os.utime(path, ns=(10**18, 10**18))
     info = json.loads(run("info", path, "--json").stdout)
-    assert info["index"]["state"] == "unusable" and "block 0 of 1 changed" in info["index"]["error"]
-    assert [(v["path"], v["indexed"]) for v in info["variables"]] == [("/x", False)]
-    assert "index unusable:" in run("info", path).stdout
+    assert info["index"]["state"] == "stale" and "/x block 0 of 1 changed" in info["index"]["error"]
+    got = [(v["path"], v["indexed"], v.get("stale", False)) for v in info["variables"]]
+    assert got == [("/x", False, True), ("/y", True, False)]
+    text = run("info", path).stdout
+    assert "index stale: " in text and "index stale" in text.splitlines()[2]
+    assert run("query", path, "y > 50").stdout.strip() == "49"
 
 
 def test_malformed_query_shows_a_caret_and_exits_2(run_h5):

@@ -100,6 +100,30 @@ def test_an_index_is_fresh_then_stale_when_the_file_changes_and_a_copy_is_listed
     catalog.close()
 
 
+def test_a_variable_changed_behind_an_unmoved_stat_makes_the_entry_stale(tmp_path):
+    """Same size and times, other values: the catalog says stale (as queries
+    and quarry info find it by the CRCs), not fresh."""
+    root = str(tmp_path)
+    path = os.path.join(root, "p.h5")
+    with h5py.File(path, "w") as f:
+        f["x"], f["y"] = np.arange(100.0), np.arange(100.0)
+    os.utime(path, ns=(10**18, 10**18))
+    with quarry.open(path) as ds:
+        ds.build_index()
+    catalog = Catalog(os.path.join(root, ".catalog.sqlite"))
+    catalog.rescan((root,))
+    assert catalog.get("p.h5").fresh
+    with h5py.File(path, "r+") as f:
+        f["x"][3] = -1.0
+    os.utime(path, ns=(10**18, 10**18))
+    catalog.rescan((root,))
+    entry = catalog.get("p.h5")
+    assert (entry.index["state"], entry.fresh) == ("stale", False)
+    assert "/x block 0 of 1 changed" in entry.index["error"]
+    assert [(v["path"], v["indexed"]) for v in entry.variables] == [("/x", False), ("/y", True)]
+    catalog.close()
+
+
 def test_a_rescan_adds_new_files_and_drops_removed_ones_and_a_restart_keeps_all(tmp_path):
     root = str(tmp_path / "data")
     os.makedirs(os.path.join(root, "run"))

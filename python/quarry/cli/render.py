@@ -240,9 +240,11 @@ def info_lines(info: dict[str, Any]) -> list[str]:
     state = idx.get("state", "none") if idx["exists"] else "none"
     lines = [f"{info['file']}  (index: {idx['path']}, {state})"]
     if idx.get("error"):
-        lines.append(f"  index unusable: {idx['error']}")
+        lines.append(f"  index {state}: {idx['error']}")
     for v in info["variables"]:
         mark = "indexed" if v["indexed"] else (v.get("unsupported") or "not indexed")
+        if v.get("stale"):
+            mark = "index stale"
         if v.get("decoding"):
             mark += f"  [{v['decoding']}]"
         if v.get("units"):

@@ -167,6 +167,9 @@ def describe(
             except QuarryError as exc:
                 state.update(state="damaged", error=str(exc))
         info = ds.info()
+        if state["state"] == "fresh" and info["index"].get("state") == "stale":
+            # A variable changed behind an unmoved stat (its CRCs differ).
+            state.update(state="stale", error=info["index"]["error"])
     copy = describe_copy(real)
     stamp = watch["file"]
     return Entry(
