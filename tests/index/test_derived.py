@@ -91,6 +91,8 @@ def test_derivation_errors(beam):
             ds.build_index(derive=["x=y*2"])
         with pytest.raises(QuerySyntaxError, match="bare names"):
             ds.build_index(derive=["r=/Step#0/x*2"])
+        with pytest.raises(DerivationError, match="row by row, so it takes no aggregate"):
+            ds.build_index(derive=["z=x-mean(x)"])  # was a ValueError from the build
         assert not ds.has_index  # nothing was written
 
 

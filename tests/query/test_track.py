@@ -105,3 +105,24 @@ def test_track_cli_json_and_h5(tmp_path):
     assert text.stdout.splitlines()[1] == "file,step,found,missing"
     bad = subprocess.run([*cli, "--at-step", "7"], capture_output=True, text=True)
     assert bad.returncode == 1 and "no step 7" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("indexed", [False, True])
+def test_ids_are_matched_exactly_across_dtypes(tmp_path, indexed):
+    """A uint64 id past 2**63 and the int64 of the same 64 bits are other
+    particles (a cast made them one, and with an index the lookup raised
+    OverflowError); ids come back as written, not wrapped."""
+    path = str(tmp_path / "u.h5")
+    big = 2**63 + 5
+    with h5py.File(path, "w") as f:
+        f["Step#0/id"], f["Step#0/e"] = np.array([big, 7], "u8"), np.array([5.0, 5.0])
+        f["Step#1/id"], f["Step#1/e"] = np.array([big - 2**64, 7], "i8"), np.array([1.0, 2.0])
+        f["Step#2/id"], f["Step#2/e"] = np.array([7, big], "u8"), np.array([3.0, 4.0])
+    if indexed:
+        with quarry.open(path) as ds:
+            ds.build_index()
+    with quarry.open_series(path) as series:
+        tracks = series.track("e > 4", at_step=0, id_var="id", names=["e"])
+    assert tracks.ids.tolist() == [big, 7]
+    assert [s.rows.tolist() for s in tracks.steps] == [[0, 1], [-1, 1], [1, 0]]
+    assert tracks.to_dict()["steps"][1]["values"]["e"] == [None, 2.0]

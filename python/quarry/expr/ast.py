@@ -112,6 +112,27 @@ def is_aggregate(node: Arith | Cond) -> bool:
     return isinstance(node, Call) and node.func in AGGREGATES and len(node.args) == 1
 
 
+def has_aggregate(node: Arith | Cond) -> bool:
+    """Whether ``node`` holds an aggregate call anywhere.
+
+    Examples
+    --------
+    >>> from quarry.expr.parser import parse_expression
+    >>> has_aggregate(parse_expression("x - mean(x)")), has_aggregate(parse_expression("x*2"))
+    (True, False)
+    """
+    match node:
+        case Call(args=args):
+            return is_aggregate(node) or any(has_aggregate(a) for a in args)
+        case BinOp(left=left, right=right) | Compare(left=left, right=right):
+            return has_aggregate(left) or has_aggregate(right)
+        case Neg(operand=x) | Not(operand=x):
+            return has_aggregate(x)
+        case And(items=items) | Or(items=items):
+            return any(has_aggregate(c) for c in items)
+    return False
+
+
 def variables(node: Arith | Cond, in_aggregates: bool = True) -> list[Var]:
     """Every variable reference in ``node``, in the order written; with
     ``in_aggregates=False`` only those read row by row (not only inside an

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from quarry import _core
 from quarry.errors import DerivationError, QuarryError, QuerySyntaxError
-from quarry.expr.ast import Arith, variables
+from quarry.expr.ast import Arith, has_aggregate, variables
 from quarry.expr.parser import parse_expression
 from quarry.expr.postfix import postfix
 from quarry.formats.base import Driver, VariableInfo
@@ -52,7 +52,13 @@ class Derivation:
                 f"a derived variable is written NAME=EXPRESSION, e.g. r=sqrt(x**2 + y**2); "
                 f"got {text!r}"
             )
-        parse_expression(expr)  # a syntax error shows its caret now, not at build
+        # A syntax error shows its caret now, not at build.
+        if has_aggregate(parse_expression(expr)):
+            raise DerivationError(
+                f"a derived variable is computed row by row, so it takes no aggregate "
+                f"(mean, std, ...): {text!r}; compare with one in the query instead "
+                f"(e.g. x - mean(x) > 1)"
+            )
         return Derivation(name, expr)
 
     def to_dict(self) -> dict[str, Any]:

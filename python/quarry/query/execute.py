@@ -656,7 +656,14 @@ class Executor:
 
     def _range(self, leaf: RangeLeaf, domain: _core.RowSet | None, want_unknown: bool) -> Pair:
         iv = leaf.interval
-        if leaf.var.subarray is not None and self._base_column(leaf.var) is not None:
+        # A subarray of the table's own shape is answered by its variable's
+        # index; a coordinate (`lat[0:10]` along a table's axis) is laid over
+        # the table's rows and scanned, as a whole coordinate is.
+        if (
+            leaf.var.subarray is not None
+            and self.table.axis_of(leaf.var) is None
+            and self._base_column(leaf.var) is not None
+        ):
             return self._range_of_part(leaf, domain, want_unknown)
         col = self._column(leaf.var)
         if col is not None and not iv.empty and self._cheaper(leaf, domain) == "scan":

@@ -73,8 +73,9 @@ class Tracks:
 
     query: str
     anchor: Member
-    ids: npt.NDArray[np.int64]
-    """The tracked ids, in the order of their rows at the anchor step."""
+    ids: npt.NDArray[np.integer[Any]]
+    """The tracked ids, in the order of their rows at the anchor step, in
+    the anchor's id dtype (uint64 ids past 2**63 stay as they are)."""
     steps: list[TrackedStep]
 
     def write(self, path: str, sources: list[str]) -> None:
@@ -137,7 +138,8 @@ def track(
     ds = series.dataset(anchor.file)
     sel = ds.query_table(query, anchor.group)
     id_info = _id_variable(ds, id_var, anchor)
-    ids = np.asarray(sel.values(id_info.path)).astype(np.int64)
+    # As stored (not in SI units, which would make them float64): exact.
+    ids = np.asarray(ds.driver.gather(id_info.path, sel.ids()))
     _no_repeats(ids, id_info, anchor)
     steps = []
     for member in members:
@@ -192,7 +194,7 @@ def _id_variable(ds: Dataset, name: str, member: Member) -> VariableInfo:
     return info
 
 
-def _no_repeats(ids: npt.NDArray[np.int64], info: VariableInfo, member: Member) -> None:
+def _no_repeats(ids: npt.NDArray[np.integer[Any]], info: VariableInfo, member: Member) -> None:
     uniq, counts = np.unique(ids, return_counts=True)
     if len(uniq) < len(ids):
         bad = int(uniq[counts > 1][0])
@@ -202,35 +204,68 @@ def _no_repeats(ids: npt.NDArray[np.int64], info: VariableInfo, member: Member) 
         )
 
 
-def find_rows(ds: Dataset, info: VariableInfo, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+def exact_keys(values: npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.void]:
+    """Integers of any dtype as keys that compare and sort as the integers
+    do (a sign, then the 64 bits): uint64 past 2**63 and negative int64
+    never meet, where a cast of either to the other's dtype wraps.
+
+    Examples
+    --------
+    >>> a = exact_keys(np.array([-9223372036854775803, 7], "i8"))
+    >>> b = exact_keys(np.array([2**63 + 5, 7], "u8"))
+    >>> bool(a[0] == b[0]), bool(a[1] == b[1])
+    (False, True)
+    >>> np.argsort(np.concatenate([a, b]), kind="stable").tolist()  # -2**63+5, 7, 7, 2**63+5
+    [0, 1, 3, 2]
+    """
+    keys = np.empty(len(values), dtype=[("sign", "u1"), ("bits", "<u8")])
+    if values.dtype.kind == "u":
+        keys["sign"], keys["bits"] = 1, values.astype(np.uint64)
+    else:
+        signed = values.astype(np.int64)
+        keys["sign"], keys["bits"] = signed >= 0, signed.view(np.uint64)
+    return keys
+
+
+def find_rows(
+    ds: Dataset, info: VariableInfo, ids: npt.NDArray[np.integer[Any]]
+) -> npt.NDArray[np.int64]:
     """The row holding each of ``ids`` in the id variable ``info``, -1 where
-    none does; the index answers when it has the variable and the set is
-    small, one read of the column otherwise."""
+    none does (ids compared exactly whatever the two dtypes); the index
+    answers when it has the variable and the set is small, one read of the
+    column otherwise."""
     store = ds.index if ds.has_index else None
-    wanted = np.unique(ids)
+    # Only ids the variable's dtype can hold can be in it.
+    bits = 8 * info.dtype.itemsize
+    least, most = (
+        (0, 2**bits - 1) if info.dtype.kind == "u" else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    )
+    wanted = [k for k in np.unique(ids).tolist() if least <= k <= most]
+    if not wanted:
+        return np.full(len(ids), -1, dtype=np.int64)
     candidates: npt.NDArray[np.int64] | None = None
     if store is not None and info.path in store.variables and len(wanted):
         bins = len(decode_edges(store.variables[info.path])) + 1
         if len(wanted) <= INDEX_LOOKUP_SHARE * bins:
             column = store.column(info.path)
             rows = None
-            for key in wanted.tolist():
+            for key in wanted:
                 sure, cand = column.leaf(key, True, key, True)
                 found = sure | cand
                 rows = found if rows is None else rows | found
-            assert rows is not None
-            candidates = rows.to_ids()
+            candidates = rows.to_ids() if rows is not None else np.empty(0, np.int64)
     if candidates is None:
         values = ds.driver.read(info.path, 0, info.size)
         positions = np.arange(info.size, dtype=np.int64)
     else:
         values = ds.driver.gather(info.path, candidates)
         positions = candidates
-    keys = values.astype(np.int64)
+    keys = exact_keys(np.asarray(values))
     order = np.argsort(keys, kind="stable")
     sorted_keys = keys[order]
-    left = np.searchsorted(sorted_keys, ids, side="left")
-    right = np.searchsorted(sorted_keys, ids, side="right")
+    wanted_keys = exact_keys(ids)
+    left = np.searchsorted(sorted_keys, wanted_keys, side="left")
+    right = np.searchsorted(sorted_keys, wanted_keys, side="right")
     if np.any(right - left > 1):
         bad = int(ids[np.argmax(right - left > 1)])
         raise TrackingError(
