@@ -339,7 +339,9 @@ class Dataset:
         if names is None:
             chosen = [v for v in self._file_driver.variables() if v.problem is None]
         else:
-            chosen = [info for n in name_list(names) for info in self._to_index(n)]
+            # A derived variable named among them is indexed with the others.
+            own = [n for n in name_list(names) if n not in {d.name for d in derivations}]
+            chosen = [info for n in own for info in self._to_index(n)]
         if isinstance(driver, DerivedDriver):
             chosen += [d.info for d in driver.derived.values()]
         return chosen, driver, derivations

@@ -158,3 +158,10 @@ def test_derived_values_are_computed_span_by_span(tmp_path, monkeypatch):
         with h5py.File(path) as f:
             r = np.sqrt(f["x"][()] ** 2 + f["y"][()] ** 2)
         assert ds.query("r > 1.5").count() == int(np.sum(r > 1.5))
+
+
+def test_vars_may_name_the_derived_variable(beam):
+    """`--vars r,x --derive r=...` indexes r and x (r was 'no variable')."""
+    with quarry.open(beam) as ds:
+        manifest = ds.build_index(["r", "x"], derive=["r=sqrt(x**2 + y**2)"])
+    assert {p.rsplit("/", 1)[1] for p in manifest.variables} == {"r", "x"}

@@ -227,6 +227,11 @@ def test_a_failing_rank_publishes_nothing_and_is_named(data, tmp_path):
         (["query", "{d}/nowhere.h5", "a > 1"], 1, "nowhere.h5"),
         (["index", "{d}/nowhere.h5", "--index", "{d}/unused"], 1, "nowhere.h5"),
         (["query", "{d}/run_0.h5", "{d}/run_1.h5", "a > 1", "--explain"], 2, "--explain takes"),
+        (
+            ["query", "{d}/run_*.h5", "a > 1", "--ids", "--out", "{d}/o.npy", "--out-per-rank"],
+            1,
+            "steps are written to .h5, .nc or .parquet",
+        ),
     ],
 )
 def test_a_mistake_under_mpiexec_is_reported_once_with_the_serial_code(data, argv, code, says):

@@ -299,13 +299,31 @@ def write_groups(
     ...     f["Step#0/quarry_row"][()].tolist(), f.attrs["query"], int(f["Step#0"].attrs["step"])
     ([0, 1, 2], 'x > 1', 0)
     """
-    ext = _extension(path)
-    if ext not in (".h5", ".nc", ".parquet"):
-        raise OutputError(f"{path}: steps are written to .h5, .nc or .parquet, one group per step")
+    ext = check_groups_path(path)
     attrs = {k: v for k, v in attrs.items() if v is not None}
     writer = {".h5": _groups_h5, ".nc": _groups_nc, ".parquet": _groups_parquet}[ext]
     with atomic(path) as tmp:
         writer(tmp, groups, attrs)
+
+
+def check_groups_path(path: str) -> str:
+    """The extension of ``path`` if it can hold one group per step (``.h5``,
+    ``.nc``, ``.parquet``); else an :class:`OutputError`, which a command
+    raises before any work (under MPI: once, before the ranks start).
+
+    Examples
+    --------
+    >>> check_groups_path("hits.parquet")
+    '.parquet'
+    >>> check_groups_path("hits.npy")
+    Traceback (most recent call last):
+    quarry.outputs.writers.OutputError: hits.npy: steps are written to .h5, .nc or .parquet, one \
+group per step
+    """
+    ext = _extension(path)
+    if ext not in (".h5", ".nc", ".parquet"):
+        raise OutputError(f"{path}: steps are written to .h5, .nc or .parquet, one group per step")
+    return ext
 
 
 Groups = dict[str, tuple[OutputTable, dict[str, Any]]]
