@@ -476,15 +476,20 @@ class Selection:
         >>> {k: v.tolist() for k, v in t.columns.items()}
         {'quarry_row': [1, 2], 'e': [2.0, 3.0], 'bx': [20.0, nan]}
         """
+        from quarry.join import interpolate
         from quarry.join.series import member_fields
 
-        return self.interpolate_fields(
+        # A series' member gets its fields filled in already: filling them
+        # again leaves them as they are.
+        return interpolate(
+            self,
             member_fields(fields, [self.step()])[0],
             at,
             grid=grid,
             method=method,
             outside=outside,
             values=values,
+            clusters=self._clusters(at),
         )
 
     def step(self) -> int:
@@ -496,31 +501,6 @@ class Selection:
             return 0
         step, _ = step_named(self.dataset.variables(), self.path)
         return 0 if step is None else step
-
-    def interpolate_fields(
-        self,
-        fields: Mapping[str, str],
-        at: Sequence[str] = ("x", "y", "z"),
-        *,
-        grid: str | GridSpec | None = None,
-        method: str | None = None,
-        outside: str = "nan",
-        values: Sequence[str] = (),
-    ) -> Interpolated:
-        """:meth:`interpolate` with ``fields`` as they are, no template
-        filled in: what each member of a series runs with its own fields."""
-        from quarry.join import interpolate
-
-        return interpolate(
-            self,
-            fields,
-            at,
-            grid=grid,
-            method=method,
-            outside=outside,
-            values=values,
-            clusters=self._clusters(at),
-        )
 
     def _clusters(self, at: Sequence[str]) -> list[BinAxis] | None:
         """The bins of each variable of ``at`` in a fresh reorganised copy of

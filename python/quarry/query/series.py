@@ -377,13 +377,7 @@ class SeriesSelection:
         tables = []
         for (m, sel), own in zip(self, per_member, strict=True):
             join = partial(
-                sel.interpolate_fields,
-                own,
-                at,
-                grid=grid,
-                method=method,
-                outside=outside,
-                values=values,
+                sel.interpolate, own, at, grid=grid, method=method, outside=outside, values=values
             )
             try:
                 tables.append(join())
