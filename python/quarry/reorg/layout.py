@@ -54,15 +54,15 @@ import numpy as np
 
 from quarry import _core
 from quarry.errors import CorruptCopyError, ReorgError
-from quarry.records import record, replace
+from quarry.records import field, record, replace
 from quarry.reorg.binning import Axis, mdbin_strides
 from quarry.reorg.manifest import (
     HEADER,
     MANIFEST,
-    REBUILD,
     USER_BLOCK,
     CopyManifest,
     MemberEntry,
+    Mend,
     Placement,
 )
 
@@ -339,7 +339,7 @@ class MemberLayout:
     starts: npt.NDArray[np.int64]
     blocks: npt.NDArray[np.uint32]
     check_rows: int
-    mend: str = REBUILD
+    mend: Mend = field(default_factory=Mend)
     """What a message of damage found later says to do."""
 
 
@@ -354,14 +354,14 @@ class MemberTables:
 
 
 def read_member_layout(
-    fd: int, entry: MemberEntry, check_rows: int, where: str, mend: str = REBUILD
+    fd: int, entry: MemberEntry, check_rows: int, where: str, mend: Mend | None = None
 ) -> MemberLayout:
     """Where the columns of the member ``entry`` of the copy open at ``fd``
     (``where`` names it) lie, and its offset tables and block CRC-32s, each
     checked: :class:`CorruptCopyError` names what is damaged, then ``mend``
     (what to do). The manifest says where every array lies (``at``), so they
     are read with plain reads, not through HDF5."""
-    return _member_layout(fd, os.fstat(fd).st_size, entry, check_rows, where, mend)
+    return _member_layout(fd, os.fstat(fd).st_size, entry, check_rows, where, mend or Mend())
 
 
 def store_manifest(path: str, text: str) -> None:
@@ -399,7 +399,7 @@ def _point_to_manifest(path: str, where: tuple[int, bytes]) -> None:
 
 
 def _member_layout(
-    fd: int, size: int, entry: MemberEntry, check_rows: int, where: str, mend: str
+    fd: int, size: int, entry: MemberEntry, check_rows: int, where: str, mend: Mend
 ) -> MemberLayout:
     at = entry.at
     if at is None or len(at.columns) != len(entry.axes) + 1:
@@ -447,7 +447,9 @@ def _read_array(
     return np.frombuffer(data, dtype) if len(data) == nbytes else None
 
 
-def damaged(where: str, entry: MemberEntry, what: str, mend: str = REBUILD) -> CorruptCopyError:
+def damaged(
+    where: str, entry: MemberEntry, what: str, mend: Mend | None = None
+) -> CorruptCopyError:
     """The error for a damaged part of member ``entry`` of the copy ``where``
     names: ``what`` is wrong, its ``{of}`` naming the step the member holds.
 
@@ -460,7 +462,7 @@ def damaged(where: str, entry: MemberEntry, what: str, mend: str = REBUILD) -> C
 build it again with quarry reorg
     """
     of = f" of {entry.group}" if entry.group else ""
-    return CorruptCopyError(f"{where} is damaged: {what.format(of=of)}; {mend}")
+    return CorruptCopyError(f"{where} is damaged: {what.format(of=of)}; {mend or Mend()}")
 
 
 def _check_tables(
@@ -468,7 +470,7 @@ def _check_tables(
     bins: npt.NDArray[np.uint64],
     starts: npt.NDArray[np.int64],
     where: str,
-    mend: str,
+    mend: Mend,
 ) -> None:
     """Every part's table must cover its rows, bins ascending: a table that
     passed its CRC but disagrees with the manifest is refused too."""

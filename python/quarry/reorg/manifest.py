@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from quarry.errors import CorruptCopyError
@@ -57,6 +58,24 @@ HEADER = b"quarry-mdbin "
 #: How a damaged copy is mended, as its messages say where they cannot name
 #: the command (:func:`quarry.reorg.store.open_copy` gives that).
 REBUILD = "build it again with quarry reorg"
+
+
+class Mend:
+    """What a message of a damaged copy says to do: ``make()`` (the command
+    that builds the copy again, which takes a few stats to spell) made only
+    when a message is, else :data:`REBUILD`.
+
+    Examples
+    --------
+    >>> f"damaged; {Mend()}", f"damaged; {Mend(lambda: 'run this')}"
+    ('damaged; build it again with quarry reorg', 'damaged; run this')
+    """
+
+    def __init__(self, make: Callable[[], str] | None = None) -> None:
+        self._make = make
+
+    def __str__(self) -> str:
+        return self._make() if self._make is not None else REBUILD
 
 
 @record

@@ -25,7 +25,7 @@ from quarry.formats.base import fingerprint
 from quarry.index.fresh import STAT_FIELDS, WRITE_FIELDS, read_checked, record_checked, same
 from quarry.index.fresh import trusted as trusted_stamp
 from quarry.reorg.locate import SUFFIX, find_copy
-from quarry.reorg.manifest import REBUILD, CopyManifest, manifest_in
+from quarry.reorg.manifest import CopyManifest, Mend, manifest_in
 
 if TYPE_CHECKING:
     from quarry.reorg.read import MemberCopy
@@ -64,7 +64,7 @@ class ReorgCopy:
         # whole, its tables and columns still those its manifest describes.
         self._file = file
         #: What a message of damage found later says to do.
-        self.mend = REBUILD
+        self.mend = Mend()
         self._read: dict[int, MemberCopy] = {}
         # Each variable's members: a query in each of 720 steps finds its own at once.
         self._holders: dict[str, list[int]] = {}
@@ -130,7 +130,7 @@ def open_copy(source: str, index: str | None = None, read: Reader | None = None)
             "--vars ..."
         ) from None
     check_fresh(source, path, copy.manifest, read)
-    copy.mend = f"build it again with: {rebuild_command(source, path, copy.manifest)}"
+    copy.mend = Mend(lambda: f"build it again with: {rebuild_command(source, path, copy.manifest)}")
     return copy
 
 
