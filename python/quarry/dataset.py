@@ -16,6 +16,7 @@ from quarry.errors import (
     IndexMissingError,
     QuarryError,
     ReorgError,
+    StaleIndexError,
     UsageError,
 )
 from quarry.expr.names import resolve
@@ -779,9 +780,11 @@ class Dataset:
                 # others still answer from the index.
                 try:
                     stats[v.path] = column_stats(self.index.column(v.path)).to_dict()
-                except QuarryError as exc:
+                except StaleIndexError as exc:
                     stale[v.path] = str(exc)
-        if stale:
+                except QuarryError as exc:  # a damaged column: refused, as queries refuse it
+                    index_state.update(state="unusable", error=str(exc))
+        if stale and index_state["state"] == "ok":
             index_state["state"] = "stale"
             index_state["error"] = next(iter(stale.values()))
         out = []

@@ -724,3 +724,23 @@ def test_a_disk_too_full_for_the_copy_is_refused_before_any_part_is_written(part
     )
     assert str(err.value).endswith("put the copy elsewhere with --index DIR")
     assert sorted(os.listdir(os.path.dirname(particles))) == ["p.h5"]
+
+
+def test_an_open_copy_is_freed_and_its_file_closed_without_the_cycle_collector(particles):
+    """Dropping the last reference closes the copy's file at once: nothing
+    the copy holds (its rebuild advice included) refers back to it."""
+    import gc
+    import weakref
+
+    with quarry.open(particles) as ds:
+        ds.reorganize(["energy", "x"])
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        copy = open_copy(particles)
+        dropped = weakref.ref(copy)
+        del copy
+        assert dropped() is None
+    finally:
+        if collecting:
+            gc.enable()

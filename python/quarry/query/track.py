@@ -204,75 +204,78 @@ def _no_repeats(ids: npt.NDArray[np.integer[Any]], info: VariableInfo, member: M
         )
 
 
-def exact_keys(values: npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.void]:
-    """Integers of any dtype as keys that compare and sort as the integers
-    do (a sign, then the 64 bits): uint64 past 2**63 and negative int64
-    never meet, where a cast of either to the other's dtype wraps.
+def _range(dtype: np.dtype[Any]) -> tuple[int, int]:
+    """The least and greatest integer ``dtype`` holds."""
+    bits = 8 * dtype.itemsize
+    return (0, 2**bits - 1) if dtype.kind == "u" else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+
+
+def held_by(ids: npt.NDArray[np.integer[Any]], dtype: np.dtype[Any]) -> npt.NDArray[np.bool_]:
+    """Which ``ids`` the integer ``dtype`` can hold: only those can be in a
+    variable of it, and cast to it they keep their value (a uint64 past
+    2**63 cast to int64 would wrap onto a negative id).
 
     Examples
     --------
-    >>> a = exact_keys(np.array([-9223372036854775803, 7], "i8"))
-    >>> b = exact_keys(np.array([2**63 + 5, 7], "u8"))
-    >>> bool(a[0] == b[0]), bool(a[1] == b[1])
-    (False, True)
-    >>> np.argsort(np.concatenate([a, b]), kind="stable").tolist()  # -2**63+5, 7, 7, 2**63+5
-    [0, 1, 3, 2]
+    >>> held_by(np.array([2**63 + 5, 7], "u8"), np.dtype("i8")).tolist()
+    [False, True]
+    >>> held_by(np.array([-3, 7], "i8"), np.dtype("u2")).tolist()
+    [False, True]
     """
-    keys = np.empty(len(values), dtype=[("sign", "u1"), ("bits", "<u8")])
-    if values.dtype.kind == "u":
-        keys["sign"], keys["bits"] = 1, values.astype(np.uint64)
-    else:
-        signed = values.astype(np.int64)
-        keys["sign"], keys["bits"] = signed >= 0, signed.view(np.uint64)
-    return keys
+    (least, most), (own_least, own_most) = _range(dtype), _range(ids.dtype)
+    held = np.ones(len(ids), dtype=bool)
+    # Each bound compared only where it lies inside the ids' own range: exact.
+    if least > own_least:
+        held &= ids >= least
+    if most < own_most:
+        held &= ids <= most
+    return held
 
 
 def find_rows(
     ds: Dataset, info: VariableInfo, ids: npt.NDArray[np.integer[Any]]
 ) -> npt.NDArray[np.int64]:
     """The row holding each of ``ids`` in the id variable ``info``, -1 where
-    none does (ids compared exactly whatever the two dtypes); the index
-    answers when it has the variable and the set is small, one read of the
-    column otherwise."""
+    none does (ids compared exactly whatever the two dtypes: in the
+    variable's own, those it can hold); the index answers when it has the
+    variable and the set is small, one read of the column otherwise."""
     store = ds.index if ds.has_index else None
-    # Only ids the variable's dtype can hold can be in it.
-    bits = 8 * info.dtype.itemsize
-    least, most = (
-        (0, 2**bits - 1) if info.dtype.kind == "u" else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
-    )
-    wanted = [k for k in np.unique(ids).tolist() if least <= k <= most]
-    if not wanted:
-        return np.full(len(ids), -1, dtype=np.int64)
+    held = held_by(ids, info.dtype)
+    own = ids[held].astype(info.dtype)
+    wanted = np.unique(own)
+    out = np.full(len(ids), -1, dtype=np.int64)
+    if not len(wanted):
+        return out
     candidates: npt.NDArray[np.int64] | None = None
-    if store is not None and info.path in store.variables and len(wanted):
+    if store is not None and info.path in store.variables:
         bins = len(decode_edges(store.variables[info.path])) + 1
         if len(wanted) <= INDEX_LOOKUP_SHARE * bins:
             column = store.column(info.path)
             rows = None
-            for key in wanted:
+            for key in wanted.tolist():
                 sure, cand = column.leaf(key, True, key, True)
                 found = sure | cand
                 rows = found if rows is None else rows | found
-            candidates = rows.to_ids() if rows is not None else np.empty(0, np.int64)
+            assert rows is not None
+            candidates = rows.to_ids()
     if candidates is None:
         values = ds.driver.read(info.path, 0, info.size)
         positions = np.arange(info.size, dtype=np.int64)
     else:
         values = ds.driver.gather(info.path, candidates)
         positions = candidates
-    keys = exact_keys(np.asarray(values))
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    wanted_keys = exact_keys(ids)
-    left = np.searchsorted(sorted_keys, wanted_keys, side="left")
-    right = np.searchsorted(sorted_keys, wanted_keys, side="right")
+    order = np.argsort(values, kind="stable")
+    sorted_values = values[order]
+    left = np.searchsorted(sorted_values, wanted, side="left")
+    right = np.searchsorted(sorted_values, wanted, side="right")
     if np.any(right - left > 1):
-        bad = int(ids[np.argmax(right - left > 1)])
+        bad = int(wanted[np.argmax(right - left > 1)])
         raise TrackingError(
             f"id {bad} appears {int(np.max(right - left))} times in {info.path} of {ds.path}; "
             "ids must identify one particle each"
         )
-    out = np.full(len(ids), -1, dtype=np.int64)
+    rows_of_wanted = np.full(len(wanted), -1, dtype=np.int64)
     hit = right > left
-    out[hit] = positions[order[left[hit]]]
+    rows_of_wanted[hit] = positions[order[left[hit]]]
+    out[held] = rows_of_wanted[np.searchsorted(wanted, own)]
     return out

@@ -130,7 +130,9 @@ def open_copy(source: str, index: str | None = None, read: Reader | None = None)
             "--vars ..."
         ) from None
     check_fresh(source, path, copy.manifest, read)
-    copy.mend = Mend(lambda: f"build it again with: {rebuild_command(source, path, copy.manifest)}")
+    # The manifest, not the copy, in the closure: no cycle to keep its file open.
+    manifest = copy.manifest
+    copy.mend = Mend(lambda: f"build it again with: {rebuild_command(source, path, manifest)}")
     return copy
 
 

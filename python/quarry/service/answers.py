@@ -61,6 +61,22 @@ writing it; try again when it is done')
     )
 
 
+@contextmanager
+def refused_as_the_catalog_names(entry: Entry) -> Iterator[None]:
+    """Quarry's errors on ``entry``'s file as refusals naming it by its
+    catalog path (:func:`~quarry.service.config.refusal`), and the system's
+    (a writer holding an HDF5 file locked) as :func:`unreadable`: opening
+    the file and answering from it alike."""
+    try:
+        yield
+    except ServiceError:
+        raise
+    except QuarryError as exc:
+        raise refusal(exc, entry.real, entry.path) from None
+    except OSError as exc:
+        raise unreadable(entry.path, exc) from None
+
+
 class OpenFiles:
     """Open datasets of catalogued files, at most ``keep`` of them, each used by
     one request at a time. A dataset dropped (least recently used, its file
@@ -93,30 +109,18 @@ class OpenFiles:
                 if kept is not None:
                     self._retire(kept)
                     del self._open[entry.real]
-                try:
+                with refused_as_the_catalog_names(entry):
                     if leaving_source(entry.real, self.roots) is not None:
                         raise unknown  # changed since the scan to read outside the roots
                     kept = _Kept(watch, open_dataset(entry.real))
-                except OSError as exc:  # HDF5 refuses a file a writer holds locked
-                    raise unreadable(entry.path, exc) from None
-                except ServiceError:
-                    raise
-                except QuarryError as exc:
-                    raise refusal(exc, entry.real, entry.path) from None
                 self._open[entry.real] = kept
             self._open.move_to_end(entry.real)
             while len(self._open) > self.keep:
                 self._retire(self._open.popitem(last=False)[1])
             kept.users += 1
         try:
-            with kept.lock:
+            with kept.lock, refused_as_the_catalog_names(entry):
                 yield kept.ds
-        except ServiceError:
-            raise
-        except QuarryError as exc:
-            raise refusal(exc, entry.real, entry.path) from None
-        except OSError as exc:
-            raise unreadable(entry.path, exc) from None
         finally:
             with self._lock:
                 kept.users -= 1
