@@ -177,13 +177,15 @@ def set_jobs(jobs: int) -> int: ...
 def jobs() -> int: ...
 def add_bins(
     columns: list[npt.NDArray[np.floating[Any]]],
-    axes: list[tuple[float, float, int, int]],
+    axes: list[tuple[float, float, int, int, npt.NDArray[np.float64] | None]],
     keys: npt.NDArray[np.uint64],
 ) -> None:
     """Add to ``keys``, in place, each row's bin number in every column
     (float32 or float64) times its axis' stride; ``axes`` gives each column's
-    ``(origin, size, count, stride)``: ``floor((v - origin) / size)`` in the
-    column's dtype, clipped to ``[0, count - 1]``, NaN in bin ``count``."""
+    ``(origin, size, count, stride, decimal)``: ``floor((v - origin) / size)``
+    in the column's dtype, clipped to ``[0, count - 1]``, NaN in bin
+    ``count``; moved by one to the edges ``decimal`` holds where given
+    (``quarry.reorg.binning.Axis.decimal_table``: ``count + 2`` float64)."""
 
 def stable_order(
     keys: npt.NDArray[np.uint64],
@@ -195,7 +197,7 @@ def stable_order(
 def cluster_part(
     columns: list[npt.NDArray[np.unsignedinteger[Any]]],
     floats: list[npt.NDArray[np.floating[Any]]],
-    axes: list[tuple[float, float, int, int]],
+    axes: list[tuple[float, float, int, int, npt.NDArray[np.float64] | None]],
     keys: npt.NDArray[np.uint64] | None,
     first: int,
     wide_rows: bool,

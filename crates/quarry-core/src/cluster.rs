@@ -20,6 +20,8 @@ pub trait BinFloat: Copy + Send + Sync {
     fn bin(self, origin: Self, size: Self, last: u32, nan: u32) -> u32;
     /// `value` rounded to this dtype, as `NumPy` converts a Python float.
     fn from_f64(value: f64) -> Self;
+    /// This value as an `f64` (exactly).
+    fn widen(self) -> f64;
 }
 
 macro_rules! bin_float {
@@ -58,6 +60,11 @@ macro_rules! bin_float {
             fn from_f64(value: f64) -> Self {
                 value as $t
             }
+
+            #[inline]
+            fn widen(self) -> f64 {
+                f64::from(self)
+            }
         }
     )*};
 }
@@ -68,11 +75,18 @@ bin_float!(f32, f64);
 /// everything above the last in it, NaN in bin `count` (the NaN bin); its
 /// bin number is multiplied by `stride` in the key.
 #[derive(Clone, Copy, Debug)]
-pub struct FloatAxis {
+pub struct FloatAxis<'a> {
     pub origin: f64,
     pub size: f64,
     pub count: u64,
     pub stride: u64,
+    /// Edges the bins are corrected to (the size's decimal multiples, as a
+    /// query types them: `quarry.reorg.binning`), `count + 2` values: NaN,
+    /// the inner edges, NaN twice. A value's bin by the formula moves up one
+    /// where the value is at or above the next edge, down one where it is
+    /// below its own (NaN compares false: the end bins and the NaN bin
+    /// stay). None: the formula's own edges.
+    pub decimal: Option<&'a [f64]>,
 }
 
 /// A float variable's values.
@@ -132,7 +146,7 @@ const CHUNK: usize = 4096;
 /// # Panics
 /// If a column's length is not the keys', or an axis has no bin or more
 /// than 2^31.
-pub fn add_bins<K: Key>(columns: &[(Floats<'_>, FloatAxis)], keys: &mut [K]) {
+pub fn add_bins<K: Key>(columns: &[(Floats<'_>, FloatAxis<'_>)], keys: &mut [K]) {
     bin_rows(columns, keys, false);
 }
 
@@ -142,20 +156,20 @@ pub fn add_bins<K: Key>(columns: &[(Floats<'_>, FloatAxis)], keys: &mut [K]) {
 ///
 /// # Panics
 /// As [`add_bins`], or if `columns` is empty.
-pub fn set_bins<K: Key>(columns: &[(Floats<'_>, FloatAxis)], keys: &mut [K]) {
+pub fn set_bins<K: Key>(columns: &[(Floats<'_>, FloatAxis<'_>)], keys: &mut [K]) {
     assert!(!columns.is_empty(), "at least one column to bin");
     bin_rows(columns, keys, true);
 }
 
 /// The greatest key `columns` can give (NaN's bin included), if it fits 64 bits.
 #[must_use]
-pub fn greatest_key(columns: &[(Floats<'_>, FloatAxis)]) -> Option<u64> {
+pub fn greatest_key(columns: &[(Floats<'_>, FloatAxis<'_>)]) -> Option<u64> {
     columns.iter().try_fold(0u64, |sum, (_, axis)| {
         sum.checked_add(axis.count.checked_mul(axis.stride)?)
     })
 }
 
-fn bin_rows<K: Key>(columns: &[(Floats<'_>, FloatAxis)], keys: &mut [K], set: bool) {
+fn bin_rows<K: Key>(columns: &[(Floats<'_>, FloatAxis<'_>)], keys: &mut [K], set: bool) {
     if K::MAX < u64::MAX {
         let top = greatest_key(columns).filter(|&top| set && top <= K::MAX);
         assert!(top.is_some(), "narrow keys are set, and hold every key");
@@ -165,6 +179,11 @@ fn bin_rows<K: Key>(columns: &[(Floats<'_>, FloatAxis)], keys: &mut [K], set: bo
         assert!(
             axis.count > 0 && axis.count <= 1 << 31,
             "an axis has 1 to 2^31 bins"
+        );
+        assert!(
+            axis.decimal
+                .is_none_or(|t| t.len() as u64 == axis.count + 2),
+            "count + 2 decimal edges"
         );
     }
     for (at, chunk) in (0..).step_by(CHUNK).zip(keys.chunks_mut(CHUNK)) {
@@ -179,7 +198,7 @@ fn bin_rows<K: Key>(columns: &[(Floats<'_>, FloatAxis)], keys: &mut [K], set: bo
     }
 }
 
-fn add_axis<T: BinFloat, K: Key>(values: &[T], keys: &mut [K], axis: &FloatAxis, set: bool) {
+fn add_axis<T: BinFloat, K: Key>(values: &[T], keys: &mut [K], axis: &FloatAxis<'_>, set: bool) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2, checked just above.
@@ -206,7 +225,7 @@ fn add_axis<T: BinFloat, K: Key>(values: &[T], keys: &mut [K], axis: &FloatAxis,
 unsafe fn add_axis_avx2<T: BinFloat, K: Key, const SET: bool>(
     values: &[T],
     keys: &mut [K],
-    axis: &FloatAxis,
+    axis: &FloatAxis<'_>,
 ) {
     add_axis_portable::<T, K, SET>(values, keys, axis);
 }
@@ -216,7 +235,7 @@ unsafe fn add_axis_avx2<T: BinFloat, K: Key, const SET: bool>(
 fn add_axis_portable<T: BinFloat, K: Key, const SET: bool>(
     values: &[T],
     keys: &mut [K],
-    axis: &FloatAxis,
+    axis: &FloatAxis<'_>,
 ) {
     let (origin, size) = (T::from_f64(axis.origin), T::from_f64(axis.size));
     // Checked by add_bins: at most 2^31 bins.
@@ -233,6 +252,19 @@ fn add_axis_portable<T: BinFloat, K: Key, const SET: bool>(
             );
             for (bin, &v) in bins.iter_mut().zip(values) {
                 *bin = v.bin(origin, size, last, nan);
+            }
+        }
+        if let Some(edges) = axis.decimal {
+            for (bin, &v) in bins.iter_mut().zip(values) {
+                let at = *bin as usize;
+                // SAFETY: a bin is at most `count` (the NaN bin's) and the
+                // table `count + 2` long (both checked by add_bins), so
+                // `at + 1` is inside it. Unchecked, the loop vectorises (a
+                // gather a lane); with a bounds check it stays scalar.
+                let (own, next) =
+                    unsafe { (*edges.get_unchecked(at), *edges.get_unchecked(at + 1)) };
+                let x = v.widen();
+                *bin = *bin + u32::from(x >= next) - u32::from(x < own);
             }
         }
         if let Ok(stride) = u32::try_from(axis.stride) {
@@ -825,7 +857,7 @@ mod tests {
                                    origin in -10.0f64..10.0, size in 0.01f64..50.0,
                                    count in 1u64..40) {
             let mut keys = vec![7u64; values.len()];
-            let axis = FloatAxis { origin, size, count, stride: 3 };
+            let axis = FloatAxis { origin, size, count, stride: 3, decimal: None };
             add_bins(&[(Floats::F64(&values), axis)], &mut keys);
             let mut set = vec![u64::MAX; values.len()]; // whatever was there
             set_bins(&[(Floats::F64(&values), axis), (Floats::F64(&values), axis)], &mut set);
@@ -1013,6 +1045,7 @@ mod tests {
             size: 0.25,
             count: 4,
             stride: 1,
+            decimal: None,
         };
         add_bins(&[(Floats::F32(&values), axis)], &mut keys);
         assert_eq!(keys, [4, 0, 3, 2]);

@@ -13,25 +13,28 @@ use crate::conversions::contiguous;
 use crate::errors::Result;
 use crate::pool::detach;
 
+/// A float column's axis as Python gives it: `(origin, size, count,
+/// stride, decimal)`, `decimal` the `count + 2` float64 edges its bins are
+/// corrected to (`quarry.reorg.binning.Axis.decimal_table`) or None.
+type AxisArg<'py> = (f64, f64, u64, u64, Option<PyReadonlyArray1<'py, f64>>);
+
 /// Add to `keys` (uint64, one per row), in place, the sum over `columns`
 /// (float32 or float64 arrays, as long) of each row's bin number times its
-/// axis' stride; `axes` gives each column's `(origin, size, count, stride)`:
-/// bins of `size` from `origin`, clipped to the first and the last of
-/// `count`, NaN in bin `count`.
+/// axis' stride; `axes` gives each column's `(origin, size, count, stride,
+/// decimal)`: bins of `size` from `origin`, clipped to the first and the
+/// last of `count`, NaN in bin `count`, corrected to `decimal`'s edges.
 #[pyfunction]
 pub fn add_bins<'py>(
     py: Python<'py>,
     columns: Vec<Bound<'py, PyUntypedArray>>,
-    axes: Vec<(f64, f64, u64, u64)>,
+    axes: Vec<AxisArg<'py>>,
     keys: &Bound<'py, PyArray1<u64>>,
 ) -> Result<()> {
     let wrong = |why: &str| PyTypeError::new_err(format!("add_bins: {why}"));
     if columns.len() != axes.len() {
         return Err(wrong("one axis per column").into());
     }
-    if columns.iter().any(|c| c.len() != keys.len())
-        || axes.iter().any(|a| a.2 == 0 || a.2 > 1 << 31)
-    {
+    if columns.iter().any(|c| c.len() != keys.len()) || axes.iter().any(wrong_axis) {
         return Err(wrong("one key per value and 1 to 2^31 bins per axis").into());
     }
     let held = hold_floats(&columns)?;
@@ -60,15 +63,25 @@ fn hold_floats<'py>(columns: &[Bound<'py, PyUntypedArray>]) -> PyResult<Vec<Eith
         .collect()
 }
 
-/// The held columns beside their `(origin, size, count, stride)` axes, as
-/// the core bins them.
+/// Whether an axis has no bin or more than 2^31, or decimal edges other
+/// than `count + 2`.
+fn wrong_axis(axis: &AxisArg<'_>) -> bool {
+    let &(_, _, count, _, ref decimal) = axis;
+    count == 0
+        || count > 1 << 31
+        || decimal
+            .as_ref()
+            .is_some_and(|t| t.len() as u64 != count + 2)
+}
+
+/// The held columns beside their axes, as the core bins them.
 fn float_axes<'a>(
     held: &'a [Either<'_>],
-    axes: &[(f64, f64, u64, u64)],
-) -> PyResult<Vec<(cluster::Floats<'a>, cluster::FloatAxis)>> {
+    axes: &'a [AxisArg<'_>],
+) -> PyResult<Vec<(cluster::Floats<'a>, cluster::FloatAxis<'a>)>> {
     held.iter()
         .zip(axes)
-        .map(|(h, &(origin, size, count, stride))| {
+        .map(|(h, (origin, size, count, stride, decimal))| {
             let values = match h {
                 Either::F32(v) => cluster::Floats::F32(v.as_slice()?),
                 Either::F64(v) => cluster::Floats::F64(v.as_slice()?),
@@ -76,10 +89,14 @@ fn float_axes<'a>(
             Ok((
                 values,
                 cluster::FloatAxis {
-                    origin,
-                    size,
-                    count,
-                    stride,
+                    origin: *origin,
+                    size: *size,
+                    count: *count,
+                    stride: *stride,
+                    decimal: decimal
+                        .as_ref()
+                        .map(PyReadonlyArray1::as_slice)
+                        .transpose()?,
                 },
             ))
         })
@@ -211,7 +228,7 @@ pub fn cluster_part<'py>(
     py: Python<'py>,
     columns: Vec<Bound<'py, PyUntypedArray>>,
     floats: Vec<Bound<'py, PyUntypedArray>>,
-    axes: Vec<(f64, f64, u64, u64)>,
+    axes: Vec<AxisArg<'py>>,
     keys: Option<Bound<'py, PyUntypedArray>>,
     first: u64,
     wide_rows: bool,
@@ -231,9 +248,7 @@ pub fn cluster_part<'py>(
             wrong("one axis per float column and one offset per column and the rows").into(),
         );
     }
-    if columns.iter().chain(&floats).any(|c| c.len() != rows)
-        || axes.iter().any(|a| a.2 == 0 || a.2 > 1 << 31)
-    {
+    if columns.iter().chain(&floats).any(|c| c.len() != rows) || axes.iter().any(wrong_axis) {
         return Err(wrong("columns of one length and 1 to 2^31 bins per axis").into());
     }
     if u32::try_from(rows).is_err() || (!wide_rows && first + rows as u64 > 1 << 32) {
@@ -343,7 +358,7 @@ fn unsafe_file(fd: i32) -> std::fs::File {
 fn write_part(
     w: &mut Worker,
     columns: &[RawSlice<'_>],
-    floats: &[(cluster::Floats<'_>, cluster::FloatAxis)],
+    floats: &[(cluster::Floats<'_>, cluster::FloatAxis<'_>)],
     base: Option<&[u64]>,
     first: u64,
     wide_rows: bool,

@@ -18,6 +18,18 @@ bisection over the dtype's values (:meth:`Axis.edges`). So every value of bin
 whatever the rounding: all a reader needs to know that a whole bin lies
 inside a range.
 
+Bins of a given size (``--bin-size``) have their edges on the size's
+decimal multiples, as a query types them: bin ``c`` starts at the least
+value of the dtype at or above the float nearest ``(k0 + c) * size`` worked
+out in decimal (``size`` as Python writes it, ``0.1``; ``k0`` the multiple
+``origin`` lies on). The formula alone would not: in float64 ``0.3 / 0.1`` is
+``2.9999999999999996``, so ``0.3`` would lie inside bin 2 and a range ending
+at it would check that bin's rows. A value's bin is the formula's, moved by
+one where it lies on the other side of its bin's decimal edge (they never
+differ by more: :func:`make_axis` keeps the formula's edges for an axis
+whose bins are too narrow for its dtype to tell them apart that well).
+Copies made before this record no ``decimal`` and keep the formula's edges.
+
 Integer variables get integer bin sizes (at least 1, a fractional size
 rounded up) and exact integer arithmetic, so their edges are
 ``origin + c * size`` exactly.
@@ -33,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from quarry.errors import ReorgError
 from quarry.expr.keys import key_kind
-from quarry.records import record
+from quarry.records import record, replace
 
 # NumPy is imported where it is used: a copy's manifest holds axes, and
 # reading one (to prove a copy fresh, or to plan a query) imports no NumPy.
@@ -190,6 +202,9 @@ class Axis:
     size: int | float
     count: int
     nan_bin: bool
+    decimal: bool = False
+    """Whether a float axis' edges are the size's decimal multiples (see the
+    module notes), else the formula's."""
 
     @property
     def kind(self) -> str:
@@ -225,7 +240,7 @@ class Axis:
         from quarry.expr.keys import KEY_DTYPES
 
         if self.kind == "f64":
-            return _float_edges(self)
+            return _decimal_edges(self) if self.decimal else _float_edges(self)
         keys = KEY_DTYPES[self.kind]
         # Exact integers, in wrapping 64-bit arithmetic: every edge lies in
         # [low, high], so the wrapped sum is the true one.
@@ -278,6 +293,8 @@ class Axis:
             return bins
         if self.kind == "f64":
             scaled = self._scaled(values)
+            if self.decimal_table() is not None:
+                scaled = self._to_decimal_bins(values, scaled)
             if self.nan_bin:
                 scaled[np.isnan(scaled)] = self.count
             return scaled.astype(dtype)
@@ -298,8 +315,40 @@ class Axis:
         np.clip(scaled, 0, self.count - 1, out=scaled)
         return scaled
 
+    def _to_decimal_bins(
+        self, values: npt.NDArray[Any], scaled: npt.NDArray[Any]
+    ) -> npt.NDArray[Any]:
+        """The formula's bins ``scaled`` (floats, NaN for NaN) moved by one
+        where a value lies across its bin's decimal edge."""
+        import numpy as np
+
+        table = self.decimal_table()
+        assert table is not None
+        at = np.where(np.isnan(scaled), self.count, scaled).astype(np.int64)
+        x = values.astype(np.float64)
+        with np.errstate(invalid="ignore"):  # NaN compares false: ends and NaN stay
+            moved = (x >= table[at + 1]).astype(np.int64) - (x < table[at])
+        return np.where(np.isnan(scaled), scaled, at + moved)
+
+    def decimal_table(self) -> npt.NDArray[np.float64] | None:
+        """The decimal edges as bins are corrected by them: ``count + 2``
+        float64 values, the inner edges between NaN at each end and one more
+        NaN for the NaN bin (every value compares false with NaN, so the
+        first and last bins, infinities included, and the NaN bin stay).
+        None where no bin needs it: the formula's edges, or decimal ones that
+        are the formula's (``10`` and its multiples).
+
+        Examples
+        --------
+        >>> Axis("/x", "<f8", 0.0, 0.35, 0.0, 0.1, 4, False, True).decimal_table().tolist()
+        [nan, 0.1, 0.2, 0.3, nan, nan]
+        >>> Axis("/x", "<f8", 0.0, 35.0, 0.0, 10.0, 4, False, True).decimal_table() is None
+        True
+        """
+        return _decimal_table(self) if self.decimal else None
+
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc = {
             "path": self.path,
             "dtype": self.dtype,
             "min": self.low,
@@ -309,6 +358,7 @@ class Axis:
             "bins": self.count,
             "nan_bin": self.nan_bin,
         }
+        return {**doc, "decimal": True} if self.decimal else doc
 
     @staticmethod
     def from_json(doc: dict[str, Any]) -> Axis:
@@ -325,6 +375,7 @@ class Axis:
             size,
             int(doc["bins"]),
             bool(doc["nan_bin"]),
+            doc.get("decimal") is True,
         )
 
 
@@ -355,6 +406,84 @@ def _float_edges(axis: Axis) -> npt.NDArray[Any]:
     edges = value(hi)
     edges.setflags(write=False)
     return edges
+
+
+@functools.lru_cache(maxsize=64)
+def _decimal_edges(axis: Axis) -> npt.NDArray[Any]:
+    """The least value of the axis' dtype at or above each decimal multiple
+    ``(k0 + c) * size``, c = 1 .. count-1 (see the module notes)."""
+    import numpy as np
+
+    wanted = decimal_multiples(round(axis.origin / axis.size), axis.count, axis.size)
+    assert wanted is not None, "make_axis gives decimal edges only where they are known"
+    edges = wanted.astype(axis.float_dtype)  # nearest; moved up where that lies below
+    below = edges.astype(np.float64) < wanted
+    edges[below] = np.nextafter(edges[below], axis.float_dtype.type(np.inf))
+    edges.setflags(write=False)
+    return edges
+
+
+@functools.lru_cache(maxsize=64)
+def _decimal_table(axis: Axis) -> npt.NDArray[np.float64] | None:
+    import numpy as np
+
+    edges = axis.edges()
+    wanted = np.arange(1, axis.count)
+    below = np.nextafter(edges, axis.float_dtype.type(-np.inf))
+    with np.errstate(all="ignore"):
+        if np.all(axis._scaled(edges) >= wanted) and np.all(axis._scaled(below) < wanted):
+            return None  # each edge is the formula's already: nothing to move
+    nan = np.array([np.nan])
+    table = np.concatenate([nan, axis.edges().astype(np.float64), nan, nan])
+    table.setflags(write=False)
+    return table
+
+
+def decimal_multiples(first: int, count: int, size: float) -> npt.NDArray[np.float64] | None:
+    """The float64 nearest each decimal ``(first + c) * size``, c = 1 ..
+    count-1, ``size`` read as Python writes it (``0.1``, not the float's
+    exact binary value); None where one rounding cannot give them exactly
+    (more than 2^53 in the integers, or a power of ten beyond 10^22).
+
+    Examples
+    --------
+    >>> decimal_multiples(0, 8, 0.1).tolist()
+    [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]
+    >>> (3 * 0.1, 7 * 0.1)
+    (0.30000000000000004, 0.7000000000000001)
+    >>> decimal_multiples(-3, 3, 2.5e3).tolist()
+    [-5000.0, -2500.0]
+    """
+    import decimal
+
+    import numpy as np
+
+    sign, digits, exponent = decimal.Decimal(repr(float(size))).as_tuple()
+    if sign or not isinstance(exponent, int) or abs(exponent) > 22:
+        return None
+    unit = int("".join(map(str, digits)))
+    reach = max(abs(first + 1), abs(first + count)) * unit
+    if reach >= 2**53:
+        return None
+    whole = (np.arange(first + 1, first + count, dtype=np.int64) * unit).astype(np.float64)
+    # Exact integers and an exact power of ten: one correctly rounded operation.
+    return whole / 10.0**-exponent if exponent < 0 else whole * 10.0**exponent
+
+
+def _decimal_edges_fit(axis: Axis) -> bool:
+    """Whether the decimal edges of ``axis`` rise strictly and each lies within
+    one bin of the formula's, so a value's bin is the formula's moved by at
+    most one (see the module notes)."""
+    import numpy as np
+
+    edges = _decimal_edges(axis)
+    if len(edges) > 1 and not bool(np.all(edges[1:] > edges[:-1])):
+        return False
+    wanted = np.arange(1, axis.count)
+    below = np.nextafter(edges, axis.float_dtype.type(-np.inf))
+    with np.errstate(all="ignore"):
+        at, under = axis._scaled(edges), axis._scaled(below)
+    return bool(np.all(at >= wanted - 1) and np.all(at <= wanted + 1) and np.all(under <= wanted))
 
 
 def make_axis(
@@ -422,7 +551,14 @@ def make_axis(
             "give a larger --bin-size or fewer --bins"
         )
     nan_bin = extent.has_nan and kind == "f64"
-    return Axis(path, dtype.str, low, high, origin, step, count, nan_bin)
+    axis = Axis(path, dtype.str, low, high, origin, step, count, nan_bin)
+    if size is not None and kind == "f64" and count > 1:
+        first = round(origin / float(step))
+        if decimal_multiples(first, count, float(step)) is not None:
+            decimal = replace(axis, decimal=True)
+            if _decimal_edges_fit(decimal):
+                return decimal
+    return axis
 
 
 @record

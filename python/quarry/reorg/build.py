@@ -76,6 +76,9 @@ Reader = Callable[[str, int, int], Any]
 #: Rows per part: the unit of parallel work and of the offset tables, and
 #: what one worker holds of each variable at a time.
 DEFAULT_PART_ROWS = 1 << 22
+#: A float column's axis as the core bins it (:func:`quarry._core.add_bins`):
+#: origin, size, count, stride, and its decimal edges (None: the formula's).
+CoreAxis = tuple[float, float, int, int, "npt.NDArray[np.float64] | None"]
 
 
 @record
@@ -410,9 +413,7 @@ def _cluster(
 
 def core_binning(
     columns: list[npt.NDArray[Any]], axes: list[Axis]
-) -> tuple[
-    list[npt.NDArray[Any]], list[tuple[float, float, int, int]], npt.NDArray[np.uint64] | None
-]:
+) -> tuple[list[npt.NDArray[Any]], list[CoreAxis], npt.NDArray[np.uint64] | None]:
     """How the MDBin numbers of ``columns`` are made: the native float32
     and float64 columns with their ``(origin, size, count, stride)``, binned
     by the core (:func:`quarry._core.add_bins`, the arithmetic of
@@ -427,7 +428,7 @@ def core_binning(
     >>> values = [np.array([0.0, 0.7, np.nan], "f4"), np.array([9, 0, 5], ">i2")]
     >>> floats, float_axes, keys = core_binning(values, [x, n])
     >>> float_axes, keys.tolist()
-    ([(0.0, 0.5, 2, 2)], [1, 0, 1])
+    ([(0.0, 0.5, 2, 2, None)], [1, 0, 1])
     """
     strides = mdbin_strides(axes)
     keys: npt.NDArray[np.uint64] | None = None
@@ -435,7 +436,8 @@ def core_binning(
     for values, axis, stride in zip(columns, axes, strides, strict=True):
         if axis.kind == "f64" and values.dtype in (np.float32, np.float64):
             floats.append(values)
-            float_axes.append((float(axis.origin), float(axis.size), axis.count, stride))
+            table = axis.decimal_table()
+            float_axes.append((float(axis.origin), float(axis.size), axis.count, stride, table))
         else:
             if keys is None:
                 keys = np.zeros(len(values), np.uint64)
