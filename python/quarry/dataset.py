@@ -19,13 +19,13 @@ from quarry.errors import (
     StaleIndexError,
     UsageError,
 )
-from quarry.expr.names import resolve
+from quarry.expr.names import name_list, resolve
 from quarry.expr.parser import parse_variable
 from quarry.formats import BACKENDS, backend_for
 from quarry.formats.base import Driver, VariableInfo
 from quarry.formats.listing import ListedDriver, Listing
 from quarry.index import IndexStore
-from quarry.index.locate import find_index, rebuild_command
+from quarry.index.locate import find_index, index_dirs, rebuild_command
 from quarry.pool import on_own_threads
 from quarry.query import Executor, Selection, Table
 from quarry.query.planner import Planner
@@ -106,31 +106,6 @@ def _units(attrs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def name_list(names: Sequence[str]) -> list[str]:
-    """Variable names given to the Python API as a list (or tuple) of
-    strings; one string is refused, since iterating it would name each of
-    its letters.
-
-    Examples
-    --------
-    >>> name_list(("energy", "x"))
-    ['energy', 'x']
-    >>> name_list("energy,x")
-    Traceback (most recent call last):
-    quarry.errors.UsageError: give the variables as a list of names, e.g. ['energy', 'x'], \
-not the string 'energy,x'
-    """
-    if isinstance(names, str):
-        raise UsageError(
-            f"give the variables as a list of names, e.g. ['energy', 'x'], not the string {names!r}"
-        )
-    listed = list(names)
-    wrong = [n for n in listed if not isinstance(n, str)]
-    if wrong:
-        raise UsageError(f"variable names are strings, not {wrong[0]!r}")
-    return listed
-
-
 class Dataset:
     """One data file, opened read-only, with its index if it has one."""
 
@@ -146,8 +121,9 @@ class Dataset:
         # read-only), else found beside the file or in QUARRY_INDEX_PATH.
         self._index_given = index_path is not None
         self.index_path = find_index(path, index_path)
-        # Raw-binary descriptions may also be kept beside the index.
-        self._sidecars = (os.path.dirname(os.path.abspath(self.index_path)),)
+        # Raw-binary descriptions may also be kept beside the index, or in
+        # QUARRY_INDEX_PATH before any index is built there.
+        self._sidecars = (os.path.dirname(os.path.abspath(self.index_path)), *index_dirs())
         self._store: IndexStore | None = None
         self._file_driver, self._backend = self._open_file()
         self.driver: Driver = self._file_driver
@@ -600,6 +576,9 @@ class Dataset:
         ...     sel.count(), sel.values("x").tolist()
         (3, [1.0, nan, 3.0])
         """
+        names = name_list(names)
+        if not names:
+            raise UsageError("select_all: give at least one variable, e.g. ['x', 'y', 'z']")
         store = self._open_store()
         planner = self._planning(store)
         table = planner.table([self.variable(n, path) for n in names])

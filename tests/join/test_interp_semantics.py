@@ -254,10 +254,10 @@ def test_fields_on_one_grid_or_several_in_one_join_are_each_their_own(tmp_path, 
         if copy:
             ds.reorganize(["x", "y", "z"], bins=3)
         alone = {
-            name: ds.select_all(["x"]).interpolate({name: text}, "xyz", grid=GRID)[name]
+            name: ds.select_all(["x"]).interpolate({name: text}, list("xyz"), grid=GRID)[name]
             for name, text in texts.items()
         }
-        together = ds.select_all(["x"]).interpolate(texts, "xyz", grid=GRID)
+        together = ds.select_all(["x"]).interpolate(texts, list("xyz"), grid=GRID)
     for name, values in kept.items():
         assert np.array_equal(together[name], alone[name], equal_nan=True), name
         # A subarray keeps the whole variable's coordinates along its axes: ex's axis 0

@@ -86,7 +86,12 @@ def test_each_step_is_joined_with_its_own_field_and_the_common_one(series, own):
             {"bx": str(folder / own), "b": shared}, ["x", "y"], grid=GRID, values=["energy"]
         )
     step, rows, energy, expected_own, expected_shared = _expected(steps, fields, common)
-    assert list(table.columns) == ["quarry_step", "quarry_row", "energy", "bx", "b"]
+    lead = ["quarry_step"]
+    if source.endswith("*.h5"):  # several files: each row says which
+        lead = ["quarry_file", *lead]
+        files = [str(folder / f"run_{10 * k + 1}.h5") for k in step.tolist()]
+        assert table["quarry_file"].tolist() == files
+    assert list(table.columns) == [*lead, "quarry_row", "energy", "bx", "b"]
     assert table["quarry_step"].tolist() == step.tolist()
     assert table["quarry_row"].tolist() == rows.tolist()
     assert table["energy"].tolist() == energy.tolist()

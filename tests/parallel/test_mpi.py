@@ -257,12 +257,26 @@ def test_a_mistake_under_mpiexec_is_reported_once_with_the_serial_code(data, arg
         ["hist", "{d}/run_0.h5", "a", "--where", "b > 0", "--json"],
         ["plot", "{d}/run_0.h5", "a", "d", "--where", "b > 0", "--png", "{out}/plot.png"],
         ["track", "{d}/run_0.h5", "a > 0.5", "--at-step", "0", "--id-var", "b", "--json"],
+        [
+            "interp",
+            "{d}/run_0.h5",
+            "--field",
+            "f={d}/run_1.h5:a",
+            "--at",
+            "a",
+            "--out",
+            "{out}/t.h5",
+        ],
+        ["verify", "{d}/run_0.h5"],
+        ["register", "{d}/run_0.h5", "--dtype", "<f4", "--shape", "4"],
+        ["serve", "{d}", "--port", "0"],
     ],
     ids=lambda argv: argv[0],
 )
 def test_commands_that_run_in_one_process_say_so(data, tmp_path, argv):
-    """The README: hist, plot, track and info "run in one process and say so
-    under mpiexec": rank 0 alone says it, on one line, and every rank exits 1."""
+    """The README: only index, query and reorg share work over ranks; the others
+    "run in one process and say so under mpiexec, writing nothing": rank 0 alone
+    says it, on one line, and every rank exits 1."""
     directory, _ = data
     argv = [a.format(d=directory, out=tmp_path) for a in argv]
     done = mpirun(2, os.path.join(BIN, "quarry"), *argv, expect=1)

@@ -27,15 +27,27 @@ def count(text: str) -> int:
 
 
 def names(text: str | None) -> list[str]:
-    """A comma-separated list of variables (``--vars``, ``--values``) as names;
-    empty for no option.
+    """A comma-separated list of variables (``--vars``, ``--values``, ``--at``)
+    as names; empty for no option. Commas inside subscripts stay with their
+    name (``pos[:, 0]``).
 
     Examples
     --------
     >>> names("x, y,,energy"), names(None)
     (['x', 'y', 'energy'], [])
+    >>> names("pos[:, 0],pos[:, 1], e")
+    ['pos[:, 0]', 'pos[:, 1]', 'e']
     """
-    return [n.strip() for n in text.split(",") if n.strip()] if text else []
+    if not text:
+        return []
+    out, depth, start = [], 0, 0
+    for at, char in enumerate(text):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth <= 0:
+            out.append(text[start:at])
+            start = at + 1
+    out.append(text[start:])
+    return [n.strip() for n in out if n.strip()]
 
 
 def many(files: list[str]) -> bool:

@@ -87,10 +87,37 @@ def csv_lines(columns: Mapping[str, np.ndarray], lead: str | None = None) -> Ite
     >>> import numpy as np
     >>> list(csv_lines({"id": np.array([1, 2]), "x": np.array([0.1, 2.0])}, "a.h5,3"))
     ['a.h5,3,1,0.1', 'a.h5,3,2,2.0']
+    >>> list(csv_lines({"quarry_file": np.array(["a,b.h5"])}))
+    ['"a,b.h5"']
     """
     for row in zip(*(c.tolist() for c in columns.values()), strict=True):
-        cells = [repr(x) if isinstance(x, float) else str(x) for x in row]
+        cells = [repr(x) if isinstance(x, float) else csv_cell(str(x)) for x in row]
         yield ",".join(cells if lead is None else [lead, *cells])
+
+
+def csv_header(names: Iterable[str]) -> str:
+    """A CSV header line of column ``names``, each a cell (:func:`csv_cell`).
+
+    Examples
+    --------
+    >>> csv_header(["quarry_row", "b,x"])
+    'quarry_row,"b,x"'
+    """
+    return ",".join(csv_cell(name) for name in names)
+
+
+def csv_cell(text: str) -> str:
+    """``text`` as one CSV cell: quoted, its quotes doubled, where it holds a
+    comma, a quote or a line break (as the csv module writes it).
+
+    Examples
+    --------
+    >>> csv_cell("x"), csv_cell("b,x"), csv_cell('a"b')
+    ('x', '"b,x"', '"a""b"')
+    """
+    if any(c in text for c in ',"\r\n'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
 
 
 def resolved_paths(sel: SeriesSelection) -> dict[str, list[str]]:

@@ -43,6 +43,7 @@ from quarry.errors import (
     QuarryError,
     UnknownPathError,
     UnknownVariableError,
+    UsageError,
 )
 from quarry.formats.base import VariableInfo
 
@@ -439,3 +440,28 @@ def differing_in_case(name: str, pool: Sequence[str]) -> list[str]:
     """
     folded = name.casefold()
     return list(dict.fromkeys(p for p in pool if p.casefold() == folded and p != name))
+
+
+def name_list(names: Sequence[str]) -> list[str]:
+    """Variable names given to the Python API as a list (or tuple) of
+    strings; one string is refused, since iterating it would name each of
+    its letters.
+
+    Examples
+    --------
+    >>> name_list(("energy", "x"))
+    ['energy', 'x']
+    >>> name_list("energy,x")
+    Traceback (most recent call last):
+    quarry.errors.UsageError: give the variables as a list of names, e.g. ['energy', 'x'], \
+not the string 'energy,x'
+    """
+    if isinstance(names, str):
+        raise UsageError(
+            f"give the variables as a list of names, e.g. ['energy', 'x'], not the string {names!r}"
+        )
+    listed = list(names)
+    wrong = [n for n in listed if not isinstance(n, str)]
+    if wrong:
+        raise UsageError(f"variable names are strings, not {wrong[0]!r}")
+    return listed

@@ -10,9 +10,11 @@ axis. The first of these rules that gives every kept axis one wins:
 2. **HDF5 dimension scales** attached to the axis (h5py's
    ``dset.dims[k].attach_scale``): the first scale attached.
 3. **A ``coordinates`` attribute** on the field naming one variable per
-   stored axis, axis 0 first (text separated by spaces, or a list), each
-   relative to the field's group or absolute: any format with attributes
-   (HDF5, NetCDF, Zarr, ADIOS2).
+   stored axis (text separated by spaces, or a list), each relative to the
+   field's group or absolute: any format with attributes (HDF5, NetCDF,
+   Zarr, ADIOS2). Where the format names dimensions, each named variable
+   goes to the axis of its own dimension, as CF lists them in no order
+   (``lon lat`` on ``t(lat, lon)``); else they are axis 0 first.
 4. **Beside the field, named like the positions**: with ``--at x,y,z``, 1-D
    variables ``x``, ``y``, ``z`` in the field's group, the ``k``-th paired
    with the ``k``-th kept axis (any format, ADIOS2 included).
@@ -71,7 +73,10 @@ def coordinate_variables(
     if scales is not None:
         rules.append(lambda k: fits(k, scales[k]))
     named = _named_in_attribute(info)
-    if named is not None and len(named) == len(info.shape):
+    if named is not None and info.dims:
+        paired = _paired_by_dimension(named, info.dims, group, listed)
+        rules.append(lambda k: fits(k, paired.get(k)))
+    elif named is not None and len(named) == len(info.shape):
         rules.append(lambda k: fits(k, _absolute(named[k], group)))
     if len(at) == len(kept):
         by_axis = dict(zip(kept, at, strict=True))
@@ -97,6 +102,30 @@ def _nearest(
 
 def _absolute(name: str, group: str) -> str:
     return name if name.startswith("/") else f"{group}/{name}"
+
+
+def _paired_by_dimension(
+    named: Sequence[str], dims: Sequence[str], group: str, listed: dict[str, VariableInfo]
+) -> dict[int, str]:
+    """Per axis of a field of dimensions ``dims``, the first variable of
+    ``named`` (a ``coordinates`` attribute's, relative to ``group``) that is
+    1-D along that axis's dimension; names of other variables (2-D or scalar
+    coordinates, CF lists them too) are passed over.
+
+    Examples
+    --------
+    >>> from quarry.formats.base import VariableInfo
+    >>> lat = VariableInfo("/lat", (3,), "<f8", dims=("y",))
+    >>> lon = VariableInfo("/lon", (4,), "<f8", dims=("x",))
+    >>> _paired_by_dimension(["lon", "lat", "time"], ("y", "x"), "", {"/lat": lat, "/lon": lon})
+    {1: '/lon', 0: '/lat'}
+    """
+    paired: dict[int, str] = {}
+    for name in named:
+        var = listed.get(_absolute(name, group))
+        if var is not None and var.dims and var.dims[0] in dims:
+            paired.setdefault(list(dims).index(var.dims[0]), var.path)
+    return paired
 
 
 def _named_in_attribute(info: VariableInfo) -> list[str] | None:

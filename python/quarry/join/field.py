@@ -25,17 +25,26 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import threading
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from quarry.errors import JoinArgumentError, JoinError, SourceError
+from quarry.errors import (
+    AmbiguousNameError,
+    JoinArgumentError,
+    JoinError,
+    QuerySyntaxError,
+    SourceError,
+    caret_line,
+)
 from quarry.expr.names import resolve
 from quarry.expr.parser import parse_variable
 from quarry.formats import open_source
 from quarry.formats.base import reads_concurrently
 from quarry.formats.subarray import Subarray, Subscript
+from quarry.index.locate import index_dirs
 from quarry.join.coords import coordinate_variables
 from quarry.join.grid import Axis, GridSpec
 from quarry.records import record
@@ -74,7 +83,7 @@ class FieldSource:
             opening = text.rfind("[")
             if opening > 0:
                 head = text[:opening]
-                subscripts = parse_variable("v" + text[opening:]).index
+                subscripts = _subscripts(text, opening)
         if os.path.exists(head):
             return FieldSource(head, None, subscripts)
         file, colon, variable = head.rpartition(":")
@@ -98,6 +107,16 @@ class FieldSource:
 
             sub = "[" + ", ".join(one(s) for s in self.subscripts) + "]"
         return self.file + (f":{self.variable}" if self.variable else "") + sub
+
+
+def _subscripts(text: str, opening: int) -> tuple[Subscript, ...] | None:
+    """The subscripts written from ``text[opening]`` (a ``[``) on; a
+    :class:`JoinArgumentError` with a caret under the bad spot of ``text``."""
+    try:
+        return parse_variable("v" + text[opening:]).index
+    except QuerySyntaxError as exc:
+        shown, caret = caret_line(text, opening + exc.position - 1)
+        raise JoinArgumentError(f"field {text}: {exc.message}\n  {shown}\n  {caret}^") from None
 
 
 class Field:
@@ -147,7 +166,8 @@ class Field:
         coordinates from ``grid`` when given, else from its file (``at``:
         the particles' position variables, which may name them)."""
         source = FieldSource.parse(text)
-        driver = open_source(source.file)
+        # A raw field's description: beside it, or in QUARRY_INDEX_PATH (read-only data).
+        driver = open_source(source.file, tuple(index_dirs()))
         try:
             info = _variable(name, source, driver)
             subarray = Subarray.of(info.shape, source.subscripts or ())
@@ -246,6 +266,27 @@ _FORMAT_LOCKS: dict[type, threading.Lock] = {}
 _FORMAT_LOCKS_LOCK = threading.Lock()
 
 
+def _step_template(paths: Sequence[str]) -> str | None:
+    """``paths`` as one path with ``{step}`` where they differ, when that is
+    a number ending one group's name (``Step#0``, ``Step#1``); else None.
+
+    Examples
+    --------
+    >>> _step_template(["/Step#0/bx", "/Step#1/bx"]), _step_template(["/a/bx", "/b/bx"])
+    ('/Step#{step}/bx', None)
+    """
+    split = [p.split("/") for p in paths]
+    if len({len(parts) for parts in split}) != 1:
+        return None
+    differ = [k for k, names in enumerate(zip(*split, strict=True)) if len(set(names)) > 1]
+    steps = [re.fullmatch(r"(.*?)(\d+)", parts[differ[0]]) for parts in split] if differ else []
+    if len(differ) != 1 or not all(steps) or len({m.group(1) for m in steps if m}) != 1:
+        return None
+    parts = list(split[0])
+    parts[differ[0]] = steps[0].group(1) + "{step}" if steps[0] else parts[differ[0]]
+    return "/".join(parts)
+
+
 def _format_lock(driver: Driver) -> threading.Lock:
     """The lock every read through a driver of ``driver``'s class takes."""
     with _FORMAT_LOCKS_LOCK:
@@ -255,12 +296,22 @@ def _format_lock(driver: Driver) -> threading.Lock:
 def _variable(name: str, source: FieldSource, driver: Driver) -> VariableInfo:
     """The variable a field names; refused if it cannot be read as numbers."""
     listed = driver.variables()
-    if source.variable is not None:
-        info = resolve(source.variable, listed, source.file)
-    elif len(listed) == 1:
-        info = listed[0]
-    else:
-        info = resolve(name, listed, source.file)
+    wanted = source.variable if source.variable is not None else name
+    try:
+        info = (
+            listed[0]
+            if source.variable is None and len(listed) == 1
+            else resolve(wanted, listed, source.file)
+        )
+    except AmbiguousNameError as exc:
+        # The particles' --path and --per-step do not reach into a field's file.
+        picks = " or ".join(f"{name}={source.file}:{path}" for path in exc.candidates[:2])
+        per_step = _step_template(exc.candidates)
+        each = f", or each step's own with {name}={source.file}:{per_step}" if per_step else ""
+        raise JoinArgumentError(
+            f"field {name}: {wanted!r} matches {len(exc.candidates)} variables of "
+            f"{source.file} in separate groups; name one with --field {picks}{each}"
+        ) from None
     if info.problem is not None:
         raise JoinError(f"cannot interpolate {info.path} in {source.file}: {info.problem}")
     return info

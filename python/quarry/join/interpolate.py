@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from quarry.errors import JoinArgumentError
+from quarry.expr.names import name_list
 from quarry.join.field import Field
 from quarry.join.grid import GridSpec, parse_grid
 from quarry.join.groups import corner_sum, group_keys, interpolate_grouped, readable_by_rows
@@ -144,7 +145,7 @@ def interpolate(
     :meth:`quarry.Selection.interpolate`. ``clusters``: the bins of each
     position variable in the particles' reorganised copy, by which the
     fields are read (:mod:`quarry.join.groups`); None: a box per field."""
-    at = list(at)
+    at = name_list(at)
     if not 1 <= len(at) <= 3:
         raise JoinArgumentError(
             f"give 1 to 3 position variables (--at x,y,z), got {len(at)}: {', '.join(at)}"
@@ -161,14 +162,15 @@ def interpolate(
         raise JoinArgumentError(f"outside={outside!r}: use nan or clamp")
     if not fields:
         raise JoinArgumentError("give at least one field, e.g. --field bx=field/bx.bin")
-    chosen = list(dict.fromkeys(values))
+    chosen = list(dict.fromkeys(name_list(values)))
     base = selection.output_table(chosen, indices=False)
     names = [n for n in base.columns if n not in base.own]
     for name in fields:
-        if not name or "/" in name or name in names:
+        # A group of a column (`g` beside `g/x`) cannot also be a column in HDF5 and NetCDF.
+        if not name or "/" in name or any(n == name or n.startswith(f"{name}/") for n in names):
             raise JoinArgumentError(
                 f"field name {name!r}: a field's name must be a plain name, other than the "
-                "--values columns"
+                "--values columns and their groups"
             )
     spec = parse_grid(grid) if isinstance(grid, str) else grid
     opened: list[Field] = []

@@ -22,7 +22,7 @@ import numpy as np
 from quarry.errors import JoinArgumentError
 from quarry.formats.sources import natural_key
 from quarry.join.interpolate import Interpolated
-from quarry.outputs.columns import STEP, OutputTable, own_name
+from quarry.outputs.columns import FILE, STEP, OutputTable, own_name
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -73,9 +73,12 @@ def member_fields(fields: Mapping[str, str], steps: Sequence[int]) -> list[dict[
     return per_member
 
 
-def concatenate(tables: Sequence[Interpolated], steps: Sequence[int]) -> Interpolated:
-    """The members' tables end to end, each row led by its member's step in
-    ``quarry_step`` (named as every series output names it: with ``_``
+def concatenate(
+    tables: Sequence[Interpolated], steps: Sequence[int], files: Sequence[str]
+) -> Interpolated:
+    """The members' tables end to end, each row led by its member's file in
+    ``quarry_file`` where the members span several files, then by its step
+    in ``quarry_step`` (named as every series output names them: with ``_``
     added beside a variable of that name); bytes read summed per field, and
     a field's ``read_by`` the members' (``box,mdbin`` where they differ).
 
@@ -83,20 +86,26 @@ def concatenate(tables: Sequence[Interpolated], steps: Sequence[int]) -> Interpo
     --------
     >>> one = Interpolated(OutputTable({"quarry_row": np.array([3]), "bx": np.array([0.5])},
     ...                                own=("quarry_row",)), ("bx",), {"bx": 8}, {"bx": "box"})
-    >>> both = concatenate([one, one], [0, 7])
+    >>> both = concatenate([one, one], [0, 7], ["a.h5", "a.h5"])
     >>> {k: v.tolist() for k, v in both.columns.items()}, both.bytes_read
     ({'quarry_step': [0, 7], 'quarry_row': [3, 3], 'bx': [0.5, 0.5]}, {'bx': 16})
+    >>> concatenate([one, one], [0, 0], ["a.h5", "b.h5"]).columns["quarry_file"].tolist()
+    ['a.h5', 'b.h5']
     """
     first = tables[0].output
-    step = own_name(STEP, list(first.columns))
+    taken = list(first.columns)
     counts = [len(t) for t in tables]
-    columns: dict[str, npt.NDArray[np.generic]] = {
-        step: np.repeat(np.asarray(steps, np.int64), counts)
-    }
+    columns: dict[str, npt.NDArray[np.generic]] = {}
+    if len(set(files)) > 1:
+        # Steps repeat across files (each has its Step#0): the file tells them apart.
+        columns[own_name(FILE, taken)] = np.repeat(np.asarray(files, np.str_), counts)
+    step = own_name(STEP, taken)
+    columns[step] = np.repeat(np.asarray(steps, np.int64), counts)
     for name in first.columns:
         columns[name] = np.concatenate([t.columns[name] for t in tables])
     fields = tables[0].fields
     read = {f: sum(t.bytes_read[f] for t in tables) for f in fields}
     by = {f: ",".join(sorted({t.read_by.get(f, "box") for t in tables})) for f in fields}
-    output = OutputTable(columns, first.attrs, first.dim, first.row, (step, *first.own))
+    leading = tuple(name for name in columns if name not in first.columns)
+    output = OutputTable(columns, first.attrs, first.dim, first.row, (*leading, *first.own))
     return Interpolated(output, fields, read, by)

@@ -189,10 +189,16 @@ def _h5(path: str, table: OutputTable, attrs: dict[str, Any]) -> None:
 
 
 def _h5_columns(group: Any, table: OutputTable) -> None:
+    import h5py
     import numpy as np
 
     for name, values in table.columns.items():
-        dataset = group.create_dataset(name, data=values)
+        if values.dtype.kind == "U":  # text (quarry_file): HDF5's variable-length UTF-8
+            dataset = group.create_dataset(
+                name, data=values.astype(object), dtype=h5py.string_dtype()
+            )
+        else:
+            dataset = group.create_dataset(name, data=values)
         for key, value in table.attrs.get(name, {}).items():
             if key in ("_FillValue", "missing_value"):
                 value = np.asarray(value, dtype=values.dtype)
@@ -222,10 +228,12 @@ def _nc_columns(group: Any, table: OutputTable) -> None:
         attrs = dict(table.attrs.get(name, {}))
         fill = attrs.pop("_FillValue", None)
         stored = values.astype("u1") if values.dtype.kind == "b" else values
+        if stored.dtype.kind == "U":  # text (quarry_file): NetCDF-4's variable-length string
+            stored = stored.astype(object)
         # The bare type code: an explicit '<' makes netCDF4 warn about byte order.
         var = where.createVariable(
             leaf,
-            stored.dtype.str[1:],
+            str if stored.dtype.kind == "O" else stored.dtype.str[1:],
             (table.dim,),
             fill_value=False if fill is None else np.asarray(fill, dtype=stored.dtype),
         )
@@ -269,10 +277,19 @@ def _csv(path: str, table: OutputTable, attrs: dict[str, Any]) -> None:
 
     import numpy as np
 
-    formats = ["%d" if v.dtype.kind in "iub" else "%.17g" for v in table.columns.values()]
+    kinds = {"i": "%d", "u": "%d", "b": "%d", "U": "%s"}
+    formats = [kinds.get(v.dtype.kind, "%.17g") for v in table.columns.values()]
     with open(path, "w", newline="") as f:
-        csv.writer(f, lineterminator="\n").writerow(table.columns)
-        if len(table):
+        rows = csv.writer(f, lineterminator="\n")
+        rows.writerow(table.columns)
+        if any(v.dtype.kind == "U" for v in table.columns.values()):
+            # Text (a file's path) may hold a comma: the csv module quotes it.
+            cells = [
+                [form % x for x in v.tolist()]
+                for form, v in zip(formats, table.columns.values(), strict=True)
+            ]
+            rows.writerows(zip(*cells, strict=True))
+        elif len(table):
             np.savetxt(f, _records(table), delimiter=",", fmt=formats)
 
 

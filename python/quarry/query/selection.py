@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from quarry import _core
 from quarry.errors import QuarryError, ShapeMismatchError
+from quarry.expr.names import name_list
 from quarry.pool import jobs, on_own_threads
 from quarry.query.execute import Executor, Table
 from quarry.query.stats import Access, QueryStats
@@ -479,6 +480,7 @@ class Selection:
         from quarry.join import interpolate
         from quarry.join.series import member_fields
 
+        at = name_list(at)
         # A series' member gets its fields filled in already: filling them
         # again leaves them as they are.
         return interpolate(

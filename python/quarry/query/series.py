@@ -346,7 +346,8 @@ class SeriesSelection:
         """Mesh fields interpolated at every member's hits, as
         :meth:`quarry.Selection.interpolate` does for one, in one table led
         by ``quarry_step``: each member's step (its position in the series
-        for a file without steps), then its rows in ascending order. A field
+        for a file without steps), then its rows in ascending order; over
+        several files ``quarry_file``, the member's file, comes first. A field
         is one for all members or one per member: ``{step}`` in its text is
         the member's step (``"bx_{step}.bin"``), a ``*`` in its file name
         takes the matching files in natural order, one per member (see
@@ -385,7 +386,7 @@ class SeriesSelection:
                 raise  # the arguments are wrong for every member alike
             except QuarryError as exc:
                 raise SeriesMemberError(m.file, m.step, exc) from exc
-        return concatenate(tables, steps)
+        return concatenate(tables, steps, [m.file for m in self.members])
 
     def histogram(
         self,

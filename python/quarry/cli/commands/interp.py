@@ -1,7 +1,8 @@
 """``quarry interp FILE... --field NAME=SPEC... --at x,y,z``: mesh fields
 interpolated at the positions of the selected particles (the SCJoin of
 SDS-MD; see :mod:`quarry.join`), in one file or over a series (several
-files, or a file's step groups: the table then leads with ``quarry_step``).
+files, or a file's step groups: the table then leads with ``quarry_step``,
+and over several files with ``quarry_file`` before it).
 
     quarry interp particles.h5 --field bx=field/bx.bin --field by=field/by.bin --at x,y,z
         [--grid "origin=0,0,0 spacing=2.6,2.6,1.04"] [--method trilinear]
@@ -117,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     fields = _fields(args.field)
     at = options.names(args.at)
+    if not at:
+        raise UsageError(f"--at {args.at!r} names no variable: give 1 to 3, e.g. --at x,y,z")
     values = options.names(args.values)
     files = args.files
     joins = dict(grid=args.grid, method=args.method, outside=args.outside, values=values)
@@ -142,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.out:
         print(f"{len(table)} particle(s) written to {args.out}")
     else:
-        print(",".join(table.columns))
+        print(render.csv_header(table.columns))
         for line in render.csv_lines(table.columns):
             print(line)
     return 0

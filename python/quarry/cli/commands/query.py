@@ -293,7 +293,7 @@ def _report_hits(
             hits["values"] = {n: sel.values(n).tolist() for n in names}
         else:
             columns = sel.columns(names, indices=False)
-            print(",".join(columns))
+            print(render.csv_header(columns))
             for line in render.csv_lines(columns):
                 print(line)
             return 0

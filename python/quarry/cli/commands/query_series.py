@@ -163,8 +163,8 @@ def _print_rows(
                 table.pop(ROW, None)
             tables.append(table)
     own = [*(tables[0] if tables else [ROW])]
-    print(",".join([own_name(FILE, own), own_name(STEP, own), *own]))
+    print(render.csv_header([own_name(FILE, own), own_name(STEP, own), *own]))
     for (member, _), table in zip(sel, tables, strict=True):
-        lead = f"{member.file},{'' if member.step is None else member.step}"
+        lead = f"{render.csv_cell(member.file)},{'' if member.step is None else member.step}"
         for line in render.csv_lines(table, lead):
             print(line)

@@ -71,7 +71,7 @@ def _rows(args: argparse.Namespace, sel: Any, path: str, start: float) -> int:
         from quarry.outputs.columns import ROW, own_name
 
         table = {own_name(ROW, names): ids, **columns}  # as the local command's columns
-        print(",".join(table))
+        print(render.csv_header(table))
         for line in render.csv_lines(table):
             print(line)
     else:
