@@ -17,6 +17,7 @@ from quarry.errors import (
     QuarryError,
     ReorgError,
     StaleIndexError,
+    UnknownVariableError,
     UsageError,
 )
 from quarry.expr.names import name_list, resolve
@@ -483,15 +484,46 @@ class Dataset:
         listed = self._file_driver.variables()
         tables: list[tuple[int | None, str | None, list[VariableInfo]]]
         try:
-            found = [resolve(n, listed, self.path, path) for n in variables]
-            step, group = step_named(listed, path) if path else (None, None)
-            tables = [(step, group, found)]
-        except AmbiguousNameError as exc:  # one table per step group
-            tables = [
-                (m.step, m.group, [resolve(n, listed, self.path, m.group) for n in variables])
-                for m in self._over_steps(path, exc).members
-            ]
+            try:
+                found = [resolve(n, listed, self.path, path) for n in variables]
+                step, group = step_named(listed, path) if path else (None, None)
+                tables = [(step, group, found)]
+            except AmbiguousNameError as exc:  # one table per step group
+                tables = [
+                    (m.step, m.group, [resolve(n, listed, self.path, m.group) for n in variables])
+                    for m in self._over_steps(path, exc).members
+                ]
+        except UnknownVariableError:
+            self._refuse_derived(variables, listed, path)
+            raise
         return [MemberPlan(f"m{k}", s, g, tuple(v)) for k, (s, g, v) in enumerate(tables)]
+
+    def _refuse_derived(
+        self, names: list[str], listed: list[VariableInfo], path: str | None
+    ) -> None:
+        """A :class:`ReorgError` for a name in ``names`` that is one of the
+        index's derived variables: a copy holds stored values (the file's
+        ``listed`` variables), and without this the name was not found."""
+        try:
+            every = self.variables()  # opens the index, which defines them
+        except OSError:
+            return  # an index that cannot be read defines none
+        if self._store is None:
+            return
+        derived = {d.name: d for d in self._store.derivations}
+        stored = {v.path for v in listed}
+        for name in names:
+            try:
+                found = resolve(name, every, self.path, path)
+            except QuarryError:
+                continue  # resolving among the stored variables says what is wrong
+            if found.path not in stored and found.name in derived:
+                d = derived[found.name]
+                raise ReorgError(
+                    f"{name} is derived by the index ({d.name} = {d.expr}), not stored in "
+                    f"{self.path}: a reorganised copy holds stored variables; reorganise "
+                    f"those {d.name} is computed from"
+                )
 
     # -- queries ---------------------------------------------------------
     @on_own_threads

@@ -83,12 +83,30 @@ def test_reorg_into_an_index_directory(steps, tmp_path):
         (["--vars", "x,y", "--bin-size", "1,-2"], 2, "bin sizes must be positive numbers"),
         (["--vars", "x", "--bin-size", "nan"], 2, "bin sizes must be positive numbers"),
         (["--vars", "x", "--bin-size", "1e-30"], 1, "more than 16777216 bins"),
+        (["--vars", "x", "--part-rows", "0"], 2, "--part-rows: expected 1 or more, got 0"),
+        (["--vars", "x", "--part-rows", "-1"], 2, "--part-rows: expected 0 or more, got -1"),
     ],
 )
 def test_reorg_errors_are_one_line(steps, args, code, message):
     """One line (argparse's own mistakes after its usage lines), no traceback."""
     proc = run("reorg", steps, *args, code=code)
     assert message in proc.stderr.strip().splitlines()[-1]
+
+
+def test_a_derived_variable_is_refused_for_what_it_is(tmp_path):
+    """``r`` is the index's (``--derive``): a copy holds stored values, and
+    the message said 'no variable r' while info and queries knew it."""
+    path = str(tmp_path / "a.h5")
+    rng = np.random.default_rng(1)
+    with h5py.File(path, "w") as f:
+        f["x"], f["y"] = rng.random(1000), rng.random(1000)
+    run("index", path, "--derive", "r=sqrt(x**2 + y**2)", "--quiet")
+    err = run("reorg", path, "--vars", "r,x", code=1).stderr
+    assert err.strip() == (
+        f"quarry: error: r is derived by the index (r = sqrt(x**2 + y**2)), not stored in "
+        f"{path}: a reorganised copy holds stored variables; reorganise those r is computed from"
+    )
+    run("reorg", path, "--vars", "x,y")
 
 
 def test_part_rows_cut_the_parts(steps):
@@ -112,3 +130,59 @@ def test_info_lists_the_copy_and_whether_it_is_fresh(steps):
         f["Step#0/x"][0] = 1.0
     assert json.loads(run("info", steps, "--json").stdout)["reorganised"]["state"] == "stale"
     assert "reorganised copy: " in run("info", steps).stdout
+
+
+#: ``quarry reorg`` stopped at a chosen point: there it prints "stopped" and
+#: waits on stdin, so the test signals it at that point, with no race.
+STOPPED_REORG = """
+import sys
+from quarry.cli.main import main
+from quarry.reorg import build, layout
+
+point, argv = sys.argv[1], sys.argv[2:]
+
+def stop_after(owner, name, calls):
+    original, made = getattr(owner, name), [0]
+    def wrapper(*args, **kwargs):
+        result = original(*args, **kwargs)
+        made[0] += 1
+        if made[0] == calls:
+            print("stopped", flush=True)
+            sys.stdin.readline()  # until signalled
+        return result
+    setattr(owner, name, wrapper)
+
+if point == "created":  # the copy's temporary made, its columns allocated
+    stop_after(layout.CopyWriter, "create", 1)
+else:  # the first part clustered and written
+    stop_after(build, "_cluster", 1)
+sys.exit(main(argv))
+"""
+
+
+@pytest.mark.parametrize("point", ["created", "part"])
+def test_sigterm_removes_the_copys_temporary_as_an_index_build_does(tmp_path, point):
+    """README: a SIGTERM'd build "removes its temporary file, prints `quarry:
+    terminated` and exits 143"; a reorganisation left its copy's temporary,
+    as large as the copy (a probe found 418 MB behind)."""
+    import signal
+
+    path = str(tmp_path / "run.h5")
+    rng = np.random.default_rng(2)
+    with h5py.File(path, "w") as f:
+        f["a"], f["b"] = rng.normal(size=50_003), rng.normal(size=50_003)
+    argv = ["reorg", path, "--vars", "a,b", "--part-rows", "4096", "--jobs", "1"]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STOPPED_REORG, point, *argv],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "stopped\n"
+    assert [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err.strip() == "quarry: terminated"
+    assert sorted(os.listdir(tmp_path)) == ["run.h5"]

@@ -110,10 +110,12 @@ def test_the_copy_is_taken_when_cheaper_and_explain_names_it(tmp_path):
     assert result["count"] == len(oracle_ids(query, cols))
     (plan,) = result["plan"]
     assert plan["access"] == "mdbin" and plan["mdbin_cost"] < plan["scan_cost"]
+    assert plan["index_cost"] is None  # no index was weighed: none is shown
     run = quarry_cli("query", path, query, "--explain")
     assert (
         "plan: 1.2 < /energy < 1.3 && 140.0 < /x < 150.0 && 65.0 < /y < 75.0: mdbin" in run.stderr
     )
+    assert "; no index; scan: cost" in run.stderr
     # Bounds between the index's bin edges leave it rows to check and whole
     # bins' row sets to make and intersect: still more than the copy reads.
     quarry_cli("index", path)
@@ -375,3 +377,28 @@ def test_a_stale_copy_of_steps_names_the_command_that_rebuilds_it(tmp_path):
     with quarry.open(path) as ds:
         assert len(ds.query("energy < 0.5 && x < 40").counts()) == 20
     assert {a.count for m in open_copy(path).manifest.members for a in m.axes} == {8}
+
+
+def test_variables_of_extreme_range_bin_without_numpy_warnings(tmp_path):
+    """float32 spanning +-3e38 and subnormal float64: their bins overflow to
+    infinities on the way, which the clip puts in the end bins. A query said
+    so with a NumPy RuntimeWarning and its source line, even under --quiet."""
+    import warnings
+
+    path = str(tmp_path / "a.h5")
+    rng = np.random.default_rng(0)
+    x = rng.random(200_000).astype(np.float32)
+    x[0], x[1] = -3e38, 3e38
+    t, y = rng.random(200_000) * 1e-310, rng.random(200_000)
+    with h5py.File(path, "w") as f:
+        f["x"], f["y"], f["t"] = x, y, t
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with quarry.open(path) as ds:
+            ds.reorganize(["x", "y", "t"], bins=4)
+            assert ds.query("x > 0.5 && y < 0.5").count() == int(((x > 0.5) & (y < 0.5)).sum())
+            assert ds.query("t > 5e-311 && y < 0.5").count() == int(
+                ((t > 5e-311) & (y < 0.5)).sum()
+            )
+            listed = ds.query("x > 0.5 && y < 0.5")
+            assert len(listed.ids()) == int(((x > 0.5) & (y < 0.5)).sum())

@@ -26,6 +26,23 @@ def count(text: str) -> int:
     return value
 
 
+def positive(text: str) -> int:
+    """An argparse type: a whole number, 1 or more.
+
+    Examples
+    --------
+    >>> positive("8")
+    8
+    >>> positive("0")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: expected 1 or more, got 0
+    """
+    value = count(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, got {value}")
+    return value
+
+
 def names(text: str | None) -> list[str]:
     """A comma-separated list of variables (``--vars``, ``--values``, ``--at``)
     as names; empty for no option. Commas inside subscripts stay with their

@@ -403,6 +403,17 @@ def _create(path: str) -> BinaryIO:
 _OWN: set[str] = set()
 
 
+def own_temporary(path: str, owned: bool = True) -> None:
+    """Note that this process is writing the temporary file ``path`` (or, with
+    ``owned=False``, that it published or removed it): what
+    :func:`remove_own_temporaries` removes. A reorganised copy's writer
+    notes its temporary here too (:mod:`quarry.reorg.layout`)."""
+    if owned:
+        _OWN.add(path)
+    else:
+        _OWN.discard(path)
+
+
 def remove_own_temporaries() -> None:
     """Remove the files this process's unfinished builds are writing (for a
     process about to end on a signal); a shard that a published manifest

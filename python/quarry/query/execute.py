@@ -456,7 +456,7 @@ class Executor:
         reading = 0 if copy.tables_read(k) else TABLES_COST + entries
         if Estimate(None, scan, scan, LOOKUP_COST + reading).choice != "mdbin":
             return None
-        index = 0
+        index, indexed = 0, False
         for leaf in leaves:
             iv = leaf.interval
             if iv.empty:  # no value of its dtype lies in it: nothing to look up
@@ -465,6 +465,7 @@ class Executor:
             if one is None:
                 index += SCAN_COST + n_rows
                 continue
+            indexed = True
             # The index counts one range from its bins' counts, but makes the
             # row set of each range of a box (or of one whose rows are
             # wanted): every row of its inside bins decoded.
@@ -477,7 +478,7 @@ class Executor:
         mdbin = (
             LOOKUP_COST + reading + runs.boundary_rows * len(box) + (runs.whole_rows if rows else 0)
         )
-        estimate = Estimate(runs.boundary_rows, index, scan, mdbin)
+        estimate = Estimate(runs.boundary_rows, index, scan, mdbin, indexed=indexed)
         if estimate.choice != "mdbin":
             return None
         self._note(

@@ -77,6 +77,9 @@ class Estimate:
     inside: int = 0
     """Rows in the index's bins wholly inside the ranges: what making their
     row set decodes (a count of one range reads their bins' counts instead)."""
+    indexed: bool = True
+    """Whether an index was weighed; where none holds the variables, ``index``
+    is a scan's cost and ``--explain`` shows no index."""
 
     @property
     def choice(self) -> str:
@@ -113,7 +116,7 @@ class Access:
         out: dict[str, object] = {"condition": self.condition, "access": self.path}
         if self.estimate is not None:
             out["candidates"] = self.estimate.candidates
-            out["index_cost"] = self.estimate.index
+            out["index_cost"] = self.estimate.index if self.estimate.indexed else None
             out["scan_cost"] = self.estimate.scan
             if self.estimate.mdbin is not None:
                 out["mdbin_cost"] = self.estimate.mdbin
@@ -124,9 +127,10 @@ class Access:
         why = ""
         e = self.estimate
         if e is not None and e.mdbin is not None:
+            index = f"index: cost {e.index:,}" if e.indexed else "no index"
             why = (
                 f" (mdbin: {e.candidates:,} boundary rows, cost {e.mdbin:,}; "
-                f"index: cost {e.index:,}; scan: cost {e.scan:,})"
+                f"{index}; scan: cost {e.scan:,})"
             )
         elif e is not None:
             checks = f"{e.candidates:,} candidate rows" if e.candidates is not None else "lookups"

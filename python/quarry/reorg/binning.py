@@ -309,8 +309,13 @@ class Axis:
         import numpy as np
 
         kind = self.float_dtype.type
-        scaled: npt.NDArray[Any] = np.subtract(values, kind(self.origin), dtype=self.float_dtype)
-        scaled /= kind(self.size)  # a division: multiples of the size land on edges
+        # Values far outside the bins overflow to an infinity, which the
+        # clip below puts in the end bins: as the core does, silently.
+        with np.errstate(over="ignore", invalid="ignore"):
+            scaled: npt.NDArray[Any] = np.subtract(
+                values, kind(self.origin), dtype=self.float_dtype
+            )
+            scaled /= kind(self.size)  # a division: multiples of the size land on edges
         np.floor(scaled, out=scaled)
         np.clip(scaled, 0, self.count - 1, out=scaled)
         return scaled

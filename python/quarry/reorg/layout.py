@@ -54,6 +54,7 @@ import numpy as np
 
 from quarry import _core
 from quarry.errors import CorruptCopyError, ReorgError
+from quarry.index.layout import own_temporary
 from quarry.records import field, record, replace
 from quarry.reorg.binning import Axis, mdbin_strides
 from quarry.reorg.manifest import (
@@ -144,6 +145,7 @@ class CopyWriter:
         # Locked before its first byte and until published: a later build's
         # clean-up (quarry.index.layout.remove_debris) leaves it alone.
         fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+        own_temporary(temporary)  # removed if a SIGTERM ends the process
         writer = cls(path, temporary, {}, fd, owner=True)
         with contextlib.suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -259,6 +261,7 @@ class CopyWriter:
             replaced = _hold(self.path)
             try:
                 os.replace(self.temporary, self.path)
+                own_temporary(self.temporary, owned=False)
             finally:
                 if replaced is not None:
                     close_in_background(replaced)
@@ -279,6 +282,7 @@ class CopyWriter:
         if self._owner:
             with contextlib.suppress(OSError):
                 os.unlink(self.temporary)
+            own_temporary(self.temporary, owned=False)
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1

@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.add_path(parser)
     parser.add_argument(
         "--part-rows",
-        type=options.count,
+        type=options.positive,
         metavar="R",
         help="rows per part, the unit of parallel work and of the offset tables (default 4194304)",
     )
