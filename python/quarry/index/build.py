@@ -43,11 +43,6 @@ MAX_WRITES_IN_FLIGHT = 2
 #: at the default 1024 bins, enough for equal-weight cut points.
 SAMPLE_SPANS = 64
 SAMPLE_SPAN_LEN = 1 << 10
-#: The fewest rows an equal-weight bin is cut for: a variable of fewer than
-#: 64 * bins rows gets one bin per 64 rows. A bin costs its entry and bitmap
-#: in every block (some 64 bytes), so 1024 bins over 2,000 rows made an index
-#: ten times the data, whose size then dominated opening and querying it.
-ROWS_PER_BIN = 64
 
 W = TypeVar("W")
 
@@ -74,10 +69,9 @@ def edges_of(
     variable's values when they are in memory already, gives the same sample
     without reading it again (64 small reads: most of a small step's build)."""
     sample = _sample(driver, var, whole).astype(KEY_DTYPES[key_kind(var.dtype)])
-    bins = min(opts.bins, max(1, -(-var.size // ROWS_PER_BIN)))
     # NumPy's vectorised sort first: the core's own sort then finds the
     # sample in order, and the edges cost 0.6 ms instead of 1.5 (65,536 values).
-    return _core.variable_edges(np.sort(sample), bins, opts.precision)
+    return _core.variable_edges(np.sort(sample), opts.bins, opts.precision)
 
 
 def block_count(var: VariableInfo, opts: BuildOptions) -> int:

@@ -14,8 +14,7 @@ DEFAULT_PRECISION = 2
 class BuildOptions:
     """How to bin and cut variables.
 
-    ``bins``: equal-weight bins per variable, cut at quantiles of a sample
-    (at most one per 64 rows: see ``quarry.index.build.ROWS_PER_BIN``);
+    ``bins``: equal-weight bins per variable, cut at quantiles of a sample;
     they bound how many rows a range on any literal must check.
     ``precision``: every decimal with this many significant digits inside the
     sample's range is an edge too (FastBit's precision bins), so ranges on
