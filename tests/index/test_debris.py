@@ -20,6 +20,7 @@ import pytest
 import quarry
 from quarry.index import layout
 from quarry.index.manifest import Manifest, Shard, SourceRecord
+from stopped import HOOKS
 
 QUARRY = [sys.executable, "-m", "quarry.cli.main"]
 
@@ -108,33 +109,13 @@ def test_what_is_not_debris_stays(tmp_path):
 
 #: ``quarry index`` stopped at a chosen point of its build: there it prints
 #: "stopped" and waits on stdin, so the test kills it at that point, no race.
-STOPPED_BUILD = """
-import sys
+STOPPED_BUILD = (
+    HOOKS
+    + """
 from quarry.cli.main import main
 from quarry.index import layout
 
 point, argv = sys.argv[1], sys.argv[2:]
-
-def stop():
-    print("stopped", flush=True)
-    sys.stdin.readline()  # until killed
-
-def stop_after(owner, name, calls):
-    original, made = getattr(owner, name), [0]
-    def wrapper(*args, **kwargs):
-        result = original(*args, **kwargs)
-        made[0] += 1
-        if made[0] == calls:
-            stop()
-        return result
-    setattr(owner, name, wrapper)
-
-def stop_before(owner, name):
-    original = getattr(owner, name)
-    def wrapper(*args, **kwargs):
-        stop()
-        return original(*args, **kwargs)
-    setattr(owner, name, wrapper)
 
 if point == "created":  # the temporary file locked, its header written
     stop_after(layout.IndexWriter, "__init__", 1)
@@ -144,6 +125,7 @@ elif point == "publishing":  # the manifest written and synced, not yet renamed
     stop_before(layout, "_publish")
 sys.exit(main(argv))
 """
+)
 
 #: Where a build is stopped, each leaving a different temporary file.
 POINTS = ["created", "blocks", "publishing"]

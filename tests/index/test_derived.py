@@ -119,6 +119,12 @@ def test_cli_derive_and_info(beam):
     assert int(count.stdout) == int(np.sum(np.sqrt(x**2 + y**2) > 2e-4))
     bad = subprocess.run([*cli, "index", beam, "--derive", "r=x+"], capture_output=True, text=True)
     assert bad.returncode == 2 and "^" in bad.stderr and "Traceback" not in bad.stderr
+    # A definition of the wrong form is a usage error too (exit 2), not a data error.
+    for wrong, said in (("1z=x", "written NAME=EXPRESSION"), ("z=x-mean(x)", "no aggregate")):
+        bad = subprocess.run(
+            [*cli, "index", beam, "--derive", wrong], capture_output=True, text=True
+        )
+        assert bad.returncode == 2 and said in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_derived_values_are_computed_span_by_span(tmp_path, monkeypatch):

@@ -13,6 +13,7 @@ import pytest
 
 from quarry.expr.plan import Interval
 from quarry.reorg import open_copy
+from stopped import HOOKS
 
 QUARRY = [sys.executable, "-m", "quarry.cli.main"]
 
@@ -134,23 +135,13 @@ def test_info_lists_the_copy_and_whether_it_is_fresh(steps):
 
 #: ``quarry reorg`` stopped at a chosen point: there it prints "stopped" and
 #: waits on stdin, so the test signals it at that point, with no race.
-STOPPED_REORG = """
-import sys
+STOPPED_REORG = (
+    HOOKS
+    + """
 from quarry.cli.main import main
 from quarry.reorg import build, layout
 
 point, argv = sys.argv[1], sys.argv[2:]
-
-def stop_after(owner, name, calls):
-    original, made = getattr(owner, name), [0]
-    def wrapper(*args, **kwargs):
-        result = original(*args, **kwargs)
-        made[0] += 1
-        if made[0] == calls:
-            print("stopped", flush=True)
-            sys.stdin.readline()  # until signalled
-        return result
-    setattr(owner, name, wrapper)
 
 if point == "created":  # the copy's temporary made, its columns allocated
     stop_after(layout.CopyWriter, "create", 1)
@@ -158,6 +149,7 @@ else:  # the first part clustered and written
     stop_after(build, "_cluster", 1)
 sys.exit(main(argv))
 """
+)
 
 
 @pytest.mark.parametrize("point", ["created", "part"])

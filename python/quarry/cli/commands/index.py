@@ -60,6 +60,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     index_follow.add_arguments(parser)
 
 
+def _check_derivations(texts: list[str]) -> None:
+    """Each ``--derive`` read now: one of the wrong form (``1z=x``, an
+    aggregate) is a usage error, before any file is opened (and, under
+    mpiexec, said once)."""
+    from quarry.errors import DerivationError, UsageError
+    from quarry.index.derived import Derivation
+
+    for text in texts:
+        try:
+            Derivation.parse(text)
+        except DerivationError as exc:
+            raise UsageError(str(exc)) from None
+
+
 def run(args: argparse.Namespace) -> int:
     """One code path for one file and many: the files as a series, each
     file's index built (or kept) by :meth:`quarry.Series.build_indexes`;
@@ -76,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         from quarry.cli.commands.index_follow import run_follow
 
         return run_follow(args)
+    _check_derivations(args.derive or [])
     start = time.perf_counter()
     reports: list[IndexReport] = []
     comm = args.comm
