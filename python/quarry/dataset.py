@@ -632,9 +632,13 @@ class Dataset:
         spread: set[str] = set()
         for candidate in exc.candidates:
             parts = candidate.split("/")
-            spread.update(
-                g for g in ("/".join(parts[:k]) for k in range(2, len(parts))) if g in groups
-            )
+            above = ("/".join(parts[:k]) for k in range(2, len(parts)))
+            holding = {g for g in above if g in groups}
+            if not holding:
+                # A match outside every step (ions_0 beside the steps electrons_*):
+                # answering per step would leave it out, silently.
+                raise exc
+            spread.update(holding)
         if len(spread) < 2:
             raise exc
         return series

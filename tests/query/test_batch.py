@@ -99,3 +99,23 @@ def test_a_syntax_error_names_the_query_before_any_runs(beam):
 def test_parse_batch_skips_blanks_and_comments_only():
     text = "# header\n\n  t > 1\n#t < 0\n/Step#0/t < 2 # not a comment\n\t\n"
     assert parse_batch(text) == [(3, "t > 1"), (5, "/Step#0/t < 2 # not a comment")]
+
+
+@pytest.mark.parametrize("indexed", [False, True])
+def test_slices_of_an_aggregate_over_an_empty_or_all_nan_step_count_zero(tmp_path, indexed):
+    """mean(t) of an empty (or all-NaN) step is NaN, so every slice around it
+    selects nothing; the batch of them raised a bare ValueError instead."""
+    path = str(tmp_path / "e.h5")
+    t = np.linspace(-3, 3, 50)
+    with h5py.File(path, "w") as f:
+        f["Step#0/t"], f["Step#1/t"], f["Step#2/t"] = t, np.zeros(0), np.array([np.nan])
+    queries = [f"mean(t) + {a} <= t && t < mean(t) + {a + 0.1}" for a in (0.1, 0.2, -0.5)]
+    with quarry.open_series(path) as series:
+        if indexed:
+            series.build_indexes()
+        got = [sel.counts() for sel in series.query_many(queries)]
+    for step, values in enumerate((t, np.zeros(0), np.array([np.nan]))):
+        mean = values.mean() if values.size else np.nan
+        for k, a in enumerate((0.1, 0.2, -0.5)):
+            want = int(np.count_nonzero((mean + a <= values) & (values < mean + a + 0.1)))
+            assert got[k][step] == want, (step, queries[k])

@@ -171,3 +171,30 @@ def test_bad_bins_say_what_to_give(tmp_path):
                                        "(range=(lo, hi))")  # fmt: skip
         with pytest.raises(quarry.QuarryError, match="give --range/--edges"):
             ds.histogram("y")
+
+
+@pytest.mark.parametrize("bins", ["auto", "sqrt", "fd", "sturges", "doane", "scott", "rice"])
+def test_numpys_bin_estimators_give_numpys_histogram_with_or_without_an_index(tmp_path, bins):
+    """A string ``bins`` is NumPy's estimate from the values: on an indexed
+    file it gave one bin over [0, 1] (the edges of no data), dropping the rest."""
+    path = str(tmp_path / "flat.h5")
+    rng = np.random.default_rng(4)
+    e = np.concatenate([rng.normal(size=3000), [np.nan] * 5])
+    with h5py.File(path, "w") as f:
+        f["e"] = e
+    finite = e[~np.isnan(e)]
+    for indexed in (False, True):
+        with quarry.open(path) as ds:
+            if indexed:
+                ds.build_index()
+            for got, values, span in (
+                (ds.histogram("e", bins=bins), finite, None),
+                (ds.query("e > 0.5").histogram("e", bins=bins), finite[finite > 0.5], None),
+                (ds.histogram("e", bins=bins, range=(-1, 2)), finite, (-1, 2)),
+            ):
+                counts, edges = np.histogram(values, bins=bins, range=span)
+                assert np.array_equal(got.edges, edges) and np.array_equal(got.counts, counts)
+        with quarry.open_series(path) as series:
+            got = series.query("e > 0.5").histogram("e", bins=bins)
+            counts, edges = np.histogram(finite[finite > 0.5], bins=bins)
+            assert np.array_equal(got.edges, edges) and np.array_equal(got.counts, counts)

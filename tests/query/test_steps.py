@@ -321,3 +321,24 @@ def test_a_parquet_of_files_without_steps_has_a_null_step(tmp_path):
     assert arrow.column("quarry_step").to_pylist() == [None, None, None]
     with h5py.File(tmp_path / "hits.h5") as f:
         assert [int(f[g].attrs["step"]) for g in f] == [-1, -1]
+
+
+def test_a_name_in_two_families_of_numbered_groups_is_ambiguous_not_half_answered(tmp_path):
+    """ions_0, ions_1 beside electrons_0, electrons_1: the steps are one family
+    (electrons_*, the first of two as large), and answering energy per step
+    silently left the ions out (14 of 24 rows). It is ambiguous, as info says."""
+    import h5py
+
+    from quarry.errors import AmbiguousNameError
+
+    path = str(tmp_path / "fam.h5")
+    with h5py.File(path, "w") as f:
+        for s in range(2):
+            f[f"ions_{s}/energy"] = np.full(5, 2.0)
+            f[f"electrons_{s}/energy"] = np.full(7, 2.0)
+    with quarry.open(path) as ds:
+        with pytest.raises(AmbiguousNameError, match="matches 4 variables"):
+            ds.query("energy > 1").count()
+        with pytest.raises(AmbiguousNameError, match="matches 4 variables"):
+            ds.histogram("energy", bins=1)
+        assert ds.query("energy > 1", "ions_*").count() == 10

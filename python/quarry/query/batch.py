@@ -152,6 +152,8 @@ def count_table(
     by_var, others = planner.batch(tuple(queries), path, batch_plan)
     counts = np.zeros(len(queries), dtype=np.int64)
     for var, positions, intervals in by_var:
+        if not len(positions):
+            continue  # every range of the group was empty (a NaN mean(t)): 0 each
         ex = executor(planner.table([var]))
         first = int(positions.min())
         counts[positions] = named(first, partial(ex.count_ranges, var, intervals))

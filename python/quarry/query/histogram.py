@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from quarry.formats.base import VariableInfo
     from quarry.query.execute import Executor
 
-Bins = int | Sequence[float] | Sequence[int | Sequence[float]]
+Bins = int | str | Sequence[float] | Sequence[int | Sequence[float]]
 Range = tuple[float, float] | Sequence[tuple[float, float]] | None
 
 
@@ -122,6 +122,8 @@ def _shared_edges(parts: Sequence[Part], bins: Bins, range: Range) -> npt.NDArra
     import numpy as np
 
     dtype = np.result_type(*(p.variables[0].dtype for p in parts))
+    if isinstance(bins, str):
+        return None  # NumPy's estimators ("auto", "fd", ...) need the values
     if not (isinstance(bins, int) and range is None):
         return np.histogram_bin_edges(np.empty(0, dtype=dtype), bins=bins, range=range)  # type: ignore[arg-type]
     ends: list[Any] = []  # the stored values' type: exact for every int64
@@ -185,6 +187,8 @@ def _from_index(
 ) -> Histogram | None:
     import numpy as np
 
+    if isinstance(bins, str):
+        return None  # NumPy's estimators ("auto", "fd", ...) need the values
     if isinstance(bins, int) and range is None:
         if rows is not None:
             return None  # the selection's min and max need its values
