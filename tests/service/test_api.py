@@ -185,6 +185,26 @@ def test_histograms_equal_numpys(served):
     )
 
 
+@pytest.mark.parametrize(
+    ("route", "body", "said"),
+    [
+        ("histogram", {"variables": "energy", "query": "x > 1"}, "unknown field 'query' (this"),
+        (
+            "query",
+            {"query": "x > 1", "outptu": "ids"},
+            "unknown field 'outptu' (did you mean 'output'?)",
+        ),
+        ("query", {"query": "x > 1", "path": "Step#0"}, "unknown field 'path' ("),
+    ],
+)
+def test_a_field_the_request_does_not_take_is_a_400_not_ignored(served, route, body, said):
+    """A slip answered a different question: a histogram's 'query' (for 'where')
+    binned every row, 'path' (the command line's, for 'context') summed every step."""
+    client, _, _, _ = served
+    answer = client.post(f"/api/v1/{route}", json={"dataset": "run/p.h5", **body})
+    assert answer.status_code == 400 and answer.json()["error"].startswith(said), answer.text
+
+
 def test_a_bad_query_is_a_400_with_the_message_and_caret_the_cli_prints(served):
     client, root, _, _ = served
     answer = _query(client, query="energy > (1 +")

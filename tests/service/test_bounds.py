@@ -168,6 +168,35 @@ def test_files_reading_data_outside_the_roots_are_not_served(tmp_path):
         assert not os.path.exists(root / "ext_in.h5.qidx")
 
 
+def test_a_zarr_store_with_a_symlink_out_of_the_roots_is_not_served(tmp_path):
+    """A chunk file, or a whole array's folder, of a store under the root
+    linked to another store outside: its values were served as the store's."""
+    import zarr
+
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    private = zarr.open_group(str(outside / "private.zarr"), mode="w")
+    private.create_array("t", shape=(100,), dtype="f8", chunks=(100,))[:] = np.arange(100.0) * 7
+    for name in ("chunk", "array", "inside"):
+        store = zarr.open_group(str(root / f"{name}.zarr"), mode="w")
+        store.create_array("t", shape=(100,), dtype="f8", chunks=(100,))[:] = np.ones(100)
+    (root / "chunk.zarr/t/c/0").unlink()
+    (root / "chunk.zarr/t/c/0").symlink_to(outside / "private.zarr/t/c/0")
+    for item in (root / "array.zarr/t").rglob("*"):
+        if item.is_file():
+            item.unlink()
+    (root / "array.zarr/t/c").rmdir()
+    (root / "array.zarr/t").rmdir()
+    (root / "array.zarr/t").symlink_to(outside / "private.zarr/t")
+    (root / "inside.zarr/u").symlink_to(root / "inside.zarr/t")  # a link inside the root is fine
+    config = servers.config(str(root), str(tmp_path), scan_every=0)
+    with servers.running(config) as url, httpx.Client(base_url=url, timeout=60) as client:
+        listed = {d["path"] for d in client.get("/api/v1/datasets").json()["datasets"]}
+        assert "inside.zarr" in listed and not listed & {"chunk.zarr", "array.zarr"}
+        for name in ("chunk.zarr", "array.zarr"):
+            answer = client.post("/api/v1/query", json={"dataset": name, "query": "t > 1"})
+            assert answer.status_code == 404, answer.text
+
+
 def test_the_byte_limit_is_the_encoded_answers_and_json_is_encoded_off_the_loop(
     tmp_path, monkeypatch
 ):

@@ -241,3 +241,42 @@ def test_under_mpi_rank_0_asks_and_every_rank_gets_the_answer(served, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     expected = np.flatnonzero(columns["q"] < 20).tolist()
     assert json.loads(done.stdout) == [[r, len(expected), expected, 3] for r in (0, 1)]
+
+
+def test_a_url_that_answers_html_is_said_not_to_be_a_quarry_server():
+    """A proxy's login page or another program on the port: a one-line error,
+    not a JSONDecodeError's traceback."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class Page(BaseHTTPRequestHandler):
+        def answer(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<html>log in first</html>")
+
+        do_GET = do_POST = answer  # noqa: N815 (BaseHTTPRequestHandler's names)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    page = HTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=page.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{page.server_port}"
+        proc = subprocess.run(
+            [sys.executable, "-m", "quarry.cli.main", "query", "--server", url, "p.h5", "x > 1"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.strip() == (
+            f"quarry: error: {url} answered /api/v1/datasets/p.h5 with text/html, not "
+            "Quarry's JSON: is it a Quarry server (quarry serve prints its URL)?"
+        )
+    finally:
+        page.shutdown()
+        page.server_close()

@@ -3,11 +3,16 @@ heavier to import, so queries never load it)."""
 
 from __future__ import annotations
 
+from quarry.errors import UsageError
 from quarry.records import record
 
 DEFAULT_BLOCK_LEN = 1 << 20
 DEFAULT_BINS = 1024
 DEFAULT_PRECISION = 2
+#: The most equal-weight bins a variable may ask for: each block holds an
+#: entry per non-empty bin, and the edges are computed in memory (2^40
+#: bins asked of the service tried to allocate 8 TiB).
+MAX_BINS = 1 << 20
 
 
 @record
@@ -28,12 +33,13 @@ class BuildOptions:
     block_len: int = DEFAULT_BLOCK_LEN
 
     def __post_init__(self) -> None:
-        if self.bins < 1:
-            raise ValueError(f"bins must be at least 1, got {self.bins}")
+        # UsageError (a ValueError): a wrong option, exit 2 at the command line.
+        if not 1 <= self.bins <= MAX_BINS:
+            raise UsageError(f"bins must be 1 to {MAX_BINS:,}, got {self.bins}")
         if not 1 <= self.block_len < 2**32:
-            raise ValueError(f"block length must be in 1..2^32-1, got {self.block_len}")
+            raise UsageError(f"block length must be in 1..2^32-1, got {self.block_len}")
         if not 0 <= self.precision <= 6:
-            raise ValueError(f"precision must be 0..6 significant digits, got {self.precision}")
+            raise UsageError(f"precision must be 0..6 significant digits, got {self.precision}")
 
 
 def default_index_path(source: str) -> str:

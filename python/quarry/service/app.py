@@ -209,6 +209,7 @@ async def dataset(request: Request) -> Response:
 async def query(request: Request) -> Response:
     service = _service(request)
     body = await fields.body(request, service.config.limits)
+    fields.only(body, ("dataset", "query", "context", "output", "per_step", "variables"))
     entry = service.catalog.get(fields.text(body, "dataset") or "")
     text = fields.text(body, "query") or ""
     context = fields.text(body, "context", required=False)
@@ -246,6 +247,7 @@ async def histogram(request: Request) -> Response:
     service = _service(request)
     limits = service.config.limits
     body = await fields.body(request, limits)
+    fields.only(body, ("dataset", "variables", "where", "context", "bins", "edges", "range"))
     entry = service.catalog.get(fields.text(body, "dataset") or "")
     variables = fields.names(body, "variables")
     if not 1 <= len(variables) <= 3:
@@ -266,6 +268,7 @@ async def build(request: Request) -> Response:
     service = _service(request)
     check_write(service.config, request.headers.get("authorization"))
     body = await fields.body(request, service.config.limits)
+    fields.only(body, ("dataset", "variables", *OPTIONS))
     entry = service.catalog.get(fields.text(body, "dataset") or "")
     options: dict[str, Any] = {}
     for key, kind in OPTIONS.items():
@@ -274,8 +277,23 @@ async def build(request: Request) -> Response:
         else:
             options[key] = fields.whole(body, key, 0 if key == "precision" else 1, 2**40)
     options["variables"] = fields.names(body, "variables") or None
+    check_build_options(options)
     job = service.builds.submit(entry, options)
     return JSONResponse({"job": job["id"], "state": job["state"]}, status_code=202)
+
+
+def check_build_options(options: dict[str, Any]) -> None:
+    """A 400 for build options the index refuses (``bins`` past its most,
+    ``precision`` above 6), before a job is queued: the build would fail
+    on a worker, or ask for memory it cannot have."""
+    from quarry.errors import UsageError
+    from quarry.index.options import BuildOptions
+
+    given = {"bins": "bins", "precision": "precision", "block_size": "block_len"}
+    try:
+        BuildOptions(**{field: options[key] for key, field in given.items() if options.get(key)})
+    except UsageError as exc:
+        raise ServiceError(400, str(exc)) from None
 
 
 async def job(request: Request) -> Response:

@@ -86,7 +86,14 @@ class Connection:
             import pyarrow as pa
 
             return pa.ipc.open_stream(payload).read_all()
-        return json.loads(payload)
+        try:
+            return json.loads(payload)
+        except ValueError:  # a proxy's login page, another program on the port
+            raise ServiceError(
+                502,
+                f"{self.url} answered {path} with {kind or 'no content type'}, not Quarry's "
+                "JSON: is it a Quarry server (quarry serve prints its URL)?",
+            ) from None
 
     def _fetch(
         self, method: str, path: str, body: dict[str, Any] | None, arrow: bool

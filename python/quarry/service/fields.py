@@ -71,6 +71,32 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def only(fields: dict[str, Any], known: tuple[str, ...]) -> None:
+    """A 400 naming a key of the body that the endpoint does not take, and
+    the nearest one it does: a slip (``query`` for a histogram's ``where``,
+    the command line's ``path`` for ``context``) would otherwise be ignored
+    and a different question answered.
+
+    Examples
+    --------
+    >>> only({"dataset": "a.h5", "query": "x > 1"}, ("dataset", "where"))
+    Traceback (most recent call last):
+    quarry.service.config.ServiceError: unknown field 'query' (this request takes dataset, where)
+    >>> only({"dataset": "a.h5", "outptu": "ids"}, ("dataset", "query", "output"))
+    Traceback (most recent call last):
+    quarry.service.config.ServiceError: unknown field 'outptu' (did you mean 'output'?)
+    """
+    import difflib
+
+    for key in fields:
+        if key not in known:
+            near = difflib.get_close_matches(key, known, n=1)
+            hint = (
+                f"did you mean {near[0]!r}?" if near else f"this request takes {', '.join(known)}"
+            )
+            raise ServiceError(400, f"unknown field {key!r} ({hint})")
+
+
 def text(fields: dict[str, Any], key: str, required: bool = True) -> str | None:
     """The string field ``key`` (None where absent and not ``required``).
 

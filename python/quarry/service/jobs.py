@@ -13,6 +13,7 @@ recorded in the catalog, so their ids still answer after a restart.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -24,6 +25,8 @@ from quarry.errors import QuarryError
 from quarry.service.catalog import Catalog, Entry
 from quarry.service.config import ServiceError
 from quarry.service.sources import leaving_source
+
+log = logging.getLogger(__name__)
 
 #: The build options a client may give, and their types.
 OPTIONS: dict[str, type] = {"bins": int, "precision": int, "block_size": int, "force": bool}
@@ -120,6 +123,10 @@ class Builds:
             state = "done"
         except (QuarryError, OSError) as exc:
             result = {"error": str(exc).replace(entry.real, entry.path)}
+            state = "failed"
+        except Exception as exc:  # never a job left 'running', holding its file's builds
+            log.exception("building the index of %s failed", entry.path)
+            result = {"error": f"the build failed: {exc}".replace(entry.real, entry.path)}
             state = "failed"
         self.catalog.refresh(entry.path)
         self._update(job_id, state=state, finished=time.time(), result=result)

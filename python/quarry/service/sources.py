@@ -1,6 +1,7 @@
 """Data an HDF5 file reads from other files: external storage (raw bytes in
 named files), virtual datasets (slices of datasets in other files) and
-external links (a name standing for an object of another file).
+external links (a name standing for an object of another file); and a
+directory store's (Zarr, ADIOS2 BP) entries that are symlinks.
 
 Invariant: a served file reads nothing outside the roots. A file with a
 dataset whose external or virtual source does not resolve (every symlink
@@ -37,6 +38,8 @@ def leaving_source(real: str, roots: tuple[str, ...]) -> str | None:
     """
     import h5py
 
+    if os.path.isdir(real):
+        return _leaving_tree(real, roots)
     if not os.path.isfile(real) or not h5py.is_hdf5(real):
         return None
     here = os.path.dirname(real)
@@ -66,3 +69,27 @@ def leaving_source(real: str, roots: tuple[str, ...]) -> str | None:
         f.visititems(visit)
         f.visititems_links(visit_link)
     return found[0] if found else None
+
+
+def _leaving_tree(real: str, roots: tuple[str, ...]) -> str | None:
+    """The first entry of the directory store ``real`` (Zarr, ADIOS2 BP) that
+    is a symlink resolving outside ``roots``, relative to the store; None
+    when none is. A chunk file or an array's folder linked from another
+    store would otherwise be read as this one's.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> root, out = (os.path.realpath(tempfile.mkdtemp()) for _ in range(2))
+    >>> store = os.path.join(root, "s.zarr")
+    >>> os.makedirs(os.path.join(store, "t"))
+    >>> os.symlink(os.path.join(out, "0"), os.path.join(store, "t", "0"))
+    >>> _leaving_tree(store, (root,))
+    't/0'
+    """
+    for top, dirs, files in os.walk(real):
+        for name in sorted((*dirs, *files)):
+            path = os.path.join(top, name)
+            if os.path.islink(path) and inside(path, roots) is None:
+                return os.path.relpath(path, real)
+    return None
