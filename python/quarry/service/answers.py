@@ -121,6 +121,14 @@ class OpenFiles:
         try:
             with kept.lock, refused_as_the_catalog_names(entry):
                 yield kept.ds
+            if watch_stat(entry.real) != watch:
+                # Written while being read (in place, HDF5's locking off): the
+                # answer may mix the old file and the new, so none is given.
+                raise ServiceError(
+                    409,
+                    f"{entry.path} changed while it was being read (a program is "
+                    "writing it): ask again once it is written",
+                )
         finally:
             with self._lock:
                 kept.users -= 1
