@@ -474,6 +474,48 @@ class Dataset:
             )
         return reorganize(driver, plans, target, binning, rows, None, progress, index, path)
 
+    def reorganize_again(self) -> CopyManifest | None:
+        """Build this file's reorganised copy again as it was made (its
+        variables, binning and ``path``), when it is stale; returns the new
+        manifest, or None where there is no copy or it is fresh. What ``POST
+        /api/v1/index`` does for a copy, whose refusal names that request.
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os, time
+        >>> path = os.path.join(tempfile.mkdtemp(), "r.h5")
+        >>> with h5py.File(path, "w") as f:
+        ...     f["x"] = np.arange(8.0)
+        >>> with quarry.open(path) as ds:
+        ...     _ = ds.reorganize(["x"], bin_size=2.0)
+        >>> with h5py.File(path, "a") as f:
+        ...     f["x"][0] = 5.0
+        >>> with quarry.open(path) as ds:
+        ...     again = ds.reorganize_again()
+        ...     ds.query("x > 4").count(), again.binning.sizes
+        (4, (2.0,))
+        """
+        from quarry.errors import CorruptCopyError, StaleCopyError
+        from quarry.reorg.locate import find_copy
+        from quarry.reorg.store import read_copy, rebuilt_names
+
+        if not self.has_copy:
+            return None
+        try:
+            self._reorganised()
+            return None
+        except (StaleCopyError, CorruptCopyError):
+            pass  # its manifest says how it was made (a damaged one raises here)
+        given = self.index_path if self._index_given else None
+        manifest = read_copy(find_copy(self.path, given)).manifest
+        binning = manifest.binning
+        return self.reorganize(
+            rebuilt_names(manifest),
+            bin_size=list(binning.sizes) if binning and binning.sizes else None,
+            bins=list(binning.counts) if binning and binning.counts else None,
+            path=manifest.context,
+        )
+
     def reorganize_plan(self, variables: list[str], path: str | None = None) -> list[MemberPlan]:
         """The tables :meth:`reorganize` would write: the variables ``variables``
         name under ``path``, or their variables in each step group where each

@@ -209,11 +209,7 @@ def rebuild_command(source: str, path: str, manifest: CopyManifest) -> str:
     'quarry reorg s.h5 --vars x --bins 3 --path Step#1 --index SCRATCH'
     """
 
-    def within(name: str, group: str | None) -> str:
-        inner = group.rstrip("/") + "/" if group else None
-        return name[len(inner) :] if inner and name.startswith(inner) else name
-
-    names = dict.fromkeys(within(a.path, m.group) for m in manifest.members for a in m.axes)
+    names = rebuilt_names(manifest)
     words = ["quarry", "reorg", source, "--vars", ",".join(names)]
     if manifest.binning is not None:
         words += manifest.binning.options()
@@ -225,6 +221,18 @@ def rebuild_command(source: str, path: str, manifest: CopyManifest) -> str:
         named = find_copy(source, where) == path
         words += ["--index", where if named else path.removesuffix(SUFFIX) + ".qidx"]
     return shell_command(*words)
+
+
+def rebuilt_names(manifest: CopyManifest) -> list[str]:
+    """The variables that build the copy ``manifest`` describes again: each
+    step's named as within its step (``energy``, which reorganises every step
+    on its own), not by their full paths (one table of all the steps')."""
+
+    def within(name: str, group: str | None) -> str:
+        inner = group.rstrip("/") + "/" if group else None
+        return name[len(inner) :] if inner and name.startswith(inner) else name
+
+    return list(dict.fromkeys(within(a.path, m.group) for m in manifest.members for a in m.axes))
 
 
 def described_again(source: str, path: str, manifest: CopyManifest) -> bool:

@@ -121,9 +121,11 @@ class OpenFiles:
         try:
             with kept.lock, refused_as_the_catalog_names(entry):
                 yield kept.ds
-            if watch_stat(entry.real) != watch:
+            if watch_stat(entry.real)["file"] != watch["file"]:
                 # Written while being read (in place, HDF5's locking off): the
                 # answer may mix the old file and the new, so none is given.
+                # (An index or copy rebuilt meanwhile replaced its file whole:
+                # the request read the old one throughout.)
                 raise ServiceError(
                     409,
                     f"{entry.path} changed while it was being read (a program is "

@@ -67,10 +67,11 @@ def refusal(exc: QuarryError, real: str, shown: str) -> ServiceError:
         return ServiceError(404, text)
     if isinstance(exc, StaleIndexError):
         # The CLI's command would run on the server, in a directory the client
-        # does not see: a client rebuilds through the API.
-        head, command, _ = text.partition("; rebuild the index with: ")
-        if command:
-            text = f'{head}; rebuild it with POST /api/v1/index {{"dataset": "{shown}"}}'
+        # does not see: a client rebuilds through the API (a copy with the index).
+        for said in ("; rebuild the index with: ", "; build the copy again with: "):
+            head, command, _ = text.partition(said)
+            if command:
+                text = f'{head}; rebuild it with POST /api/v1/index {{"dataset": "{shown}"}}'
         return ServiceError(409, text)
     return ServiceError(400, text)
 

@@ -104,6 +104,7 @@ class Builds:
         return lambda: None
 
     def _run(self, entry: Entry, job_id: str) -> None:
+        from quarry.dataset import open as open_dataset
         from quarry.series import open_series
 
         self._update(job_id, state="running", started=time.time())
@@ -120,6 +121,11 @@ class Builds:
                     force=bool(options.get("force")),
                 )
             result: dict[str, Any] = {"status": report.status}
+            # A stale copy refuses every query of its file, as a stale index
+            # does, and its 409 names this request: build it again as it was.
+            with open_dataset(entry.real) as ds:
+                if ds.reorganize_again() is not None:
+                    result["copy"] = "rebuilt"
             state = "done"
         except (QuarryError, OSError) as exc:
             result = {"error": str(exc).replace(entry.real, entry.path)}
