@@ -670,18 +670,11 @@ class Dataset:
 
             series = Series([self.path], self.index_path, path, self.jobs, [self], self.si)
             self._steps[path] = series
+        from quarry.query.series import steps_holding
+
         groups = {m.group.rstrip("/") for m in series.members if m.group}
-        spread: set[str] = set()
-        for candidate in exc.candidates:
-            parts = candidate.split("/")
-            above = ("/".join(parts[:k]) for k in range(2, len(parts)))
-            holding = {g for g in above if g in groups}
-            if not holding:
-                # A match outside every step (ions_0 beside the steps electrons_*):
-                # answering per step would leave it out, silently.
-                raise exc
-            spread.update(holding)
-        if len(spread) < 2:
+        spread = steps_holding(exc.candidates, groups)
+        if spread is None or len(spread) < 2:
             raise exc
         return series
 

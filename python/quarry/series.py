@@ -50,10 +50,12 @@ from quarry.query.series import (
     few_collections,
     groups_named,
     step_groups,
+    steps_holding,
 )
 
 if TYPE_CHECKING:
     from quarry.dataset import Dataset
+    from quarry.expr.ast import Cond
     from quarry.index.verify import Verification
     from quarry.query.histogram import Bins, Histogram, Range
     from quarry.query.selection import Runner, Selection
@@ -165,7 +167,8 @@ class Series:
         """
         from quarry.expr import parse
 
-        parse(query)  # a syntax error is the same in every member: say it once
+        tree = parse(query)  # a syntax error is the same in every member: say it once
+        self._check_outside_steps(tree)
         selections = []
         with few_collections():
             for member in self.members:
@@ -175,6 +178,31 @@ class Series:
         if runner is not None:
             answer.answer(runner)
         return answer
+
+    def _check_outside_steps(self, tree: Cond) -> None:
+        """The :class:`~quarry.errors.AmbiguousNameError` of a bare name of
+        ``tree`` that a file's steps hold and that also names a variable
+        outside every step of that file (two families of numbered groups): each
+        member resolving it in its own step would leave that one out."""
+        from quarry.errors import AmbiguousNameError
+        from quarry.expr.ast import variables
+        from quarry.expr.names import resolve
+
+        names = {v.name for v in variables(tree) if not v.name.startswith("/")}
+        by_file: dict[str, set[str]] = {}
+        for m in self.members:
+            if m.group is not None and self.path is None:
+                by_file.setdefault(m.file, set()).add(m.group.rstrip("/"))
+        for file, groups in by_file.items():
+            listed = self.dataset(file).variables()
+            for name in names:
+                try:
+                    resolve(name, listed, file)
+                except AmbiguousNameError as exc:
+                    if steps_holding(exc.candidates, groups) is None:
+                        raise
+                except QuarryError:
+                    pass  # a member resolving it says what is wrong
 
     def histogram(
         self,

@@ -97,6 +97,30 @@ def step_groups(
     return sorted((step, "/" + name) for name, step in by_prefix[prefix].items())
 
 
+def steps_holding(candidates: Sequence[str], groups: set[str]) -> set[str] | None:
+    """The step groups (of ``groups``, paths without a trailing ``/``) that
+    hold the ambiguous name's ``candidates``; None where one of them lies
+    outside every step: answered step by step, that one would be left out,
+    so the name is ambiguous (``ions_0/energy`` beside the steps
+    ``electrons_*``).
+
+    Examples
+    --------
+    >>> sorted(steps_holding(["/Step#0/x", "/Step#1/x"], {"/Step#0", "/Step#1"}))
+    ['/Step#0', '/Step#1']
+    >>> steps_holding(["/e_0/x", "/e_1/x", "/i_0/x"], {"/e_0", "/e_1"}) is None
+    True
+    """
+    held: set[str] = set()
+    for candidate in candidates:
+        parts = candidate.split("/")
+        above = {"/".join(parts[:k]) for k in range(2, len(parts))} & groups
+        if not above:
+            return None
+        held |= above
+    return held
+
+
 def step_named(variables: Sequence[VariableInfo], path: str) -> tuple[int | None, str | None]:
     """(step number, group path) of the one step group the context ``path``
     names (``Step#2``, ``/Step#2``), or (None, None) where it names none or
