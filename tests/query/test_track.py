@@ -126,3 +126,26 @@ def test_ids_are_matched_exactly_across_dtypes(tmp_path, indexed):
     assert tracks.ids.tolist() == [big, 7]
     assert [s.rows.tolist() for s in tracks.steps] == [[0, 1], [-1, 1], [1, 0]]
     assert tracks.to_dict()["steps"][1]["values"]["e"] == [None, 2.0]
+
+
+def test_a_missing_particles_integer_value_is_0_and_quarry_found_says_so(tmp_path):
+    """The README: where quarry_found is false a float value is NaN and an
+    integer one 0 (an integer column has no NaN); --json gives null."""
+    path = str(tmp_path / "q.h5")
+    with h5py.File(path, "w") as f:
+        f["Step#0/id"], f["Step#0/q"] = np.array([1, 2, 3]), np.array([10, 11, 12], "i4")
+        f["Step#1/id"], f["Step#1/q"] = np.array([2]), np.array([-5], "i4")
+    out = str(tmp_path / "t.h5")
+    cli = [sys.executable, "-m", "quarry.cli.main", "track", path, "q > 0", "--at-step", "0"]
+    done = subprocess.run(
+        [*cli, "--id-var", "id", "--values", "q", "--json", "--out", out],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    steps = json.loads(done.stdout)["steps"]
+    assert steps[1]["values"]["q"] == [None, -5, None]
+    with h5py.File(out) as f:
+        assert f["Step#1/q"][()].tolist() == [0, -5, 0]
+        assert f["Step#1/quarry_found"][()].tolist() == [False, True, False]
+        assert f["Step#1/quarry_row"][()].tolist() == [-1, 0, -1]
