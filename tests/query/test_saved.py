@@ -62,6 +62,30 @@ def test_changed_source_or_damaged_file_is_refused(data, tmp_path):
         ds.load_selection(str(saved))
 
 
+def test_a_selection_loaded_with_another_file_says_so_and_a_moved_file_still_loads(
+    data, tmp_path
+):
+    """A copy of the file (or another run) was said to have 'changed since the
+    selection was saved'. A file moved (same inode) is the same file."""
+    import shutil
+
+    path, _ = data
+    saved = str(tmp_path / "s.qsel")
+    with quarry.open(path) as ds:
+        sel = ds.query("e > 1")
+        sel.save(saved)
+        want = sel.ids().tolist()
+    other = str(tmp_path / "copy.h5")
+    shutil.copy2(path, other)
+    with quarry.open(other) as ds, pytest.raises(quarry.StaleSelectionError) as refused:
+        ds.load_selection(saved)
+    assert str(refused.value).startswith(f"the selection in {saved} was saved from {path}, not")
+    moved = str(tmp_path / "moved.h5")
+    Path(path).rename(moved)
+    with quarry.open(moved) as ds:
+        assert ds.load_selection(saved).ids().tolist() == want
+
+
 def test_cli_save(data, tmp_path):
     path, cols = data
     saved = str(tmp_path / "c.qsel")

@@ -69,6 +69,12 @@ def load(dataset: Dataset, path: str) -> tuple[dict[str, Any], _core.RowSet]:
         raise SelectionFileError(f"{path} is damaged ({exc}); save the selection again") from None
     recorded = header.get("source", {})
     now = fingerprint(dataset.path)
+    saved_from = recorded.get("path")
+    if saved_from and not _same_file(saved_from, dataset.path, recorded, now):
+        raise StaleSelectionError(
+            f"the selection in {path} was saved from {saved_from}, not {dataset.path}; "
+            f"load it with that file, or run the query here: {header.get('query')!r}"
+        )
     if any(now.get(k) != recorded.get(k) for k in ("size", "mtime_ns", "files")):
         raise StaleSelectionError(
             f"{dataset.path} has changed since the selection in {path} was saved; "
@@ -80,3 +86,13 @@ def load(dataset: Dataset, path: str) -> tuple[dict[str, Any], _core.RowSet]:
     if rows.n_rows != n_rows:
         raise SelectionFileError(f"{path} holds rows of another table; save the selection again")
     return header, rows
+
+
+def _same_file(
+    saved_from: str, path: str, recorded: dict[str, Any], now: dict[str, Any]
+) -> bool:
+    """Whether ``path`` is the file a selection was saved from: by its path,
+    or (moved or reached another way) by its inode on the same device."""
+    if os.path.abspath(path) == saved_from:
+        return True
+    return "ino" in recorded and recorded["ino"] == now.get("ino")
