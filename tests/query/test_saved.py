@@ -62,9 +62,7 @@ def test_changed_source_or_damaged_file_is_refused(data, tmp_path):
         ds.load_selection(str(saved))
 
 
-def test_a_selection_loaded_with_another_file_says_so_and_a_moved_file_still_loads(
-    data, tmp_path
-):
+def test_a_selection_loaded_with_another_file_says_so_and_a_moved_file_still_loads(data, tmp_path):
     """A copy of the file (or another run) was said to have 'changed since the
     selection was saved'. A file moved (same inode) is the same file."""
     import shutil

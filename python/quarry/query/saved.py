@@ -88,9 +88,7 @@ def load(dataset: Dataset, path: str) -> tuple[dict[str, Any], _core.RowSet]:
     return header, rows
 
 
-def _same_file(
-    saved_from: str, path: str, recorded: dict[str, Any], now: dict[str, Any]
-) -> bool:
+def _same_file(saved_from: str, path: str, recorded: dict[str, Any], now: dict[str, Any]) -> bool:
     """Whether ``path`` is the file a selection was saved from: by its path,
     or (moved or reached another way) by its inode on the same device."""
     if os.path.abspath(path) == saved_from:
