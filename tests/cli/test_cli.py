@@ -300,6 +300,25 @@ def test_hist_errors(run_h5):
     assert "numbers" in run("hist", run_h5, "energy", "--edges", "a,b", code=2).stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["energy", "--bins", "0"], "--bins: expected 1 or more, got 0"),
+        (["energy", "--range", "10,0"], "--range takes two finite numbers, the lower first"),
+        (["energy", "--range", "0,inf"], "--range takes two finite numbers, the lower first"),
+        (["energy", "--edges", "1,0.5,2"], "--edges takes two or more numbers in increasing"),
+        (["energy", "--edges", "1"], "--edges takes two or more numbers in increasing"),
+        (["x,y", "--edges", "0,1"], "--edges is for a 1-D histogram"),
+        (["x,y", "--range", "0,1;5,2"], "--range takes two finite numbers, the lower first"),
+    ],
+)
+def test_hist_options_of_the_wrong_form_exit_2_in_their_own_words(run_h5, args, said):
+    """They exited 1 with NumPy's wording ('`bins` must be positive, when an
+    integer'), where the README's rule for an argument of the wrong form is 2."""
+    err = run("hist", run_h5, *args, code=2).stderr
+    assert said in err.strip().splitlines()[-1] and "Traceback" not in err
+
+
 def test_plot_overlay(run_h5, tmp_path):
     png = tmp_path / "halo.png"
     out = run("plot", run_h5, "x", "y", "--where", "energy > 2", "--png", str(png)).stdout

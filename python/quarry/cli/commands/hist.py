@@ -4,7 +4,9 @@ a histogram of one to three variables, optionally of a selection."""
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import math
 from typing import Any
 
 from quarry.cli import options, render
@@ -18,7 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--where", metavar="QUERY", help="histogram only the rows where QUERY is true"
     )
-    parser.add_argument("--bins", type=int, default=10, help="bins per axis (default 10, as NumPy)")
+    parser.add_argument(
+        "--bins", type=options.positive, default=10, help="bins per axis (default 10, as NumPy)"
+    )
     parser.add_argument("--edges", help="explicit bin edges for a 1-D histogram, e.g. 0,0.5,1,2")
     parser.add_argument(
         "--range",
@@ -53,6 +57,14 @@ def _bins_and_range(args: argparse.Namespace, axes: int) -> tuple[Any, Any]:
             value_range = pairs[0] if axes == 1 else pairs
     except ValueError:
         raise UsageError("--edges and --range take numbers separated by commas") from None
+    # Of the wrong form (exit 2), said in the options' words, not NumPy's.
+    if args.edges and axes > 1:
+        raise UsageError("--edges is for a 1-D histogram; give --bins and --range per axis")
+    if args.edges and (len(bins) < 2 or any(b < a for a, b in itertools.pairwise(bins))):
+        raise UsageError(f"--edges takes two or more numbers in increasing order: {args.edges}")
+    for lo, hi in [value_range] if axes == 1 and value_range else value_range or []:
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise UsageError(f"--range takes two finite numbers, the lower first: {lo},{hi}")
     return bins, value_range
 
 
