@@ -210,3 +210,21 @@ def test_extract_steps_to_netcdf_groups_and_a_parquet_table(runs, tmp_path):
             np.testing.assert_array_equal(rows["quarry_row"].to_numpy(), np.flatnonzero(e > 2))
             np.testing.assert_array_equal(rows["energy"].to_numpy(), e[e > 2])
     assert table.num_rows == sum(int((e > 2).sum()) for e in truth.values())
+
+
+@pytest.mark.parametrize("per_step", [False, True])
+def test_json_over_steps_lists_each_members_aggregates(tmp_path, per_step):
+    """The README: '--json lists each value and which path gave it'; over a
+    file's steps the JSON had no aggregates at all."""
+    path = str(tmp_path / "e.h5")
+    rng = np.random.default_rng(2)
+    steps = [rng.random(40) * 2, rng.random(30) * 3]
+    with h5py.File(path, "w") as f:
+        for k, values in enumerate(steps):
+            f[f"Step#{k}/energy"] = values
+    more = ["--per-step"] if per_step else []
+    doc = json.loads(run("query", path, "energy > mean(energy)", "--json", *more).stdout)
+    listed = [(a["file"], a["step"], a["expr"], a["from"]) for a in doc["aggregates"]]
+    assert listed == [(path, k, f"mean(/Step#{k}/energy)", "data") for k in (0, 1)]
+    assert [a["value"] for a in doc["aggregates"]] == pytest.approx([v.mean() for v in steps])
+    assert doc["count"] == sum(int((v > v.mean()).sum()) for v in steps)

@@ -137,18 +137,28 @@ def series_result(
     out: str | None = None,
 ) -> dict[str, Any]:
     """``quarry query FILE... QUERY --json``: the files, the members (files
-    and steps), what names resolved to, the total and the time taken."""
+    and steps), what names resolved to, each member's aggregates (with its
+    file and step), the total and the time taken."""
     result: dict[str, Any] = {
         "query": query,
         "files": list(dict.fromkeys(r["file"] for r in per_step)),
         "members": len(per_step),
         "resolved": resolved_paths(sel),
-        "count": sum(r["count"] for r in per_step),
-        "elapsed_ms": milliseconds(seconds),
+        **series_aggregates(sel),
     }
+    result["count"] = sum(r["count"] for r in per_step)
+    result["elapsed_ms"] = milliseconds(seconds)
     if out:
         result["out"] = out
     return result
+
+
+def series_aggregates(sel: SeriesSelection) -> dict[str, Any]:
+    """``{"aggregates": [...]}``: each member's aggregate values (``mean(x)``...)
+    with its file and step and the path that gave each, as one file's
+    ``--json`` lists them; empty where the query has none."""
+    listed = [{"file": m.file, "step": m.step, **a.to_dict()} for m, s in sel for a in s.aggregates]
+    return {"aggregates": listed} if listed else {}
 
 
 def per_step_result(per_step: list[dict[str, Any]]) -> dict[str, Any]:

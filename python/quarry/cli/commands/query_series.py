@@ -58,7 +58,11 @@ def report_series(args: argparse.Namespace, query: str, sel: SeriesSelection, st
     if rows and not args.out:
         _print_rows(args, query, sel, names, per_step)
     elif args.per_step:
-        resolved = {"resolved": render.resolved_paths(sel)} if args.json else {}
+        resolved = (
+            {"resolved": render.resolved_paths(sel), **render.series_aggregates(sel)}
+            if args.json
+            else {}
+        )
         print(json.dumps({**render.per_step_result(per_step), **resolved, **_followed(sel)}))
     elif args.json:
         elapsed = time.perf_counter() - start
