@@ -153,3 +153,21 @@ def test_json_says_where_each_name_resolved(openpmd_like):
     assert out["count"] == int((x > 0.5).sum())
     info = json.loads(run("info", openpmd_like, "--resolve", "E.x", "--json").stdout)
     assert info["variable"] == "/data/100/fields/E/x"
+
+
+def test_hist_with_a_path_held_by_every_step_bins_them_all(tmp_path):
+    """--path electrons names a group in every step: query and plot took it,
+    hist failed on its title (the names resolved once more, as one variable)."""
+    path = str(tmp_path / "s.h5")
+    with h5py.File(path, "w") as f:
+        for s in range(3):
+            f[f"Step#{s}/electrons/x"] = np.arange(10.0) + s
+            f[f"Step#{s}/ions/x"] = -np.arange(4.0)
+    electrons = np.concatenate([np.arange(10.0) + s for s in range(3)])
+    for args in (["x", "--path", "electrons"], ["electrons.x", "--path", "Step#*"]):
+        doc = json.loads(run("hist", path, *args, "--bins", "2", "--json").stdout)
+        counts, edges = np.histogram(electrons, bins=2)
+        assert doc["counts"] == counts.tolist() and doc["edges"] == edges.tolist()
+    png = tmp_path / "h.png"
+    run("hist", path, "x", "--path", "electrons", "--png", str(png))
+    assert png.stat().st_size > 0

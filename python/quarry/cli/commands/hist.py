@@ -68,6 +68,17 @@ def _bins_and_range(args: argparse.Namespace, axes: int) -> tuple[Any, Any]:
     return bins, value_range
 
 
+def _shown(ds: Any, name: str, path: str) -> str:
+    """``name`` under ``path`` as the title writes it: the one variable it
+    resolves to, or ``name`` in ``path`` where that spans steps."""
+    from quarry.errors import AmbiguousNameError
+
+    try:
+        return str(ds.variable(name, path).path)
+    except AmbiguousNameError:
+        return f"{name} in {path}"
+
+
 def run(args: argparse.Namespace) -> int:
     import quarry
 
@@ -85,8 +96,9 @@ def run(args: argparse.Namespace) -> int:
             weights=args.weight,
             path=args.path,
         )
-        # With --path, the title names what the names resolved to (/Step#3/energy).
-        shown = [ds.variable(n, args.path).path for n in names] if args.path else names
+        # With --path, the title names what the names resolved to (/Step#3/energy),
+        # or, where the path holds one per step (electrons in every step), the path.
+        shown = [_shown(ds, n, args.path) for n in names] if args.path else names
     title = f"{', '.join(shown)}" + (f" where {args.where}" if args.where else "")
     for picture in (args.png, args.svg):
         if picture:
