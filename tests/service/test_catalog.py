@@ -132,11 +132,23 @@ def test_a_rescan_adds_new_files_and_drops_removed_ones_and_a_restart_keeps_all(
             f["e"] = np.arange(3.0)
     db = str(tmp_path / "c.sqlite")
     catalog = Catalog(db)
-    assert catalog.rescan((root,)) == {"added": 2, "changed": 0, "removed": 0, "datasets": 2}
+    assert catalog.rescan((root,)) == {
+        "added": 2,
+        "changed": 0,
+        "removed": 0,
+        "hidden": 0,
+        "datasets": 2,
+    }
     os.remove(os.path.join(root, "a.h5"))
     with h5py.File(os.path.join(root, "run", "c.h5"), "w") as f:
         f["e"] = np.arange(4.0)
-    assert catalog.rescan((root,)) == {"added": 1, "changed": 0, "removed": 1, "datasets": 2}
+    assert catalog.rescan((root,)) == {
+        "added": 1,
+        "changed": 0,
+        "removed": 1,
+        "hidden": 0,
+        "datasets": 2,
+    }
     before = catalog.entries()
     catalog.close()
     again = Catalog(db)  # a restart: the entries come back without a scan
@@ -190,3 +202,28 @@ def test_an_older_catalog_is_migrated_with_its_rows_kept(tmp_path):
     check.close()
     with pytest.raises(ServiceError, match="newer than this quarry's"):
         Catalog(db)
+
+
+def test_a_path_under_two_roots_is_the_first_roots_and_the_other_is_said_hidden(tmp_path, caplog):
+    """serve runA runB with run/p.h5 in both served runA's, with no word of
+    runB's: the rescan now counts it hidden and the log names it, once."""
+    import logging
+
+    roots = []
+    for name, n in (("runA", 10), ("runB", 100)):
+        (tmp_path / name / "run").mkdir(parents=True)
+        with h5py.File(tmp_path / name / "run" / "p.h5", "w") as f:
+            f["x"] = np.arange(float(n))
+        roots.append(os.path.realpath(tmp_path / name))
+    catalog = Catalog(":memory:")
+    with caplog.at_level(logging.WARNING, logger="quarry.service.catalog"):
+        assert catalog.rescan(tuple(roots))["hidden"] == 1
+        assert catalog.rescan(tuple(roots))["hidden"] == 1
+    assert catalog.get("run/p.h5").real == os.path.join(roots[0], "run", "p.h5")
+    said = [r.getMessage() for r in caplog.records]
+    hidden = os.path.join(roots[1], "run", "p.h5")
+    assert said == [
+        f"{hidden} is not served: {os.path.join(roots[0], 'run', 'p.h5')} has its path "
+        "under an earlier root"
+    ]
+    catalog.close()

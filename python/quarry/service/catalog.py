@@ -24,6 +24,7 @@ a newer one with its rows kept; one written by a newer server is refused.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -69,6 +70,8 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 #: Names of Quarry's own files, never catalogued as data.
 OWN_SUFFIXES = (".qidx", ".qmd", ".checked", ".qraw.json", ".qsel", ".tmp", ".qshard", ".sqlite")
+
+log = logging.getLogger(__name__)
 
 
 @record
@@ -220,7 +223,7 @@ class Catalog:
     ...     f["energy"] = np.arange(5.0)
     >>> catalog = Catalog(os.path.join(root, ".catalog.sqlite"))
     >>> catalog.rescan((root,))
-    {'added': 1, 'changed': 0, 'removed': 0, 'datasets': 1}
+    {'added': 1, 'changed': 0, 'removed': 0, 'hidden': 0, 'datasets': 1}
     >>> [e.summary()["format"] for e in catalog.entries()]
     ['hdf5']
     >>> catalog.close()
@@ -238,6 +241,8 @@ class Catalog:
         self._snapshot: dict[str, Entry] = self._load()
         self.roots: tuple[str, ...] = ()
         """The last scan's roots (none before it)."""
+        self._hidden_said: set[str] = set()
+        """Files hidden by one of the same path under an earlier root, logged once."""
 
     def _load(self) -> dict[str, Entry]:
         with self._lock:
@@ -275,15 +280,18 @@ class Catalog:
     def rescan(self, roots: tuple[str, ...]) -> dict[str, int]:
         """Walk ``roots`` again: new files added, changed ones described again,
         gone ones removed, in one transaction, then published at once.
-        A path found under two roots is the first root's."""
+        A path found under two roots is the first root's: the others are
+        counted as ``hidden`` and each named once in the server's log."""
         with self._scanning:
             self.roots = roots
             old = self._snapshot
             new: dict[str, Entry] = {}
             changed = 0
+            hidden = []
             for root in roots:
                 for real, rel in _candidates(root):
                     if rel in new:
+                        hidden.append((real, new[rel].real))
                         continue
                     try:
                         watch = watch_stat(real)
@@ -307,7 +315,19 @@ class Catalog:
             self._snapshot = new
             added = len(new.keys() - old.keys())
             removed = len(old.keys() - new.keys())
-            return {"added": added, "changed": changed, "removed": removed, "datasets": len(new)}
+            for real, shown in hidden:
+                if real not in self._hidden_said:
+                    self._hidden_said.add(real)
+                    log.warning(
+                        "%s is not served: %s has its path under an earlier root", real, shown
+                    )
+            return {
+                "added": added,
+                "changed": changed,
+                "removed": removed,
+                "hidden": len(hidden),
+                "datasets": len(new),
+            }
 
     def refresh(self, path: str) -> Entry | None:
         """Describe the entry ``path`` again (after its index was built) and
