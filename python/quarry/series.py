@@ -291,6 +291,11 @@ class Series:
         items = batch_items(queries, labels)
         check_syntax(items)
         shapes = Shapes([q for _, q in items])
+        for group in shapes.groups:  # one query of a shape names every name of its group
+            try:
+                self._check_outside_steps(group.cond)
+            except QuarryError as exc:
+                raise BatchQueryError(*items[group.first], exc) from exc
 
         def member_counts(i: int) -> list[int]:
             m = self.members[i]

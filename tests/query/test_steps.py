@@ -345,5 +345,12 @@ def test_a_name_in_two_families_of_numbered_groups_is_ambiguous_not_half_answere
     ambiguous = pytest.raises(AmbiguousNameError, match="matches 4 variables")
     with quarry.open_series(path) as series, ambiguous:  # quarry query --per-step's way
         series.query("energy > 1")
+    in_batch = pytest.raises(quarry.BatchQueryError, match="matches 4 variables")
+    with quarry.open_series(path) as series, in_batch:  # --batch's way
+        series.query_many(["energy > 1", "energy > 3"])
     with quarry.open_series(path, path="ions_*") as series:
         assert series.query("energy > 1").counts() == [5, 5]
+        assert [s.counts() for s in series.query_many(["energy > 1", "energy > 3"])] == [
+            [5, 5],
+            [0, 0],
+        ]
