@@ -389,3 +389,11 @@ def test_query_progress_bar_only_on_a_terminal(tmp_path):
     )
     out, shown = _shown_on_terminal("query", path, query, "--quiet")
     assert int(out) == expect and b"querying" not in shown
+
+
+@pytest.mark.parametrize("command", ["query", "track"])
+def test_the_usage_line_shows_files_then_one_query(command):
+    """argparse wrote 'FILE... QUERY [FILE... QUERY ...]', which reads as
+    several file-and-query pairs (and 'a.h5 "x > 1" b.h5 "x > 2"' failed)."""
+    usage = run(command, "--help").stdout.split("\n\n")[0]
+    assert usage.rstrip().endswith("FILE... QUERY") and "[FILE..." not in usage

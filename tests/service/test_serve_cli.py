@@ -71,6 +71,23 @@ def test_serve_refuses_a_root_that_is_not_a_directory_and_an_empty_token_file(tm
         assert done.stderr.startswith("quarry: error: ") and message in done.stderr
 
 
+@pytest.mark.parametrize("mode", [0o600, 0o644])
+def test_a_token_file_others_may_read_is_warned_of(tmp_path, mode):
+    (tmp_path / "root").mkdir()
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    token.chmod(mode)
+    process, _ = _start(str(tmp_path / "root"), "--catalog", str(tmp_path / "c.sqlite"),
+                        "--token-file", str(token))  # fmt: skip
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=10)
+    warned = (
+        f"quarry: warning: the token file {token} may be read by others (mode 644): "
+        f"chmod 600 {token}"
+    )
+    assert (warned in err) == (mode == 0o644), err
+
+
 def test_auto_index_builds_missing_indexes_in_the_background(tmp_path):
     servers.particles(str(tmp_path / "root" / "p.h5"), n=3000)
     token = tmp_path / "token"

@@ -78,6 +78,14 @@ class _Formatter(argparse.HelpFormatter):
     def __init__(self, prog: str) -> None:
         super().__init__(prog, width=_terminal_columns() - 2)
 
+    def _format_args(self, action: argparse.Action, default_metavar: str) -> str:
+        # Files then one query ("FILE... QUERY"), not argparse's repeat of the
+        # metavar for nargs="+" ("FILE... QUERY [FILE... QUERY ...]"), which
+        # reads as several file-and-query pairs.
+        if action.nargs == "+" and action.metavar == "FILE... QUERY":
+            return "FILE... QUERY"
+        return super()._format_args(action, default_metavar)
+
 
 def _terminal_columns() -> int:
     """The columns :func:`shutil.get_terminal_size` reports: ``$COLUMNS``

@@ -10,6 +10,8 @@ closed. See :mod:`quarry.service`.
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import socket
 import sys
 from typing import Any
@@ -87,6 +89,14 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be from 0 to 65535, not {args.port}")
     token = read_token(args.token_file) if args.token_file else None
+    if args.token_file and os.stat(args.token_file).st_mode & 0o077:
+        # As ssh says of a private key others may read: the token opens the writes.
+        mode = oct(os.stat(args.token_file).st_mode & 0o777)[2:]
+        print(
+            f"quarry: warning: the token file {args.token_file} may be read by others "
+            f"(mode {mode}): chmod 600 {shlex.quote(args.token_file)}",
+            file=sys.stderr,
+        )
     if args.workers < 1 or args.builds < 1:
         raise UsageError("--workers and --builds take 1 or more")
     if not args.query_seconds > 0:
