@@ -397,3 +397,19 @@ def test_the_usage_line_shows_files_then_one_query(command):
     several file-and-query pairs (and 'a.h5 "x > 1" b.h5 "x > 2"' failed)."""
     usage = run(command, "--help").stdout.split("\n\n")[0]
     assert usage.rstrip().endswith("FILE... QUERY") and "[FILE..." not in usage
+
+
+def test_plot_draws_the_grey_background_on_sparse_data(tmp_path):
+    """328 rows over 200x200 bins: every bin held 1, the least of the log
+    scale, drawn white on white, so the 'all rows' background was invisible."""
+    from matplotlib.image import imread
+
+    path = str(tmp_path / "sparse.h5")
+    rng = np.random.default_rng(8)
+    with h5py.File(path, "w") as f:
+        f["x"], f["y"] = rng.random(328), rng.random(328)
+    png = tmp_path / "p.png"
+    run("plot", path, "x", "y", "--where", "x > 2", "--png", str(png))  # nothing selected
+    inside = imread(png)[60:420, 90:560, :3]  # the axes' area, frame and labels left out
+    grey = (np.ptp(inside, axis=-1) < 0.02) & (inside[..., 0] > 0.2) & (inside[..., 0] < 0.95)
+    assert grey.sum() > 800  # the rows' bins (1,521 pixels; 86 when they were white)

@@ -76,13 +76,14 @@ def draw_overlay(
     try:
         counts = np.asarray(everything.counts, dtype=float)
         masked = np.ma.masked_equal(counts.T, 0)
-        ax.pcolormesh(
-            everything.edges[0],
-            everything.edges[1],
-            masked,
-            norm=log_norm() if counts.any() else None,
-            cmap="Greys",
-        )
+        norm = None
+        if counts.any():
+            # The scale starts below the sparsest bin, so a bin of one row is a
+            # grey that shows: at the data's own least it was white on white,
+            # and data of one row a bin drew no background at all.
+            least = counts[counts > 0].min()
+            norm = log_norm(vmin=least / 4, vmax=max(counts.max(), 4 * least))
+        ax.pcolormesh(everything.edges[0], everything.edges[1], masked, norm=norm, cmap="Greys")
         sx, sy = selected
         if len(sx) <= 20_000:
             ax.scatter(sx, sy, s=2, color="tab:red", label=f"selected ({len(sx):,})")
