@@ -91,7 +91,10 @@ def csv_lines(columns: Mapping[str, np.ndarray], lead: str | None = None) -> Ite
     ['"a,b.h5"']
     """
     for row in zip(*(c.tolist() for c in columns.values()), strict=True):
-        cells = [repr(x) if isinstance(x, float) else csv_cell(str(x)) for x in row]
+        cells = [
+            repr(x) if isinstance(x, float) else csv_cell(x) if isinstance(x, str) else str(x)
+            for x in row
+        ]
         yield ",".join(cells if lead is None else [lead, *cells])
 
 
@@ -115,9 +118,12 @@ def csv_cell(text: str) -> str:
     >>> csv_cell("x"), csv_cell("b,x"), csv_cell('a"b')
     ('x', '"b,x"', '"a""b"')
     """
-    if any(c in text for c in ',"\r\n'):
-        return '"' + text.replace('"', '""') + '"'
-    return text
+    import csv
+    import io
+
+    cell = io.StringIO()
+    csv.writer(cell, lineterminator="").writerow([text])
+    return cell.getvalue()
 
 
 def resolved_paths(sel: SeriesSelection) -> dict[str, list[str]]:

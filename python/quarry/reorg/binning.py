@@ -432,16 +432,25 @@ def _decimal_edges(axis: Axis) -> npt.NDArray[Any]:
 def _decimal_table(axis: Axis) -> npt.NDArray[np.float64] | None:
     import numpy as np
 
-    edges = axis.edges()
     wanted = np.arange(1, axis.count)
-    below = np.nextafter(edges, axis.float_dtype.type(-np.inf))
-    with np.errstate(all="ignore"):
-        if np.all(axis._scaled(edges) >= wanted) and np.all(axis._scaled(below) < wanted):
-            return None  # each edge is the formula's already: nothing to move
+    at, under = _formula_at_edges(axis)
+    if np.all(at >= wanted) and np.all(under < wanted):
+        return None  # each edge is the formula's already: nothing to move
     nan = np.array([np.nan])
     table = np.concatenate([nan, axis.edges().astype(np.float64), nan, nan])
     table.setflags(write=False)
     return table
+
+
+def _formula_at_edges(axis: Axis) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    """The formula's bin of each decimal edge of ``axis``, and of the value
+    of its dtype just below each."""
+    import numpy as np
+
+    edges = _decimal_edges(axis)
+    below = np.nextafter(edges, axis.float_dtype.type(-np.inf))
+    with np.errstate(all="ignore"):
+        return axis._scaled(edges), axis._scaled(below)
 
 
 def decimal_multiples(first: int, count: int, size: float) -> npt.NDArray[np.float64] | None:
@@ -485,10 +494,8 @@ def _decimal_edges_fit(axis: Axis) -> bool:
     if len(edges) > 1 and not bool(np.all(edges[1:] > edges[:-1])):
         return False
     wanted = np.arange(1, axis.count)
-    below = np.nextafter(edges, axis.float_dtype.type(-np.inf))
-    with np.errstate(all="ignore"):
-        at, under = axis._scaled(edges), axis._scaled(below)
-    return bool(np.all(at >= wanted - 1) and np.all(at <= wanted + 1) and np.all(under <= wanted))
+    at, under = _formula_at_edges(axis)
+    return bool(np.all(at >= wanted - 1) and np.all(under <= wanted))
 
 
 def make_axis(

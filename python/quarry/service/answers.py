@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from quarry.errors import QuarryError
+from quarry.formats.base import fingerprint
 from quarry.records import record
 from quarry.service.catalog import Entry, watch_stat
 from quarry.service.config import Limits, ServiceError, inside, refusal
@@ -121,7 +122,7 @@ class OpenFiles:
         try:
             with kept.lock, refused_as_the_catalog_names(entry):
                 yield kept.ds
-            if watch_stat(entry.real)["file"] != watch["file"]:
+            if fingerprint(entry.real) != watch["file"]:
                 # Written while being read (in place, HDF5's locking off): the
                 # answer may mix the old file and the new, so none is given.
                 # (An index or copy rebuilt meanwhile replaced its file whole:
