@@ -77,17 +77,7 @@ class FormatTests:
             assert infos[name].problem is None
         drv.close()
 
-    @pytest.fixture(params=["mapped", "read calls"])
-    def maps(self, request):
-        """Reads through memory maps (the default), or by read calls only (the
-        data service's way: a file rewritten under a map ends the process)."""
-        from quarry.formats.base import map_files
-
-        map_files(request.param == "mapped")
-        yield
-        map_files(True)
-
-    def test_reads_any_span_and_gathers(self, written, maps):
+    def test_reads_any_span_and_gathers(self, written):
         path, arrays = written
         drv = open_source(path)
         rng = np.random.default_rng(1)
@@ -123,7 +113,7 @@ class FormatTests:
         drv.close()
 
     @pytest.mark.parametrize("indexed", [False, True])
-    def test_queries_match_the_oracle(self, written, indexed, maps):
+    def test_queries_match_the_oracle(self, written, indexed):
         path, arrays = written
         with quarry.open(path) as ds:
             if indexed:

@@ -75,33 +75,6 @@ def native(values: Any) -> npt.NDArray[np.generic]:
 #: address single elements cheaply.
 GATHER_SPAN = 1 << 18
 
-#: Whether drivers may read a file's values through a memory map (see
-#: :func:`map_files`).
-_MAPPING = [True]
-
-
-def map_files(allowed: bool) -> None:
-    """Let drivers read values through memory maps of the files (the default),
-    or not: then every read is a read call. A mapped file truncated in place
-    by another program (HDF5 rewrites a file so when its locking is off) ends
-    the process with SIGBUS at the next touch of a page past the new end,
-    which no handler can turn into an error; a read call reports it. The data
-    service, which must outlive any one file, reads without maps.
-
-    Examples
-    --------
-    >>> map_files(False); maps_files()
-    False
-    >>> map_files(True); maps_files()
-    True
-    """
-    _MAPPING[0] = allowed
-
-
-def maps_files() -> bool:
-    """Whether drivers may read through memory maps (:func:`map_files`)."""
-    return _MAPPING[0]
-
 
 @record
 class VariableInfo:

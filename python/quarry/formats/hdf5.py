@@ -21,7 +21,6 @@ from quarry.formats import openpmd
 from quarry.formats.base import (
     VariableInfo,
     gather_by_spans,
-    maps_files,
     native,
     plain_attrs,
     queryable_dtype,
@@ -198,7 +197,7 @@ class HDF5Driver:
             return self._maps[var]
         ds = self._dataset(var)
         mm = None
-        offset = self._offset(ds) if maps_files() else None
+        offset = self._offset(ds)
         if offset is not None:
             mapped = np.memmap(self.path, dtype=ds.dtype, mode="r", offset=offset, shape=(ds.size,))
             # A plain ndarray view of the map: np.memmap's Python-level

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from quarry.formats.base import Driver, VariableInfo, maps_files, native
+from quarry.formats.base import Driver, VariableInfo, native
 from quarry.records import field, record
 
 if TYPE_CHECKING:
@@ -266,7 +266,7 @@ class ListedDriver:
         driver), or where the file is shorter than the listing says."""
         if var in self._views:
             return self._views[var]
-        at = self._contiguous.get(var) if maps_files() else None
+        at = self._contiguous.get(var)
         view = None
         if at is not None:
             import numpy as np

@@ -9,19 +9,12 @@ file's format detection finds it there.
 from __future__ import annotations
 
 import json
-import math
 import os
 from typing import TYPE_CHECKING, Any
 
 from quarry.errors import SourceError, UnsupportedVariableError
 from quarry.formats import cf
-from quarry.formats.base import (
-    VariableInfo,
-    gather_by_spans,
-    maps_files,
-    read_flat,
-    variable_problem,
-)
+from quarry.formats.base import VariableInfo, read_flat, variable_problem
 from quarry.records import as_dict, record
 
 if TYPE_CHECKING:
@@ -133,17 +126,14 @@ class RawDriver:
         self.step_context: str | None = None
         self.layout = layout
         dtype = np.dtype(layout.dtype)
-        # None: read by read calls (maps_files() is off: the data service).
-        self._array: npt.NDArray[Any] | None = None
-        if maps_files():
-            self._array = np.memmap(
-                path,
-                dtype=dtype,
-                mode="r",
-                offset=layout.offset,
-                shape=layout.shape,
-                order="F" if layout.order == "F" else "C",
-            ).view(np.ndarray)
+        self._array = np.memmap(
+            path,
+            dtype=dtype,
+            mode="r",
+            offset=layout.offset,
+            shape=layout.shape,
+            order="F" if layout.order == "F" else "C",
+        ).view(np.ndarray)
         self._attrs: dict[str, Any] = (
             {} if layout.fill_value is None else {"_FillValue": layout.fill_value}
         )
@@ -170,45 +160,13 @@ class RawDriver:
         out: npt.NDArray[np.generic] = np.require(values, requirements=["C", "A"])
         return out
 
-    def _stored(self, start: int, stop: int) -> npt.NDArray[Any]:
-        """Stored elements ``[start, stop)`` in file order, by one read call;
-        a file shorter than its description is a :class:`SourceError`."""
-        import numpy as np
-
-        dtype = np.dtype(self.layout.dtype)
-        count = max(stop - start, 0)
-        with open(self.path, "rb") as f:
-            f.seek(self.layout.offset + start * dtype.itemsize)
-            data = f.read(count * dtype.itemsize)
-        if len(data) != count * dtype.itemsize:
-            raise SourceError(
-                f"{self.path} is shorter than its description (quarry register): it was "
-                "truncated or rewritten"
-            )
-        return np.frombuffer(data, dtype=dtype)
-
-    def _whole(self) -> npt.NDArray[Any]:
-        """The array as stored, mapped or read whole."""
-        if self._array is not None:
-            return self._array
-        size = math.prod(self.layout.shape)
-        stored = self._stored(0, size)
-        whole: npt.NDArray[Any] = (
-            stored.reshape(self.layout.shape, order="F")
-            if self.layout.order == "F"
-            else stored.reshape(self.layout.shape)
-        )
-        return whole
-
     def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
         import numpy as np
 
         self._check(var)
         if self.layout.order == "C" or len(self.layout.shape) == 1:
-            if self._array is None:
-                return self._finish(self._stored(start, stop))
             return self._finish(self._array.reshape(-1)[start:stop])
-        rows = self._whole()
+        rows = self._array
         return self._finish(
             read_flat(
                 self.layout.shape, start, stop, lambda r0, r1: np.ascontiguousarray(rows[r0:r1])
@@ -220,14 +178,11 @@ class RawDriver:
 
         self._check(var)
         if self.layout.order == "C" or len(self.layout.shape) == 1:
-            if self._array is None:
-                size = math.prod(self.layout.shape)
-                return gather_by_spans(self, var, size, positions)
             return self._finish(self._array.reshape(-1)[positions])
         # Row-major ids -> offsets in Fortran memory order.
         index = np.unravel_index(positions, self.layout.shape)
         offsets = np.ravel_multi_index(index, self.layout.shape, order="F")
-        return self._finish(self._whole().ravel(order="K")[offsets])
+        return self._finish(self._array.ravel(order="K")[offsets])
 
     def close(self) -> None:
         pass

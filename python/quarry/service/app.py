@@ -51,11 +51,6 @@ class Service:
     builds and the worker slots. Made when the app starts."""
 
     def __init__(self, config: Config) -> None:
-        from quarry.formats.base import map_files
-
-        # A served file rewritten in place must fail a request, not end the
-        # server with SIGBUS through a memory map of it: read calls only.
-        map_files(False)
         self.config = config
         self.catalog = Catalog(config.catalog)
         self.files = answers.OpenFiles(config.roots)
