@@ -139,15 +139,17 @@ impl Key for u32 {
 const CHUNK: usize = 4096;
 
 /// Add to each row's key the sum over `columns` of its bin number times the
-/// axis' stride, in one pass over the keys. The arithmetic is each values'
-/// own dtype's, step by step as `NumPy`'s `floor((v - origin) / size)`
-/// rounds, so the bins agree with the edges found from that formula.
+/// axis' stride, in one pass over the keys; returns the least and the
+/// greatest key after it ((0, 0) for no rows: what [`group_rows_within`]
+/// takes). The arithmetic is each values' own dtype's, step by step as
+/// `NumPy`'s `floor((v - origin) / size)` rounds, so the bins agree with
+/// the edges found from that formula.
 ///
 /// # Panics
 /// If a column's length is not the keys', or an axis has no bin or more
 /// than 2^31.
-pub fn add_bins<K: Key>(columns: &[(Floats<'_>, FloatAxis<'_>)], keys: &mut [K]) {
-    bin_rows(columns, keys, false);
+pub fn add_bins<K: Key>(columns: &[(Floats<'_>, FloatAxis<'_>)], keys: &mut [K]) -> (u64, u64) {
+    bin_rows(columns, keys, false)
 }
 
 /// Set each row's key to the sum over `columns` (at least one) of its bin
@@ -156,9 +158,9 @@ pub fn add_bins<K: Key>(columns: &[(Floats<'_>, FloatAxis<'_>)], keys: &mut [K])
 ///
 /// # Panics
 /// As [`add_bins`], or if `columns` is empty.
-pub fn set_bins<K: Key>(columns: &[(Floats<'_>, FloatAxis<'_>)], keys: &mut [K]) {
+pub fn set_bins<K: Key>(columns: &[(Floats<'_>, FloatAxis<'_>)], keys: &mut [K]) -> (u64, u64) {
     assert!(!columns.is_empty(), "at least one column to bin");
-    bin_rows(columns, keys, true);
+    bin_rows(columns, keys, true)
 }
 
 /// The greatest key `columns` can give (NaN's bin included), if it fits 64 bits.
@@ -169,7 +171,11 @@ pub fn greatest_key(columns: &[(Floats<'_>, FloatAxis<'_>)]) -> Option<u64> {
     })
 }
 
-fn bin_rows<K: Key>(columns: &[(Floats<'_>, FloatAxis<'_>)], keys: &mut [K], set: bool) {
+fn bin_rows<K: Key>(
+    columns: &[(Floats<'_>, FloatAxis<'_>)],
+    keys: &mut [K],
+    set: bool,
+) -> (u64, u64) {
     if K::MAX < u64::MAX {
         let top = greatest_key(columns).filter(|&top| set && top <= K::MAX);
         assert!(top.is_some(), "narrow keys are set, and hold every key");
@@ -186,6 +192,10 @@ fn bin_rows<K: Key>(columns: &[(Floats<'_>, FloatAxis<'_>)], keys: &mut [K], set
             "count + 2 decimal edges"
         );
     }
+    if keys.is_empty() {
+        return (0, 0);
+    }
+    let (mut low, mut high) = (u64::MAX, 0);
     for (at, chunk) in (0..).step_by(CHUNK).zip(keys.chunks_mut(CHUNK)) {
         let rows = at..at + chunk.len();
         for (k, (values, axis)) in columns.iter().enumerate() {
@@ -195,7 +205,15 @@ fn bin_rows<K: Key>(columns: &[(Floats<'_>, FloatAxis<'_>)], keys: &mut [K], set
                 Floats::F64(v) => add_axis(&v[rows.clone()], chunk, axis, set),
             }
         }
+        // The bounds while the chunk's keys are in cache: a pass over all
+        // of them would read them from memory once more.
+        let first = chunk[0];
+        let (l, h) = chunk
+            .iter()
+            .fold((first, first), |(l, h), &key| (l.min(key), h.max(key)));
+        (low, high) = (low.min(l.into()), high.max(h.into()));
     }
+    (low, high)
 }
 
 fn add_axis<T: BinFloat, K: Key>(values: &[T], keys: &mut [K], axis: &FloatAxis<'_>, set: bool) {
@@ -412,11 +430,17 @@ const _: () = assert!(SPAN_ROWS <= 1 << 16);
 /// per part (first touches of large buffers dominate otherwise).
 #[derive(Default)]
 pub struct Scratch {
-    /// Counting sort: a bit per key of the part's range, set where the key
-    /// is present; the rank of each 64 bits' first; a counter per key present.
+    /// Counting by rank: a bit per key of the part's range, set where the
+    /// key is present; the rank of each 64 bits' first; a counter per key present.
     present: Vec<u64>,
     rank: Vec<u32>,
     counts: Vec<u32>,
+    /// Counting directly: a counter per key of the range, each zero between
+    /// calls (unless `tally_in_use`: a call stopped half way); the keys
+    /// present, as offsets from the least.
+    tally: Vec<u32>,
+    tally_in_use: bool,
+    keys_present: Vec<u32>,
     /// Radix sort: the packed words and their spare.
     words: Vec<u64>,
     spare: Vec<u64>,
@@ -458,20 +482,70 @@ impl Scratch {
 /// counting sort; wider ones by [`stable_order`]'s radix sort.
 const COUNTING_FLOOR: u64 = 1 << 16;
 
+/// Key ranges up to this many keys are always counted with a counter per
+/// key of the range: all of them (1 MiB) stay in cache.
+const SMALL_RANGE: usize = 1 << 18;
+
+/// Rows whose keys tell how a wider range is counted: a part whose first
+/// rows' counters lie in at most [`LOCAL_LINES`] cache lines (64 bytes, 16
+/// counters each) touches few of them at a time. Rows written domain by
+/// domain, or cell by cell, as simulations write them, do: the benchmark's
+/// particles' first 16,384 rows have 1,300 keys in 220 lines. Keys in no
+/// order touch a line per key, and by rank in a bitmap they are counted in
+/// less time from about 1,000 keys on.
+const PROBE_ROWS: usize = 1 << 14;
+const LOCAL_LINES: usize = 512;
+
+/// Whether the counters of the first [`PROBE_ROWS`] of `keys` (less `low`)
+/// lie in at most [`LOCAL_LINES`] cache lines. Found without touching them:
+/// a probe of counters scattered over megabytes costs a miss a row.
+fn local_keys<K: Key>(keys: &[K], low: u64) -> bool {
+    const PER_LINE: u64 = 16;
+    let mut lines: Vec<u64> = keys
+        .iter()
+        .take(PROBE_ROWS)
+        .map(|&key| (key.into() - low) / PER_LINE)
+        .collect();
+    lines.sort_unstable();
+    lines.dedup();
+    lines.len() <= LOCAL_LINES
+}
+
 /// Find where each row of `keys` goes when the rows are grouped in
 /// ascending key order, rows of one key in ascending row order (a stable
 /// sort's order), noting it in `scratch` for [`stage`] and [`write_spans`];
-/// returns the offset table of the keys present. Keys spanning a range of at
-/// most twice the rows (an `MDBin` part's usually do: its rows cover a few
-/// bins of its slowest variable) are counted: one pass marking the keys
-/// present in a bitmap of the range (which stays in cache: a part's range
-/// spans millions of keys, of which some tens of thousands are present), one
-/// histogram pass over a counter per key present (found by its rank in the
-/// bitmap, and noted in the row's slot for the next pass), whose prefix sums
-/// are the offset table and each key's first position, and one pass giving
-/// each row its key's next position (regrouping the positions by span on
-/// the way, and noting each row's slot in that order for [`stage`]). Wider
-/// ones are radix sorted.
+/// returns the offset table of the keys present. [`group_rows_within`],
+/// with the keys' least and greatest found here.
+///
+/// # Panics
+/// If there are more than `u32::MAX` rows.
+pub fn group_rows<K: Key>(keys: &[K], scratch: &mut Scratch) -> Table {
+    let first = keys.first().copied().unwrap_or_default();
+    let (low, high) = keys.iter().fold((first, first), |(low, high), &key| {
+        (low.min(key), high.max(key))
+    });
+    group_rows_within(keys, (low.into(), high.into()), scratch)
+}
+
+/// [`group_rows`] of `keys` whose least and greatest are `bounds` (as
+/// [`set_bins`] returns them).
+///
+/// Keys spanning a range of at most twice the rows (an `MDBin` part's
+/// usually do: its rows cover a few bins of its slowest variable) are
+/// counted: a histogram pass, whose prefix sums are the offset table and
+/// each key's first position, and one pass giving each row its key's next
+/// position (regrouping the positions by span on the way, and noting each
+/// row's slot in that order for [`stage`]). The counters are found one of
+/// two ways:
+/// - a counter per key of the range, where few of them are touched at a
+///   time (a small range, or a part whose first rows hold few keys: see
+///   [`PROBE_ROWS`]), the keys present listed as they are first counted;
+/// - else by rank: the keys present are marked in a bitmap of the range
+///   (which stays in cache: a part's range spans millions of keys, of which
+///   some tens of thousands are present), and each row's counter is the
+///   rank of its key's bit, noted in its slot for the last pass.
+///
+/// Wider ranges are radix sorted.
 ///
 /// Columns are then placed in two streaming passes instead of one scatter
 /// to a slot per key present (tens of thousands of them, scattered over a
@@ -481,8 +555,8 @@ const COUNTING_FLOOR: u64 = 1 << 16;
 /// in a buffer that stays in cache.
 ///
 /// # Panics
-/// If there are more than `u32::MAX` rows.
-pub fn group_rows<K: Key>(keys: &[K], scratch: &mut Scratch) -> Table {
+/// If there are more than `u32::MAX` rows, or a key lies outside `bounds`.
+pub fn group_rows_within<K: Key>(keys: &[K], bounds: (u64, u64), scratch: &mut Scratch) -> Table {
     let n = keys.len();
     assert!(u32::try_from(n).is_ok(), "at most u32::MAX rows");
     let (slots, positions) = (&mut scratch.slot, &mut scratch.staged_position);
@@ -505,14 +579,10 @@ pub fn group_rows<K: Key>(keys: &[K], scratch: &mut Scratch) -> Table {
             starts: Vec::new(),
         };
     }
-    let (mut low, mut high) = (keys[0], keys[0]);
-    for &key in keys {
-        (low, high) = (low.min(key), high.max(key));
-    }
-    let (low, high): (u64, u64) = (low.into(), high.into());
-    let mut spans = Spans::new(&mut scratch.cursor, &mut scratch.staged_position);
-    let slots = &mut scratch.slot[..];
+    let (low, high) = bounds;
+    assert!(low <= high, "the least key is at most the greatest");
     if high - low >= COUNTING_FLOOR.max(2 * n as u64) {
+        let mut spans = Spans::new(&mut scratch.cursor, &mut scratch.staged_position);
         scratch.words.resize(n, 0);
         scratch.spare.resize(n, 0);
         scratch.position.resize(n, 0);
@@ -520,72 +590,157 @@ pub fn group_rows<K: Key>(keys: &[K], scratch: &mut Scratch) -> Table {
         for (at, &row) in (0u32..).zip(&scratch.words[..n]) {
             scratch.position[row as usize] = at;
         }
-        for (slot, &at) in slots.iter_mut().zip(&scratch.position) {
+        for (slot, &at) in scratch.slot.iter_mut().zip(&scratch.position) {
             *slot = spans.put(at);
         }
         return table;
     }
-    // The keys present are marked in a bitmap of the range (a bit per key:
-    // 1/32 of a counter per key, and it stays in cache where a counter per
-    // key of a wide range would not); each present key's counter is then
-    // found by its rank among them, so only as many counters as keys present.
-    let range = (high - low) as usize + 1;
-    scratch.present.clear();
-    scratch.present.resize(range.div_ceil(64), 0);
-    let present_bits = &mut scratch.present[..];
-    for &key in keys {
-        let at = (key.into() - low) as usize;
-        present_bits[at / 64] |= 1 << (at % 64);
+    let range = usize::try_from(high - low).expect("a range of at most 2^33 keys") + 1;
+    if u32::try_from(range).is_ok() && (range <= SMALL_RANGE || local_keys(keys, low)) {
+        scratch.count_directly(keys, low, range)
+    } else {
+        scratch.count_by_rank(keys, low, range)
     }
-    // Each word's rank: how many keys present lie in the words before it.
-    scratch.rank.clear();
-    let mut sum = 0u32;
-    scratch.rank.extend(present_bits.iter().map(|&word| {
-        let before = sum;
-        sum += word.count_ones();
-        before
-    }));
-    let (present_bits, rank) = (&*present_bits, &scratch.rank[..]);
-    let dense = |key: K| -> usize {
-        let at = (key.into() - low) as usize;
-        let below = present_bits[at / 64] & ((1u64 << (at % 64)) - 1);
-        (rank[at / 64] + below.count_ones()) as usize
-    };
-    scratch.counts.clear();
-    scratch.counts.resize(sum as usize, 0);
-    let counts = &mut scratch.counts[..];
-    // Each row's counter is noted in its slot, so the last pass looks it up
-    // once more from there, not from the bitmap and the ranks again.
-    for (slot, &key) in slots.iter_mut().zip(keys) {
-        let counter = dense(key);
-        counts[counter] += 1;
-        *slot = counter as u32;
-    }
-    // The offset table; each counter becomes its key's first position.
-    let (mut present, mut starts, mut at) = (
-        Vec::with_capacity(counts.len()),
-        Vec::with_capacity(counts.len()),
-        0u32,
-    );
-    let mut count = counts.iter_mut();
-    for (base, &word) in (low..).step_by(64).zip(present_bits.iter()) {
-        let mut bits = word;
-        while bits != 0 {
-            present.push(base + u64::from(bits.trailing_zeros()));
+}
+
+impl Scratch {
+    /// [`group_rows_within`]'s counting with a counter per key of the
+    /// range, `range` at most `u32::MAX` keys.
+    fn count_directly<K: Key>(&mut self, keys: &[K], low: u64, range: usize) -> Table {
+        let tally = &mut self.tally;
+        if self.tally_in_use {
+            tally.fill(0); // a call before stopped half way: its counts are stale
+        }
+        if tally.len() < range {
+            if let Some((reserve, _)) = self.reserve {
+                if tally.capacity() < range {
+                    *tally = Vec::new();
+                    reserve(tally, range);
+                }
+            }
+            tally.resize(range, 0);
+        }
+        self.tally_in_use = true;
+        let tally = &mut tally[..range];
+        let present = &mut self.keys_present;
+        present.clear();
+        for &key in keys {
+            #[allow(clippy::cast_possible_truncation)] // below `range`, which fits u32
+            let at = (key.into() - low) as u32;
+            let counter = &mut tally[at as usize];
+            if *counter == 0 {
+                present.push(at); // listed when first counted
+            }
+            *counter += 1;
+        }
+        // Sorted, unless so many are present that a pass over the counters
+        // is quicker.
+        if present.len() <= range / 64 {
+            present.sort_unstable();
+        } else {
+            present.clear();
+            present.extend(
+                (0u32..)
+                    .zip(&*tally)
+                    .filter(|&(_, &n)| n != 0)
+                    .map(|(at, _)| at),
+            );
+        }
+        // The offset table; each counter becomes its key's first position.
+        let (mut keys_present, mut starts, mut at) = (
+            Vec::with_capacity(present.len()),
+            Vec::with_capacity(present.len()),
+            0u32,
+        );
+        for &key in &*present {
+            keys_present.push(low + u64::from(key));
             starts.push(i64::from(at));
-            let next = count.next().expect("a counter per key present");
-            (at, *next) = (at + *next, at);
-            bits &= bits - 1;
+            let counter = &mut tally[key as usize];
+            (at, *counter) = (at + *counter, at);
+        }
+        let mut spans = Spans::new(&mut self.cursor, &mut self.staged_position);
+        for (slot, &key) in self.slot.iter_mut().zip(keys) {
+            #[allow(clippy::cast_possible_truncation)] // below `range`
+            let next = &mut tally[(key.into() - low) as usize];
+            *slot = spans.put(*next);
+            *next += 1;
+        }
+        for &key in &*present {
+            tally[key as usize] = 0;
+        }
+        self.tally_in_use = false;
+        Table {
+            keys: keys_present,
+            starts,
         }
     }
-    for slot in slots {
-        let next = &mut counts[*slot as usize];
-        *slot = spans.put(*next);
-        *next += 1;
-    }
-    Table {
-        keys: present,
-        starts,
+
+    /// [`group_rows_within`]'s counting by rank in a bitmap of the keys present.
+    fn count_by_rank<K: Key>(&mut self, keys: &[K], low: u64, range: usize) -> Table {
+        // The keys present are marked in a bitmap of the range (a bit per
+        // key: 1/32 of a counter per key, and it stays in cache where a
+        // counter per key of a wide range would not); each present key's
+        // counter is then found by its rank among them, so only as many
+        // counters as keys present.
+        self.present.clear();
+        self.present.resize(range.div_ceil(64), 0);
+        let present_bits = &mut self.present[..];
+        for &key in keys {
+            let at = (key.into() - low) as usize;
+            present_bits[at / 64] |= 1 << (at % 64);
+        }
+        // Each word's rank: how many keys present lie in the words before it.
+        self.rank.clear();
+        let mut sum = 0u32;
+        self.rank.extend(present_bits.iter().map(|&word| {
+            let before = sum;
+            sum += word.count_ones();
+            before
+        }));
+        let (present_bits, rank) = (&*present_bits, &self.rank[..]);
+        let dense = |key: K| -> usize {
+            let at = (key.into() - low) as usize;
+            let below = present_bits[at / 64] & ((1u64 << (at % 64)) - 1);
+            (rank[at / 64] + below.count_ones()) as usize
+        };
+        self.counts.clear();
+        self.counts.resize(sum as usize, 0);
+        let counts = &mut self.counts[..];
+        let slots = &mut self.slot[..];
+        // Each row's counter is noted in its slot, so the last pass looks it
+        // up once more from there, not from the bitmap and the ranks again.
+        for (slot, &key) in slots.iter_mut().zip(keys) {
+            let counter = dense(key);
+            counts[counter] += 1;
+            *slot = counter as u32;
+        }
+        // The offset table; each counter becomes its key's first position.
+        let (mut present, mut starts, mut at) = (
+            Vec::with_capacity(counts.len()),
+            Vec::with_capacity(counts.len()),
+            0u32,
+        );
+        let mut count = counts.iter_mut();
+        for (base, &word) in (low..).step_by(64).zip(present_bits.iter()) {
+            let mut bits = word;
+            while bits != 0 {
+                present.push(base + u64::from(bits.trailing_zeros()));
+                starts.push(i64::from(at));
+                let next = count.next().expect("a counter per key present");
+                (at, *next) = (at + *next, at);
+                bits &= bits - 1;
+            }
+        }
+        let mut spans = Spans::new(&mut self.cursor, &mut self.staged_position);
+        for slot in slots {
+            let next = &mut counts[*slot as usize];
+            *slot = spans.put(*next);
+            *next += 1;
+        }
+        Table {
+            keys: present,
+            starts,
+        }
     }
 }
 
@@ -858,9 +1013,15 @@ mod tests {
                                    count in 1u64..40) {
             let mut keys = vec![7u64; values.len()];
             let axis = FloatAxis { origin, size, count, stride: 3, decimal: None };
-            add_bins(&[(Floats::F64(&values), axis)], &mut keys);
+            let added = add_bins(&[(Floats::F64(&values), axis)], &mut keys);
             let mut set = vec![u64::MAX; values.len()]; // whatever was there
-            set_bins(&[(Floats::F64(&values), axis), (Floats::F64(&values), axis)], &mut set);
+            let bounds = set_bins(&[(Floats::F64(&values), axis), (Floats::F64(&values), axis)], &mut set);
+            // Each returns its keys' least and greatest ((0, 0) for none).
+            let least_greatest = |keys: &[u64]| {
+                (keys.iter().copied().min().unwrap_or(0), keys.iter().copied().max().unwrap_or(0))
+            };
+            prop_assert_eq!(added, least_greatest(&keys));
+            prop_assert_eq!(bounds, least_greatest(&set));
             let mut set32 = vec![u32::MAX; values.len()];
             set_bins(&[(Floats::F64(&values), axis), (Floats::F64(&values), axis)], &mut set32);
             prop_assert!(set.iter().zip(&set32).all(|(&a, &b)| a == u64::from(b)));
@@ -999,6 +1160,56 @@ mod tests {
         });
         assert_eq!(seen, values);
         spans_of(&staged, scratch)
+    }
+
+    /// `n` keys: each row's `spread` of a pseudo-random number, added to
+    /// `step` times its block of `block` rows.
+    fn wide_keys(n: usize, block: usize, step: u64, spread: u64) -> Vec<u32> {
+        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+        (0..n)
+            .map(|row| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                u32::try_from((row / block) as u64 * step + state % spread).unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn both_ways_of_counting_a_wide_range_give_the_stable_sort() {
+        // Keys in no order (counted by rank) and keys in blocks (few lines
+        // at a time: counted directly), over 360,000 and 300,000 keys; the
+        // same scratch in turn, so each way follows the other.
+        let scattered = wide_keys(200_000, 200_000, 0, 360_000);
+        let local = wide_keys(200_000, 1_000, 1_500, 200);
+        assert!(!local_keys(&scattered, 0) && local_keys(&local, 0));
+        let mut scratch = Scratch::default();
+        for keys in [&scattered, &local, &scattered, &local] {
+            let low = u64::from(*keys.iter().min().unwrap());
+            let high = u64::from(*keys.iter().max().unwrap());
+            assert!(high - low > SMALL_RANGE as u64 && high - low < 2 * keys.len() as u64);
+            let mut want = vec![0; keys.len()];
+            let table = stable_order(keys, &mut want, &mut vec![0; keys.len()]);
+            let mut order = vec![0u32; keys.len()];
+            let got = order_rows(keys, &mut order, &mut scratch);
+            assert!(order.iter().zip(&want).all(|(&a, &b)| u64::from(a) == b));
+            assert_eq!((got.keys, got.starts), (table.keys, table.starts));
+        }
+    }
+
+    #[test]
+    fn counters_left_by_a_call_stopped_half_way_are_cleared() {
+        let keys = wide_keys(5_000, 100, 10, 50);
+        let mut want = vec![0; keys.len()];
+        stable_order(&keys, &mut want, &mut vec![0; keys.len()]);
+        let mut scratch = Scratch::default();
+        let mut order = vec![0u32; keys.len()];
+        order_rows(&keys, &mut order, &mut scratch);
+        scratch.tally.fill(3); // as a panic between counting and clearing leaves them
+        scratch.tally_in_use = true;
+        order_rows(&keys, &mut order, &mut scratch);
+        assert!(order.iter().zip(&want).all(|(&a, &b)| u64::from(a) == b));
     }
 
     #[test]

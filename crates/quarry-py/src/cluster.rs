@@ -378,8 +378,8 @@ fn write_part(
         // Every MDBin number fits 32 bits (nearly every copy's do).
         reserve_huge(&mut w.keys32, rows);
         w.keys32.resize(rows, 0); // zeros only where it grows: set_bins writes them all
-        cluster::set_bins(floats, &mut w.keys32);
-        cluster::group_rows(&w.keys32, &mut w.scratch)
+        let bounds = cluster::set_bins(floats, &mut w.keys32);
+        cluster::group_rows_within(&w.keys32, bounds, &mut w.scratch)
     } else {
         reserve_huge(&mut w.keys, rows);
         w.keys.clear();
@@ -387,8 +387,8 @@ fn write_part(
             Some(k) => w.keys.extend_from_slice(k),
             None => w.keys.resize(rows, 0),
         }
-        cluster::add_bins(floats, &mut w.keys);
-        cluster::group_rows(&w.keys, &mut w.scratch)
+        let bounds = cluster::add_bins(floats, &mut w.keys);
+        cluster::group_rows_within(&w.keys, bounds, &mut w.scratch)
     };
     let scratch = &w.scratch;
     // The keys are spent once the rows are grouped: their buffer, as long
