@@ -118,9 +118,12 @@ class AmbiguousNameError(QuarryError, KeyError):
     >>> print(AmbiguousNameError("x", ["/a/x", "/b/x"], ["a.x", "b.x"]))  # doctest: +ELLIPSIS
     'x' matches 2 variables in separate groups: /a/x (write a.x), /b/x (write b.x); write \
 the one you mean, or narrow the search to one group with --path GROUP (path= in Python)
+    >>> print(AmbiguousNameError("x", ["/Step#0/x", "/Step#1/x"]))  # doctest: +ELLIPSIS
+    '...; write the one you mean, or choose a step with --path Step#0 (path= in Python), or ask \
+every step with --per-step
     >>> print(AmbiguousNameError("x", ["/data/0/x", "/data/1/x"]))  # doctest: +ELLIPSIS
     '...; write the one you mean, or choose a step with --path data/0 (path= in Python), or ask \
-every step with --per-step
+every step with --path 'data/*' --per-step
     """
 
     def __init__(
@@ -174,9 +177,17 @@ def _context_hint(paths: list[str]) -> str:
             step = split[0][first]
             if first and step.isdigit():  # openPMD's iteration, named with its parent: data/100
                 step = f"{split[0][first - 1]}/{step}"
+            if not first:  # top-level step groups: every command's --per-step finds them
+                return (
+                    f"or choose a step with --path {step} (path= in Python), "
+                    "or ask every step with --per-step"
+                )
+            # Nested ones are steps where the format says so (openPMD's
+            # iterations), so the hint names them.
+            every = "/".join(split[0][:first] + ["*"])
             return (
                 f"or choose a step with --path {step} (path= in Python), "
-                "or ask every step with --per-step"
+                f"or ask every step with --path '{every}' --per-step"
             )
     return "or narrow the search to one group with --path GROUP (path= in Python)"
 

@@ -171,3 +171,19 @@ def test_hist_with_a_path_held_by_every_step_bins_them_all(tmp_path):
     png = tmp_path / "h.png"
     run("hist", path, "x", "--path", "electrons", "--png", str(png))
     assert png.stat().st_size > 0
+
+
+def test_the_hint_of_an_ambiguous_name_over_nested_steps_works_as_written(tmp_path):
+    """A name in every step group suggests how to ask every step. With the
+    groups nested (data/0, as openPMD's without its attributes), --per-step
+    alone finds no steps: it suggested itself again."""
+    import shlex
+
+    path = str(tmp_path / "s.h5")
+    with h5py.File(path, "w") as f:
+        for s in range(3):
+            f[f"data/{s}/e/x"] = np.arange(10.0) + s
+    failed = run("query", path, "e.x > 6", "--per-step", code=1)
+    hint = failed.stderr.rsplit("or ask every step with ", 1)[1].strip()
+    doc = json.loads(run("query", path, "e.x > 6", *shlex.split(hint), "--json").stdout)
+    assert [s["count"] for s in doc["per_step"]] == [3, 4, 5]
