@@ -184,7 +184,7 @@ def _context_hint(paths: list[str]) -> str:
                 )
             # Nested ones are steps where the format says so (openPMD's
             # iterations), so the hint names them.
-            every = "/".join(split[0][:first] + ["*"])
+            every = "/".join([*split[0][:first], "*"])
             return (
                 f"or choose a step with --path {step} (path= in Python), "
                 f"or ask every step with --path '{every}' --per-step"

@@ -106,7 +106,7 @@ def test_plot_counts_per_step(runs, tmp_path):
         ).stdout
     )
     assert len(out["per_step"]) == 3
-    err = run("query", d, "energy > 1", "--plot", str(tmp_path / "c.gif"), code=1).stderr
+    err = run("query", d, "energy > 1", "--plot", str(tmp_path / "c.gif"), code=2).stderr
     assert ".png or .svg" in err
 
 
@@ -178,7 +178,7 @@ def test_extract_one_group_per_step(runs, tmp_path):
             np.testing.assert_array_equal(g["energy"][()], e[e > 2])
             assert g.attrs["step"] == step and g.attrs["file"] == path
     err = run(
-        "query", d, "energy > 1", "--values", "x", "--out", str(tmp_path / "a.csv"), code=1
+        "query", d, "energy > 1", "--values", "x", "--out", str(tmp_path / "a.csv"), code=2
     ).stderr
     assert "one group per step" in err
 

@@ -99,7 +99,7 @@ def test_outputs_a_series_cannot_give_are_refused(sim, tmp_path):
     path, _ = sim
     err = run("query", path, QUERY, "--save", str(tmp_path / "s.qsel"), code=2).stderr
     assert "--path Step#N" in err and err.count("\n") == 1
-    err = run("query", path, QUERY, "--ids", "--out", str(tmp_path / "h.npy"), code=1).stderr
+    err = run("query", path, QUERY, "--ids", "--out", str(tmp_path / "h.npy"), code=2).stderr
     assert "one group per step" in err
     # one step is one table: --save and .npy work there
     run("query", path, QUERY, "--path", "Step#2", "--ids", "--out", str(tmp_path / "h.npy"))

@@ -229,7 +229,7 @@ def test_a_failing_rank_publishes_nothing_and_is_named(data, tmp_path):
         (["query", "{d}/run_0.h5", "{d}/run_1.h5", "a > 1", "--explain"], 2, "--explain takes"),
         (
             ["query", "{d}/run_*.h5", "a > 1", "--ids", "--out", "{d}/o.npy", "--out-per-rank"],
-            1,
+            2,
             "steps are written to .h5, .nc or .parquet",
         ),
     ],

@@ -4,6 +4,47 @@ that its spelling, type and help read the same in every command."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+def _file_of(check: Callable[[str], object], text: str) -> str:
+    """``text``, a file path that ``check`` accepts, or the argparse error
+    that refuses it before any work is done (exit 2)."""
+    from quarry.errors import UsageError
+
+    try:
+        check(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+# The output files' argparse types. Their checks are imported when an
+# option is given: a command without one starts without NumPy.
+
+
+def output_file(text: str) -> str:
+    """An argparse type: a table's file (.h5, .nc, .parquet, .csv, .npy)."""
+    from quarry.outputs.writers import output_format
+
+    return _file_of(output_format, text)
+
+
+def groups_file(text: str) -> str:
+    """An argparse type: a file of one group per step (.h5, .nc, .parquet)."""
+    from quarry.outputs.writers import check_groups_path
+
+    return _file_of(check_groups_path, text)
+
+
+def picture_file(text: str) -> str:
+    """An argparse type: a picture (.png, .svg)."""
+    from quarry.outputs.plots import picture_format
+
+    return _file_of(picture_format, text)
 
 
 def count(text: str) -> int:

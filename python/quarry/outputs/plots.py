@@ -7,16 +7,33 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from quarry.outputs.writers import OutputError
+from quarry.outputs.writers import OutputError, OutputFormatError
 
 if TYPE_CHECKING:
     from quarry.query.histogram import Histogram
 
 
+def picture_format(path: str) -> str:
+    """The format a picture ``path`` is drawn in, by its extension; an
+    :class:`OutputFormatError` if not ``.png`` or ``.svg``.
+
+    Examples
+    --------
+    >>> picture_format("counts.SVG")
+    '.svg'
+    >>> picture_format("counts.jpg")
+    Traceback (most recent call last):
+    quarry.outputs.writers.OutputFormatError: cannot draw counts.jpg: use .png or .svg
+    """
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in (".png", ".svg"):
+        raise OutputFormatError(f"cannot draw {path}: use .png or .svg")
+    return ext
+
+
 def _matplotlib(path: str) -> tuple[Any, Any]:
     """pyplot and LogNorm, with a headless backend; checks the picture's extension."""
-    if os.path.splitext(path)[1].lower() not in (".png", ".svg"):
-        raise OutputError(f"cannot draw {path}: use .png or .svg")
+    picture_format(path)
     try:
         import matplotlib
 

@@ -15,7 +15,7 @@ import secrets
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from quarry.errors import QuarryError
+from quarry.errors import QuarryError, UsageError
 from quarry.outputs.columns import (
     FILE,
     GROUP,
@@ -38,12 +38,29 @@ class OutputError(QuarryError, ValueError):
     """An output file Quarry cannot write (unknown extension, bad location)."""
 
 
-def _extension(path: str) -> str:
+class OutputFormatError(OutputError, UsageError):
+    """An output file whose extension names no format Quarry writes there:
+    the command line's mistake, so ``quarry`` exits 2."""
+
+
+def output_format(path: str) -> str:
+    """The format ``path`` is written in, by its extension (``.hdf5`` is
+    ``.h5``); an :class:`OutputFormatError` if Quarry writes none by it.
+
+    Examples
+    --------
+    >>> output_format("hits.HDF5")
+    '.h5'
+    >>> output_format("hits.txt")
+    Traceback (most recent call last):
+    quarry.outputs.writers.OutputFormatError: cannot write hits.txt: use one of .npy, .csv, .h5, \
+.nc, .parquet
+    """
     ext = os.path.splitext(path)[1].lower()
     if ext == ".hdf5":
         ext = ".h5"
     if ext not in FORMATS:
-        raise OutputError(f"cannot write {path}: use one of {', '.join(FORMATS)}")
+        raise OutputFormatError(f"cannot write {path}: use one of {', '.join(FORMATS)}")
     return ext
 
 
@@ -108,8 +125,8 @@ def write_positions(path: str, positions: npt.NDArray[np.int64]) -> None:
     """
     import numpy as np
 
-    if _extension(path) != ".npy":
-        raise OutputError(f"ids and coordinates are written as .npy; got {path}")
+    if output_format(path) != ".npy":
+        raise OutputFormatError(f"ids and coordinates are written as .npy; got {path}")
     with atomic(path) as tmp, open(tmp, "wb") as f:
         np.save(f, np.asarray(positions, dtype=np.int64))
 
@@ -172,7 +189,7 @@ def write_values(
     ...     f["e"][()].tolist(), f.attrs["query"]
     ([1.5, 2.5], 'e > 1')
     """
-    ext = _extension(path)
+    ext = output_format(path)
     if not isinstance(table, OutputTable):
         table = OutputTable(dict(table))
     writer = {".h5": _h5, ".nc": _nc, ".parquet": _parquet, ".npy": _npy, ".csv": _csv}[ext]
@@ -325,7 +342,7 @@ def write_groups(
 
 def check_groups_path(path: str) -> str:
     """The extension of ``path`` if it can hold one group per step (``.h5``,
-    ``.nc``, ``.parquet``); else an :class:`OutputError`, which a command
+    ``.nc``, ``.parquet``); else an :class:`OutputFormatError`, which a command
     raises before any work (under MPI: once, before the ranks start).
 
     Examples
@@ -334,12 +351,14 @@ def check_groups_path(path: str) -> str:
     '.parquet'
     >>> check_groups_path("hits.npy")
     Traceback (most recent call last):
-    quarry.outputs.writers.OutputError: hits.npy: steps are written to .h5, .nc or .parquet, one \
-group per step
+    quarry.outputs.writers.OutputFormatError: hits.npy: steps are written to .h5, .nc or .parquet, \
+one group per step
     """
-    ext = _extension(path)
+    ext = output_format(path)
     if ext not in (".h5", ".nc", ".parquet"):
-        raise OutputError(f"{path}: steps are written to .h5, .nc or .parquet, one group per step")
+        raise OutputFormatError(
+            f"{path}: steps are written to .h5, .nc or .parquet, one group per step"
+        )
     return ext
 
 

@@ -21,7 +21,13 @@ import functools
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from quarry.errors import QuarryError, QuerySyntaxError, SubarrayError, UnsupportedVariableError
+from quarry.errors import (
+    QuarryError,
+    QuerySyntaxError,
+    SubarrayError,
+    UnknownVariableError,
+    UnsupportedVariableError,
+)
 from quarry.expr import parse
 from quarry.expr.ast import (
     And,
@@ -145,6 +151,28 @@ class Planner:
             self._names[written] = info
         return info
 
+    def _check_division(self, query: str, var: Var, path: str | None) -> None:
+        """Where the unknown ``var`` is divided by a name and the two with
+        the ``/`` name a variable (``Step#0/x``: a path written without its
+        leading ``/``), say how to write it, the caret under the ``/``."""
+        import re
+
+        after = re.compile(r"[^\s/()*+<>=!&|,-]*\s*(/)\s*([\w#.:]+)").match(query, var.pos)
+        if after is None or var.index is not None:
+            return
+        path_written = f"{var.name}/{after.group(2)}"
+        try:
+            meant = resolve(path_written, self.driver.variables(), self.source, path)
+        except QuarryError:
+            return
+        raise QuerySyntaxError(
+            f"'/' divides {var.name} by {after.group(2)} here, and there is no variable "
+            f"{var.name!r}; for the variable {meant.path} write `{path_written}` (in "
+            f"backquotes) or {meant.path}",
+            query,
+            after.start(1),
+        )
+
     def aggregator(self, by_key: dict[str, VariableInfo]) -> Aggregator:
         """An aggregator over the variables ``by_key`` (resolved names ->
         variables), sharing this planner's statistics with every plan."""
@@ -197,6 +225,9 @@ class Planner:
                     info = self.variable(var, path)
                 except SubarrayError as exc:
                     raise QuerySyntaxError(str(exc), query, var.pos) from None
+                except UnknownVariableError:
+                    self._check_division(query, var, path)
+                    raise
                 by_key[info.key] = info
                 resolved.setdefault(var.name, info.path)
             return info

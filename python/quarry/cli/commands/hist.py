@@ -33,8 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--weight", help="weight each row by this variable")
     parser.add_argument("--log", action="store_true", help="log-scaled counts in the picture")
     options.add_json(parser, 'print {"counts": ..., "edges": ...}')
-    parser.add_argument("--png", metavar="FILE", help="draw the histogram to a PNG file")
-    parser.add_argument("--svg", metavar="FILE", help="draw the histogram to an SVG file")
+    parser.add_argument(
+        "--png", metavar="FILE", type=options.picture_file, help="draw the histogram to a PNG file"
+    )
+    parser.add_argument(
+        "--svg", metavar="FILE", type=options.picture_file, help="draw the histogram to an SVG file"
+    )
     options.add_index(parser)
     options.add_jobs(parser)
     options.add_path(parser)

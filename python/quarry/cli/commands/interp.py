@@ -77,6 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out",
         metavar="FILE",
+        type=options.output_file,
         help="write the table to FILE, by extension: .h5, .nc, .parquet, .csv or .npy "
         "(default: CSV lines on stdout)",
     )

@@ -49,6 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out",
         metavar="FILE",
+        type=options.output_file,
         help="write the hits to FILE, by extension: --ids and --coords to .npy; --values "
         "to .h5, .nc, .parquet, .csv or .npy (over many files or steps: .h5, .nc or "
         ".parquet, one group per step)",
@@ -77,7 +78,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help='counts per file and step group as JSON: {"count": N, "per_step": [...]}',
     )
-    parser.add_argument("--plot", metavar="PNG", help="draw the counts per step to a PNG (or SVG)")
+    parser.add_argument(
+        "--plot",
+        metavar="PNG",
+        type=options.picture_file,
+        help="draw the counts per step to a PNG (or SVG)",
+    )
     parser.add_argument(
         "--batch",
         metavar="FILE",

@@ -24,6 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out",
         metavar="F.h5",
+        type=options.groups_file,
         help="write one group per step to .h5 or .nc (.parquet: one table with a step column)",
     )
     options.add_index(parser)

@@ -1,0 +1,67 @@
+"""Output files and query text refused as the command line's mistakes:
+exit 2, before any work, with a message naming what would do."""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+from test_cli import run
+
+
+@pytest.fixture(scope="module")
+def steps_h5(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("refused") / "steps.h5")
+    with h5py.File(path, "w") as f:
+        for s in range(2):
+            f[f"Step#{s}/x"] = np.arange(10.0) + s
+            f[f"Step#{s}/id"] = np.arange(10)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["query", "{f}", "x > 3", "--path", "Step#0", "--values", "x", "--out", "{d}/a.xyz"],
+            "argument --out: cannot write {d}/a.xyz: use one of .npy, .csv, .h5, .nc, .parquet",
+        ),
+        (
+            ["query", "{f}", "x > 3", "--plot", "{d}/a.jpg"],
+            "argument --plot: cannot draw {d}/a.jpg: use .png or .svg",
+        ),
+        (
+            ["hist", "{f}", "x", "--path", "Step#0", "--png", "{d}/a.pdf"],
+            "argument --png: cannot draw {d}/a.pdf: use .png or .svg",
+        ),
+        (
+            ["plot", "{f}", "x", "id", "--where", "x > 1", "--path", "Step#0", "--svg", "{d}/a"],
+            "argument --svg: cannot draw {d}/a: use .png or .svg",
+        ),
+        (
+            ["track", "{f}", "x > 3", "--at-step", "0", "--out", "{d}/a.csv"],
+            "argument --out: {d}/a.csv: steps are written to .h5, .nc or .parquet",
+        ),
+        # Known only once the output is chosen: still the command line's mistake.
+        (
+            ["query", "{f}", "x > 3", "--path", "Step#0", "--ids", "--out", "{d}/a.csv"],
+            "ids and coordinates are written as .npy; got {d}/a.csv",
+        ),
+    ],
+)
+def test_an_output_format_quarry_does_not_write_is_a_usage_error(steps_h5, tmp_path, args, said):
+    d = str(tmp_path)
+    proc = run(*(a.format(f=steps_h5, d=d) for a in args), code=2)
+    assert said.format(d=d) in proc.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_a_path_written_without_its_slash_is_shown_as_the_division_it_is(steps_h5):
+    """``Step#0/x`` divides Step#0 by x: the error said there was no
+    variable 'Step#0' and offered /Step#0/x, which is what was typed."""
+    proc = run("query", steps_h5, "Step#1/id < 5 && Step#0/x > 3", code=2)
+    assert "'/' divides Step#1 by id here" in proc.stderr
+    assert "write `Step#1/id` (in backquotes) or /Step#1/id" in proc.stderr
+    assert proc.stderr.splitlines()[-1] == " " * 8 + "^"  # under the '/'
+    for written in ("`Step#0/x` > 3", "/Step#0/x > 3", "Step#0.x > 3"):
+        assert run("query", steps_h5, written).stdout.strip() == "6"
