@@ -490,7 +490,7 @@ const SMALL_RANGE: usize = 1 << 18;
 /// rows' counters lie in at most [`LOCAL_LINES`] cache lines (64 bytes, 16
 /// counters each) touches few of them at a time. Rows written domain by
 /// domain, or cell by cell, as simulations write them, do: the benchmark's
-/// particles' first 16,384 rows have 1,300 keys in 220 lines. Keys in no
+/// particles' first 16,384 rows have about 1,150 keys in 155 lines. Keys in no
 /// order touch a line per key, and by rank in a bitmap they are counted in
 /// less time from about 1,000 keys on.
 const PROBE_ROWS: usize = 1 << 14;
