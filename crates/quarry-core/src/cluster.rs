@@ -555,7 +555,8 @@ pub fn group_rows<K: Key>(keys: &[K], scratch: &mut Scratch) -> Table {
 /// in a buffer that stays in cache.
 ///
 /// # Panics
-/// If there are more than `u32::MAX` rows, or a key lies outside `bounds`.
+/// If there are more than `u32::MAX` rows, or (where the range is counted)
+/// a key lies outside `bounds`, which must be the keys' least and greatest.
 pub fn group_rows_within<K: Key>(keys: &[K], bounds: (u64, u64), scratch: &mut Scratch) -> Table {
     let n = keys.len();
     assert!(u32::try_from(n).is_ok(), "at most u32::MAX rows");
