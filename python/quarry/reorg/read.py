@@ -21,9 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from quarry.errors import CorruptCopyError, ReorgError
-from quarry.formats.base import fingerprint
-from quarry.index.fresh import WRITE_FIELDS, same
+from quarry.errors import CorruptCopyError, ReorgError, StaleCopyError
 from quarry.records import record
 from quarry.reorg.binning import mdbin_strides
 from quarry.reorg.layout import (
@@ -35,7 +33,7 @@ from quarry.reorg.layout import (
 )
 from quarry.reorg.locate import find_copy
 from quarry.reorg.manifest import MemberEntry
-from quarry.reorg.store import CopyFile, described_again, fresh, read_copy
+from quarry.reorg.store import CopyFile, check_fresh, read_copy
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -398,10 +396,13 @@ class MemberCopy:
 
 def describe_copy(source: str, index: str | None = None) -> dict[str, Any] | None:
     """What ``quarry info`` says of the reorganised copy of ``source``: where
-    it is, whether it is ``fresh`` (the stat proves it), ``stale`` (the file
-    was written since), ``to check`` (times moved but not size or mtime: its
-    CRCs are checked when it is opened) or ``damaged``, and per table its
-    variables and bins; None where there is none. Reads no data.
+    it is, whether it is ``fresh``, ``stale`` (the file was written since;
+    ``error`` says what changed and the command that builds it again) or
+    ``damaged`` (``error`` says where), and per table its variables and bins;
+    None where there is none. The source is read only where its stat cannot
+    prove the copy fresh (its times moved, not its size or mtime): then the
+    CRC-32s of the variables as reorganised tell, as a query's check does,
+    and a match is recorded so the next open trusts the stat.
 
     Examples
     --------
@@ -414,8 +415,8 @@ def describe_copy(source: str, index: str | None = None) -> dict[str, Any] | Non
     >>> with quarry.open(file) as ds:
     ...     _ = ds.reorganize(["x"], bin_size=5.0)
     >>> info = describe_copy(file)
-    >>> info["tables"][0]["variables"], info["state"] in ("fresh", "to check")
-    ([{'path': '/x', 'bin_size': 5.0, 'bins': 2, 'nan_bin': False}], True)
+    >>> info["tables"][0]["variables"], info["state"]
+    ([{'path': '/x', 'bin_size': 5.0, 'bins': 2, 'nan_bin': False}], 'fresh')
     """
     import os
 
@@ -431,14 +432,11 @@ def describe_copy(source: str, index: str | None = None) -> dict[str, Any] | Non
         _ = copy.members  # every member's tables read and checked
     except (CorruptIndexError, OSError) as exc:
         return {**out, "state": "damaged", "error": str(exc)}
-    if fresh(source, path, manifest):
-        state = "fresh"
-    elif described_again(source, path, manifest):
-        state = "stale"
-    elif same(fingerprint(source), manifest.source.stamp, WRITE_FIELDS):
-        state = "to check"
-    else:
-        state = "stale"
+    try:
+        check_fresh(source, path, manifest, None)
+        state: dict[str, Any] = {"state": "fresh"}
+    except StaleCopyError as exc:
+        state = {"state": "stale", "error": str(exc)}
     tables = [
         {
             "step": m.step,
@@ -452,7 +450,7 @@ def describe_copy(source: str, index: str | None = None) -> dict[str, Any] | Non
         }
         for m in manifest.members
     ]
-    return {**out, "state": state, "tables": tables}
+    return {**out, **state, "tables": tables}
 
 
 def verify_copy(source: str, index: str | None = None) -> list[str]:

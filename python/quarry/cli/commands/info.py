@@ -45,6 +45,8 @@ def run(args: argparse.Namespace) -> int:
     if copy is not None:
         names = sorted({v["path"] for t in copy.get("tables", []) for v in t["variables"]})
         print(f"reorganised copy: {copy['path']} ({copy['state']}): {', '.join(names)}")
+        if "error" in copy:
+            print(f"  copy {copy['state']}: {copy['error']}")
     return 0
 
 
