@@ -65,3 +65,16 @@ def test_a_path_written_without_its_slash_is_shown_as_the_division_it_is(steps_h
     assert proc.stderr.splitlines()[-1] == " " * 8 + "^"  # under the '/'
     for written in ("`Step#0/x` > 3", "/Step#0/x > 3", "Step#0.x > 3"):
         assert run("query", steps_h5, written).stdout.strip() == "6"
+
+
+@pytest.mark.parametrize("context", [["--per-step"], ["--path", "Step#1"]])
+def test_a_path_from_the_root_without_its_slash_under_a_context(steps_h5, context):
+    """Under a context (each step's group, or --path), ``Step#0/x`` is looked
+    up inside it, where it names nothing: the error says so and gives the
+    spelling from the root, which then answers."""
+    proc = run("query", steps_h5, "x > 3 && Step#0/x > 3", *context, code=2)
+    assert "'/' divides Step#0 by x here" in proc.stderr
+    assert "write /Step#0/x: names without a leading '/' are looked up under" in proc.stderr
+    assert proc.stderr.splitlines()[-1] == " " * (2 + 15) + "^"  # under the "/"
+    fixed = run("query", steps_h5, "x > 3 && /Step#0/x > 3", *context, "--json")
+    assert '"count"' in fixed.stdout

@@ -163,12 +163,20 @@ class Planner:
         path_written = f"{var.name}/{after.group(2)}"
         try:
             meant = resolve(path_written, self.driver.variables(), self.source, path)
+            spellings = f"`{path_written}` (in backquotes) or {meant.path}"
         except QuarryError:
-            return
+            if path is None:
+                return
+            # Under a context (each step of a series): a path from the root
+            # written without its leading '/'.
+            try:
+                meant = resolve("/" + path_written, self.driver.variables(), self.source)
+            except QuarryError:
+                return
+            spellings = f"{meant.path}: names without a leading '/' are looked up under {path}"
         raise QuerySyntaxError(
             f"'/' divides {var.name} by {after.group(2)} here, and there is no variable "
-            f"{var.name!r}; for the variable {meant.path} write `{path_written}` (in "
-            f"backquotes) or {meant.path}",
+            f"{var.name!r}; for the variable {meant.path} write {spellings}",
             query,
             after.start(1),
         )
