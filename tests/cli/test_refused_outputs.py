@@ -3,6 +3,8 @@ exit 2, before any work, with a message naming what would do."""
 
 from __future__ import annotations
 
+import os
+
 import h5py
 import numpy as np
 import pytest
@@ -78,3 +80,66 @@ def test_a_path_from_the_root_without_its_slash_under_a_context(steps_h5, contex
     assert proc.stderr.splitlines()[-1] == " " * (2 + 15) + "^"  # under the "/"
     fixed = run("query", steps_h5, "x > 3 && /Step#0/x > 3", *context, "--json")
     assert '"count"' in fixed.stdout
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    """Particles and a field beside them, each with its bytes to compare."""
+    parts, field = str(tmp_path / "parts.h5"), str(tmp_path / "field.h5")
+    rng = np.random.default_rng(5)
+    with h5py.File(parts, "w") as f:
+        f["x"], f["y"] = rng.uniform(0, 8, 50), rng.uniform(0, 6, 50)
+        f["id"] = np.arange(50)
+    with h5py.File(field, "w") as f:
+        f["bx"] = rng.normal(size=(9, 7))
+    os.symlink(parts, str(tmp_path / "link.h5"))
+    return {
+        "parts": (tmp_path / "parts.h5").read_bytes(),
+        "field": (tmp_path / "field.h5").read_bytes(),
+    }
+
+
+@pytest.mark.parametrize(
+    ("args", "over"),
+    [
+        (["query", "{d}/parts.h5", "x > 1", "--values", "x", "--out", "{d}/parts.h5"], "parts"),
+        (["query", "{d}/parts.h5", "x > 1", "--values", "x", "--out", "{d}/link.h5"], "parts"),
+        (["query", "{d}", "x > 1", "--values", "x", "--out", "{d}/field.h5"], "field"),
+        (["track", "{d}/parts.h5", "x > 1", "--at-step", "0", "--out", "{d}/./parts.h5"], "parts"),
+        (
+            [
+                "interp", "{d}/parts.h5", "--field", "bx={d}/field.h5:bx[:, :]", "--at", "x,y",
+                "--grid", "origin=0,0 spacing=1,1", "--out", "{d}/field.h5",
+            ],
+            "field",
+        ),
+        (
+            [
+                "interp", "{d}/parts.h5", "--field", "bx={d}/field.h5:bx", "--at", "x,y",
+                "--grid", "origin=0,0 spacing=1,1", "--values", "id", "--out", "{d}/parts.h5",
+            ],
+            "parts",
+        ),
+    ],
+)  # fmt: skip
+def test_an_output_over_a_file_being_read_is_refused(tmp_path, inputs, args, over):
+    """An output is written to a new file renamed over its path: named as
+    an input (by any name), it replaced the data with the answer."""
+    d = str(tmp_path)
+    proc = run(*(a.format(d=d) for a in args), code=2)
+    assert "being read; write the output to another file" in proc.stderr
+    assert (tmp_path / f"{over}.h5").read_bytes() == inputs[over]
+    assert sorted(os.listdir(d)) == ["field.h5", "link.h5", "parts.h5"]
+
+
+def test_the_api_does_not_write_over_its_source(tmp_path, inputs):
+    import quarry
+    from quarry.outputs.writers import OutputOverInputError
+
+    parts = str(tmp_path / "parts.h5")
+    with quarry.open(parts) as ds:
+        sel = ds.query("x > 1")
+        for write in (lambda p: sel.extract(p, ["x"]), sel.save):
+            with pytest.raises(OutputOverInputError, match="being read"):
+                write(str(tmp_path / "link.h5"))
+    assert (tmp_path / "parts.h5").read_bytes() == inputs["parts"]

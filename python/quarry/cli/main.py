@@ -197,8 +197,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
         if args.command == "demo":
             return _command("demo").run(args)
+        from quarry.cli.options import refuse_writing_over_inputs
         from quarry.parallel import threads
 
+        refuse_writing_over_inputs(args)
         with threads(getattr(args, "jobs", None)):
             code = _command(args.command).run(args)
             # A command with no collective work (a batch) still meets the

@@ -4,6 +4,7 @@ that its spelling, type and help read the same in every command."""
 from __future__ import annotations
 
 import argparse
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -45,6 +46,55 @@ def picture_file(text: str) -> str:
     from quarry.outputs.plots import picture_format
 
     return _file_of(picture_format, text)
+
+
+#: The options naming a file a command writes.
+OUTPUT_OPTIONS = ("out", "png", "svg", "plot")
+
+
+def refuse_writing_over_inputs(args: argparse.Namespace) -> None:
+    """Refuse, before any work (exit 2), an output option naming a file the
+    command reads: a data file, a field's file, a file of a series'
+    directory or the index (see :func:`quarry.outputs.writers.refuse_inputs`)."""
+    outputs = [getattr(args, name) for name in OUTPUT_OPTIONS if getattr(args, name, None)]
+    if not outputs:
+        return
+    from quarry.outputs.writers import refuse_inputs
+
+    inputs = files_read(args)
+    for out in outputs:
+        refuse_inputs(out, inputs)
+
+
+def files_read(args: argparse.Namespace) -> list[str]:
+    """The files (and directories) a command's arguments name to read: its
+    positional files (globs expanded; a query's text names none), each
+    ``--field``'s file (``{step}`` and ``*`` matching every step's) and ``--index``.
+
+    Examples
+    --------
+    >>> ns = argparse.Namespace(inputs=["run.h5", "x > 1"], field=["bx=f.nc:bx[:, 3]"])
+    >>> files_read(ns)
+    ['run.h5', 'x > 1', 'f.nc:bx', 'f.nc']
+    """
+    import glob
+
+    named: list[str] = []
+    for attr in ("file", "files", "inputs", "index"):
+        value = getattr(args, attr, None)
+        named += [value] if isinstance(value, str) else list(value or [])
+    for spec in getattr(args, "field", None) or []:
+        # FILE[:VAR][SUBSCRIPTS]: each way of cutting it that may name the file.
+        where = spec.partition("=")[2].strip()
+        whole = where.partition("[")[0] if where.endswith("]") else where
+        for name in dict.fromkeys((where, whole, whole.rpartition(":")[0])):
+            if name:
+                named.append(name.replace("{step}", "*"))
+    files: list[str] = []
+    for name in named:
+        is_pattern = glob.has_magic(name) and not os.path.exists(name)
+        files += sorted(glob.glob(name)) if is_pattern else [name]
+    return files
 
 
 def count(text: str) -> int:

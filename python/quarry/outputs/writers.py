@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from quarry.errors import QuarryError, UsageError
@@ -41,6 +41,55 @@ class OutputError(QuarryError, ValueError):
 class OutputFormatError(OutputError, UsageError):
     """An output file whose extension names no format Quarry writes there:
     the command line's mistake, so ``quarry`` exits 2."""
+
+
+class OutputOverInputError(OutputError, UsageError):
+    """An output file that is one of the files being read: written, it would
+    replace the data (the command line's mistake: ``quarry`` exits 2)."""
+
+
+def refuse_inputs(path: str, inputs: Iterable[str]) -> None:
+    """Refuse to write ``path`` where it is one of ``inputs`` (the same file
+    by any name: a link, another spelling) or lies inside an input that is
+    a directory (a directory store, a series' directory): an output is
+    written whole to a new file renamed over ``path``, which would replace
+    the data being read. A ``path`` that does not exist yet is no input.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> data = os.path.join(d, "run.h5")
+    >>> open(data, "w").close()
+    >>> refuse_inputs(os.path.join(d, "hits.h5"), [data])  # a new file: fine
+    >>> refuse_inputs(os.path.join(d, ".", "run.h5"), [data])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    quarry.outputs.writers.OutputOverInputError: will not write .../run.h5: it is the file being...
+    """
+    if not os.path.lexists(path):
+        return
+    real = os.path.realpath(path)
+    for name in inputs:
+        try:
+            over = (
+                os.path.commonpath([real, os.path.realpath(name)]) == os.path.realpath(name)
+                if os.path.isdir(name)
+                else os.path.samefile(path, name)
+            )
+        except (OSError, ValueError):  # no such input, or paths on other drives
+            continue
+        if over:
+            what = (
+                f"inside {name}, which is"
+                if os.path.isdir(name)
+                else "the file"
+                if os.path.normpath(path) == os.path.normpath(name)
+                else f"{name}, which is"
+            )
+            raise OutputOverInputError(
+                f"will not write {path}: it is {what} being read; write the output to another file"
+            )
 
 
 def output_format(path: str) -> str:

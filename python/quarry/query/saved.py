@@ -29,7 +29,10 @@ _LENGTH = struct.Struct("<I")
 
 def save(selection: Selection, path: str) -> None:
     """Write ``selection`` to ``path`` atomically."""
+    from quarry.outputs.writers import refuse_inputs
     from quarry.version import VERSION
+
+    refuse_inputs(path, [selection.dataset.path])
 
     table = selection._executor.table
     header = {

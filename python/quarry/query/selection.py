@@ -434,8 +434,9 @@ class Selection:
         ``.parquet`` with the query, the source and its checksum, and the
         Quarry version recorded; ``.npy`` and ``.csv`` keep their flat form
         (``quarry_row`` then the values)."""
-        from quarry.outputs.writers import provenance, write_values
+        from quarry.outputs.writers import provenance, refuse_inputs, write_values
 
+        refuse_inputs(path, [self.dataset.path])
         flat = path.lower().endswith((".npy", ".csv"))
         table = self.output_table(names, indices=not flat)
         write_values(path, table, provenance(self.dataset.path, self.query))

@@ -347,9 +347,10 @@ class SeriesSelection:
         and NetCDF-4 (``.nc``) hold groups; Parquet (``.parquet``) holds one
         table with ``quarry_group``, ``quarry_file`` and ``quarry_step``
         columns (see :func:`quarry.outputs.writers.write_groups`)."""
-        from quarry.outputs.writers import sources_provenance, write_groups
+        from quarry.outputs.writers import refuse_inputs, sources_provenance, write_groups
 
         files = list(dict.fromkeys(m.file for m in self.members))
+        refuse_inputs(path, files)
         groups = {}
         for m, sel in self:
             table = at_member(m, partial(sel.output_table, list(names)))

@@ -86,8 +86,9 @@ class Tracks:
         and the values, named as :mod:`quarry.outputs.columns` says; the
         query and the sources' checksums as attributes."""
         from quarry.outputs.columns import FOUND, ROW, build_table
-        from quarry.outputs.writers import sources_provenance, write_groups
+        from quarry.outputs.writers import refuse_inputs, sources_provenance, write_groups
 
+        refuse_inputs(path, sources)
         attrs = sources_provenance(sources, self.query)
         attrs["at_step"] = -1 if self.anchor.step is None else self.anchor.step
         attrs["at_file"] = self.anchor.file
