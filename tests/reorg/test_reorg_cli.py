@@ -84,6 +84,9 @@ def test_reorg_into_an_index_directory(steps, tmp_path):
         (["--vars", "x,y", "--bin-size", "1,-2"], 2, "bin sizes must be positive numbers"),
         (["--vars", "x", "--bin-size", "nan"], 2, "bin sizes must be positive numbers"),
         (["--vars", "x", "--bin-size", "1e-30"], 1, "more than 16777216 bins"),
+        # The first edge as a multiple of the size overflowed (a traceback).
+        (["--vars", "x", "--bin-size", "1e-320"], 1, "more than 16777216 bins"),
+        (["--vars", "x", "--bin-size", "5e-324"], 1, "more than 16777216 bins"),
         (["--vars", "x", "--part-rows", "0"], 2, "--part-rows: expected 1 or more, got 0"),
         (["--vars", "x", "--part-rows", "-1"], 2, "--part-rows: expected 0 or more, got -1"),
     ],
@@ -147,6 +150,22 @@ point, argv = sys.argv[1], sys.argv[2:]
 
 if point == "created":  # the copy's temporary made, its columns allocated
     stop_after(layout.CopyWriter, "create", 1)
+elif point == "binning":  # a part read, before it is clustered and written
+    import signal
+
+    def interrupted(signum, frame):  # as Python's own handler, saying when
+        print("interrupted", flush=True)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupted)
+    stop_before(build, "core_binning")
+    abort = layout.CopyWriter.abort
+
+    def aborting(self):
+        print("aborting", flush=True)
+        abort(self)
+
+    layout.CopyWriter.abort = aborting
 else:  # the first part clustered and written
     stop_after(build, "_cluster", 1)
 sys.exit(main(argv))
@@ -180,3 +199,60 @@ def test_sigterm_removes_the_copys_temporary_as_an_index_build_does(tmp_path, po
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert err.strip() == "quarry: terminated"
     assert sorted(os.listdir(tmp_path)) == ["run.h5"]
+
+
+def test_ctrl_c_waits_for_the_parts_being_written(tmp_path):
+    """Ctrl-C while parts were clustered closed the copy's file under the
+    workers still writing it: the core panicked on the closed descriptor (or
+    could have written to another file given its number). Now the running
+    part finishes, the rest are dropped, and the old copy stays."""
+    import select
+    import signal
+
+    path = str(tmp_path / "run.h5")
+    rng = np.random.default_rng(4)
+    with h5py.File(path, "w") as f:
+        f["a"], f["b"] = rng.normal(size=50_003), rng.normal(size=50_003)
+    run("reorg", path, "--vars", "a,b", "--bins", "4")
+    old = (tmp_path / "run.h5.qmd").read_bytes()
+    argv = ["reorg", path, "--vars", "a,b", "--bins", "8", "--part-rows", "4096", "--jobs", "1"]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STOPPED_REORG, "binning", *argv],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "stopped\n"
+    proc.send_signal(signal.SIGINT)  # the main thread, waiting for the parts
+    assert proc.stdout.readline() == "interrupted\n"
+    # The copy's file stays open while the part is stopped: nothing more is said.
+    assert select.select([proc.stdout], [], [], 0.5)[0] == []
+    out, err = proc.communicate("go on\n", timeout=60)  # then the stopped part goes on
+    assert out == "aborting\n"
+    assert proc.returncode == 130, err
+    assert err.strip() == "quarry: interrupted"
+    assert sorted(os.listdir(tmp_path)) == ["run.h5", "run.h5.qmd"]
+    assert (tmp_path / "run.h5.qmd").read_bytes() == old
+
+
+def test_a_folders_copies_are_not_taken_for_its_data(tmp_path):
+    """A folder or glob once reorganised holds run_k.h5.qmd beside each file:
+    they were taken for data files, so the next reorg, query or index of
+    the folder failed (or indexed the copies)."""
+    rng = np.random.default_rng(8)
+    x = {}
+    for k in range(2):
+        with h5py.File(tmp_path / f"run_{k}.h5", "w") as f:
+            f["x"] = x[k] = rng.uniform(0, 100, 1000)
+            f["e"] = rng.uniform(0, 1, 1000)
+    d = str(tmp_path)
+    for _ in range(2):
+        run("reorg", d, "--vars", "x,e", "--bins", "4")
+    want = sum(int((v < 10).sum()) for v in x.values())
+    for where in (d, os.path.join(d, "run_*")):
+        assert run("query", where, "x < 10").stdout.strip() == str(want)
+    assert "2 file(s)" in run("index", d).stdout
+    assert sorted(os.listdir(d)) == [
+        f"run_{k}.h5{suffix}" for k in range(2) for suffix in ("", ".qidx", ".qmd")
+    ]

@@ -22,7 +22,16 @@ Sources = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 _GLOB_CHARS = frozenset("*?[")
 #: Files in a directory that are Quarry's own, never data.
-_OWN_SUFFIXES = (".qidx", ".qsel", ".qraw.json", ".tmp", ".qshard", ".qidx.checked")
+_OWN_SUFFIXES = (
+    ".qidx",
+    ".qmd",
+    ".qsel",
+    ".qraw.json",
+    ".tmp",
+    ".qshard",
+    ".qidx.checked",
+    ".qmd.checked",
+)
 
 
 def natural_key(text: str) -> tuple[Any, ...]:

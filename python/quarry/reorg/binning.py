@@ -533,8 +533,9 @@ def make_axis(
         span = float(top) - origin
         if size is not None:
             step = float(size)
-            aligned = math.floor(origin / step) * step  # edges on multiples of the size
-            if math.isfinite(aligned):
+            quotient = origin / step  # infinite: far too many bins, refused below
+            aligned = math.floor(quotient) * step if math.isfinite(quotient) else math.nan
+            if math.isfinite(aligned):  # edges on multiples of the size
                 origin = aligned if aligned <= origin else aligned - step
             span = float(top) - origin
             count = math.floor(span / step) + 1 if math.isfinite(span / step) else MAX_AXIS_BINS + 1

@@ -306,10 +306,23 @@ def cluster_parts(
     workers: ThreadPoolExecutor,
     progress: Callable[[int], object] | None = None,
 ) -> list[Clustered]:
-    """Bin, order and write every part of ``parts`` on the ``workers`` (pass 2)."""
-    return list(
-        workers.map(lambda c: _cluster(read, writer, plan, axes, c[0], c[1], progress), parts)
-    )
+    """Bin, order and write every part of ``parts`` on the ``workers`` (pass 2).
+    Interrupted (Ctrl-C) or failed, it returns only once no part is being
+    written: the parts not started are dropped and the running ones finish,
+    so the copy's file is never closed under a part still writing to it."""
+    from concurrent.futures import wait
+
+    running = [
+        workers.submit(_cluster, read, writer, plan, axes, start, stop, progress)
+        for start, stop in parts
+    ]
+    try:
+        return [part.result() for part in running]
+    except BaseException:
+        for part in running:
+            part.cancel()
+        wait(running)
+        raise
 
 
 def assemble(
