@@ -55,7 +55,14 @@ def test_coordinate_variables_give_the_grid_in_every_format(fmt, convention, cas
     assert_close(table["bx"], reference(values, coords, points, outside), values)
 
 
-def test_each_rule_is_tried_in_turn_and_a_subarray_needs_only_its_kept_axes(tmp_path):
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["a0", "a1"],
+        np.array([b"a0", b"a1"]),
+    ],  # a list of text; of fixed-length bytes, as C writes it
+)
+def test_each_rule_is_tried_in_turn_and_a_subarray_needs_only_its_kept_axes(tmp_path, names):
     """Scales on axis 0 only do not make a grid, so the attribute does; a
     subarray that drops axis 1 needs no coordinates there."""
     rng = np.random.default_rng(4)
@@ -66,7 +73,7 @@ def test_each_rule_is_tried_in_turn_and_a_subarray_needs_only_its_kept_axes(tmp_
         f["bx"], f["s0"], f["a0"], f["a1"] = values, c0 * 2, c0, c1
         f["s0"].make_scale("s0")
         f["bx"].dims[0].attach_scale(f["s0"])
-        f["bx"].attrs["coordinates"] = ["a0", "a1"]
+        f["bx"].attrs["coordinates"] = names
     x, y = rng.uniform(9, 21, 40), rng.uniform(-3.5, 0.5, 40)
     table = _interpolate(str(tmp_path), path, [x, y])
     assert_close(table["bx"], reference(values, [c0, c1], [x, y], "nan"), values)

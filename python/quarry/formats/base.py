@@ -121,20 +121,28 @@ def plain_attrs(attrs: Any) -> dict[str, Any]:
     >>> import numpy as np
     >>> plain_attrs({"units": b"K", "scale": np.float32(0.5), "range": np.array([0, 9])})
     {'units': 'K', 'scale': 0.5, 'range': [0, 9]}
+    >>> plain_attrs({"coordinates": np.array([b"/cx", b"/cy"])})  # as h5py stores a list of bytes
+    {'coordinates': ['/cx', '/cy']}
     """
     import numpy as np
 
     out: dict[str, Any] = {}
     for key, value in dict(attrs).items():
-        if isinstance(value, bytes):
-            value = value.decode("utf-8", "replace")
-        elif isinstance(value, np.ndarray | np.generic):
+        if isinstance(value, np.ndarray | np.generic):
             value = value.tolist()
-            if isinstance(value, bytes):
-                value = value.decode("utf-8", "replace")
+        value = _as_text(value)
         if isinstance(value, str | int | float | bool | list) or value is None:
             out[str(key)] = value
     return out
+
+
+def _as_text(value: Any) -> Any:
+    """``value`` with its bytes, and those of its nested lists, decoded."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, list):
+        return [_as_text(v) for v in value]
+    return value
 
 
 def fingerprint(path: str) -> dict[str, int]:
