@@ -256,3 +256,34 @@ def test_a_folders_copies_are_not_taken_for_its_data(tmp_path):
     assert sorted(os.listdir(d)) == [
         f"run_{k}.h5{suffix}" for k in range(2) for suffix in ("", ".qidx", ".qmd")
     ]
+
+
+@pytest.mark.parametrize("limit", [100_000, 3_000_000])  # at the columns; at the tables
+def test_a_copy_with_no_room_is_one_clear_error(tmp_path, limit):
+    """The file size limit (as a full disk or a quota) met while the copy's
+    columns were allocated, or past them while its offset tables were
+    written, gave HDF5's raw error or a traceback; the old copy stays."""
+    import resource
+
+    path = str(tmp_path / "run.h5")
+    with h5py.File(path, "w") as f:
+        f["x"] = np.arange(200_000.0)  # 2.4 MB of columns, 3.2 MB of offset tables
+    run("reorg", path, "--vars", "x", "--bins", "2")
+    old = (tmp_path / "run.h5.qmd").read_bytes()
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "quarry.cli.main", "reorg", path, "--vars", "x", "--bins", "200000"],
+        capture_output=True,
+        text=True,
+        preexec_fn=limited,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip() == (
+        f"quarry: error: cannot write the reorganised copy {path}.qmd: file too large; make "
+        "room there, or put the copy elsewhere with --index DIR"
+    )
+    assert sorted(os.listdir(tmp_path)) == ["run.h5", "run.h5.qmd"]
+    assert (tmp_path / "run.h5.qmd").read_bytes() == old

@@ -42,9 +42,11 @@ temporary name beside the copy, locked, and renamed into place when complete.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
+import re
 import secrets
 import threading
 from collections.abc import Iterator
@@ -158,8 +160,9 @@ class CopyWriter:
                         writer._allocate(group, f"columns/{k}", column_dtype(axis), rows)
                     writer._allocate(group, ROWS, rows_dtype(rows), rows)
             writer._reserve()
-        except BaseException:
+        except BaseException as exc:
             writer.abort()
+            _refuse_no_room(path, exc)
             raise
         return writer
 
@@ -195,10 +198,8 @@ class CopyWriter:
             _core.reserve_space(self._fd, size)
         except OSError as exc:
             reason = os.strerror(exc.errno) if exc.errno else str(exc)
-            raise ReorgError(
-                f"cannot write the reorganised copy {self.path}: {reason.lower()} "
-                f"(its columns take {size:,} bytes); make room there, or put the copy "
-                "elsewhere with --index DIR"
+            raise _cannot_write(
+                self.path, f"{reason.lower()} (its columns take {size:,} bytes)"
             ) from None
 
     def fileno(self) -> int:
@@ -271,8 +272,9 @@ class CopyWriter:
                     os.fsync(dir_fd)
                 finally:
                     os.close(dir_fd)
-        except BaseException:
+        except BaseException as exc:
             self.abort()
+            _refuse_no_room(self.path, exc)
             raise
         os.close(self._fd)
         self._fd = -1
@@ -319,6 +321,32 @@ def close_in_background(fd: int) -> threading.Thread:
     closer = threading.Thread(target=os.close, args=(fd,), name="quarry-free-old-copy")
     closer.start()
     return closer
+
+
+#: What a write that found no room fails with: the disk full, a quota, the
+#: file size limit (``ulimit -f``).
+NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def _refuse_no_room(path: str, exc: BaseException) -> None:
+    """Raise the :class:`ReorgError` that says so where ``exc`` is a write
+    that found no room: an ``OSError`` with its errno, or HDF5's error (an
+    ``OSError`` or ``RuntimeError`` whose text holds ``errno = N``)."""
+    if not isinstance(exc, OSError | RuntimeError):
+        return
+    code = exc.errno if isinstance(exc, OSError) else None
+    if code is None:
+        found = re.search(r"errno = (\d+)", str(exc))
+        code = int(found.group(1)) if found else None
+    if code in NO_ROOM:
+        raise _cannot_write(path, os.strerror(code).lower()) from None
+
+
+def _cannot_write(path: str, reason: str) -> ReorgError:
+    return ReorgError(
+        f"cannot write the reorganised copy {path}: {reason}; make room there, or put the "
+        "copy elsewhere with --index DIR"
+    )
 
 
 @contextlib.contextmanager
