@@ -4,13 +4,13 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use rayon::prelude::*;
 use roaring::{MultiOps, RoaringBitmap};
 
 use crate::block::{BlockHeader, Stats};
 use crate::error::{corrupt, CoreError, Result};
 use crate::eval::Interval;
 use crate::key::{Key, Widen};
+use crate::pieces;
 use crate::rowset::{block_count, check_shape, RowSet};
 
 /// Bytes a column reads its blocks from: a memory-mapped index file, or a
@@ -98,22 +98,21 @@ impl<K: Key> ColumnIndex<K> {
                     })
             })
             .collect::<Result<_>>()?;
-        let headers = spans
-            .par_iter()
-            .enumerate()
-            .map(|(b, (shard, range))| {
-                let header = BlockHeader::<K>::parse(&data[*shard][range.clone()])
-                    .map_err(|e| CoreError::Corrupt(format!("block {b}: {e}")))?;
-                let rows = (n_rows - b as u64 * block_len).min(block_len);
-                if u64::from(header.n_rows) != rows {
-                    return corrupt(format!(
-                        "block {b} holds {} rows, expected {rows}",
-                        header.n_rows
-                    ));
-                }
-                Ok(header)
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let headers = pieces::map(spans.len(), |b| {
+            let (shard, range) = &spans[b];
+            let header = BlockHeader::<K>::parse(&data[*shard][range.clone()])
+                .map_err(|e| CoreError::Corrupt(format!("block {b}: {e}")))?;
+            let rows = (n_rows - b as u64 * block_len).min(block_len);
+            if u64::from(header.n_rows) != rows {
+                return corrupt(format!(
+                    "block {b} holds {} rows, expected {rows}",
+                    header.n_rows
+                ));
+            }
+            Ok(header)
+        })
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
         drop(data);
         Ok(Self {
             buffers,
@@ -248,21 +247,20 @@ impl<K: Key> ColumnIndex<K> {
         blocks: Range<usize>,
         tally: &Tally,
     ) -> Result<(u64, RowSet)> {
-        let per_block = (0..self.headers.len())
-            .into_par_iter()
-            .map(|b| {
-                if !blocks.contains(&b) {
-                    return Ok((0, RoaringBitmap::new()));
-                }
-                let plan = Self::plan(&self.headers[b], iv);
-                let sure: u64 = self.headers[b].entries[plan.inside.clone()]
-                    .iter()
-                    .map(|e| e.count)
-                    .sum();
-                let candidates = self.union(b, plan.boundary.iter().copied(), tally)?;
-                Ok((sure, candidates))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let per_block = pieces::map(self.headers.len(), |b| {
+            if !blocks.contains(&b) {
+                return Ok((0, RoaringBitmap::new()));
+            }
+            let plan = Self::plan(&self.headers[b], iv);
+            let sure: u64 = self.headers[b].entries[plan.inside.clone()]
+                .iter()
+                .map(|e| e.count)
+                .sum();
+            let candidates = self.union(b, plan.boundary.iter().copied(), tally)?;
+            Ok((sure, candidates))
+        })
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
         let sure = per_block.iter().map(|(s, _)| s).sum();
         let candidates = per_block.into_iter().map(|(_, c)| c).collect();
         Ok((
@@ -282,23 +280,22 @@ impl<K: Key> ColumnIndex<K> {
         if let Some(d) = domain {
             self.check_table(d)?;
         }
-        let per_block = (0..self.headers.len())
-            .into_par_iter()
-            .map(|b| {
-                let dom = domain.map(|d| &d.blocks()[b]);
-                if dom.is_some_and(RoaringBitmap::is_empty) {
-                    return Ok((RoaringBitmap::new(), RoaringBitmap::new()));
-                }
-                let plan = Self::plan(&self.headers[b], iv);
-                let mut sure = self.sure(b, &plan, tally)?;
-                let mut cand = self.union(b, plan.boundary.iter().copied(), tally)?;
-                if let Some(dom) = dom {
-                    sure &= dom;
-                    cand &= dom;
-                }
-                Ok((sure, cand))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let per_block = pieces::map(self.headers.len(), |b| {
+            let dom = domain.map(|d| &d.blocks()[b]);
+            if dom.is_some_and(RoaringBitmap::is_empty) {
+                return Ok((RoaringBitmap::new(), RoaringBitmap::new()));
+            }
+            let plan = Self::plan(&self.headers[b], iv);
+            let mut sure = self.sure(b, &plan, tally)?;
+            let mut cand = self.union(b, plan.boundary.iter().copied(), tally)?;
+            if let Some(dom) = dom {
+                sure &= dom;
+                cand &= dom;
+            }
+            Ok((sure, cand))
+        })
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
         let (sure, cand): (Vec<_>, Vec<_>) = per_block.into_iter().unzip();
         Ok((
             RowSet::from_blocks(self.n_rows, self.block_len, sure)?,
@@ -339,42 +336,41 @@ impl<K: Key> ColumnIndex<K> {
                     .min(n_bins - 1),
             )
         };
-        let per_block = (0..self.headers.len())
-            .into_par_iter()
-            .map(|b| {
-                let header = &self.headers[b];
-                let bytes = self.bytes(b);
-                let dom = domain.map(|d| &d.blocks()[b]);
-                let mut counts = vec![0u64; n_bins];
-                let mut straddling = Vec::new();
-                if dom.is_some_and(RoaringBitmap::is_empty) {
-                    return Ok((counts, RoaringBitmap::new()));
+        let per_block = pieces::map(self.headers.len(), |b| {
+            let header = &self.headers[b];
+            let bytes = self.bytes(b);
+            let dom = domain.map(|d| &d.blocks()[b]);
+            let mut counts = vec![0u64; n_bins];
+            let mut straddling = Vec::new();
+            if dom.is_some_and(RoaringBitmap::is_empty) {
+                return Ok((counts, RoaringBitmap::new()));
+            }
+            for (i, e) in header.entries.iter().enumerate() {
+                let (lo, hi) = (e.min.to_f64(), e.max.to_f64());
+                if hi < edges[0] || lo > edges[n_bins] {
+                    continue;
                 }
-                for (i, e) in header.entries.iter().enumerate() {
-                    let (lo, hi) = (e.min.to_f64(), e.max.to_f64());
-                    if hi < edges[0] || lo > edges[n_bins] {
-                        continue;
+                match (slot(lo), slot(hi)) {
+                    (Some(a), Some(z)) if a == z => {
+                        counts[a] += match dom {
+                            None => e.count,
+                            Some(d) => {
+                                tally.decoded(1);
+                                header.bitmap(bytes, i)?.intersection_len(d)
+                            }
+                        };
                     }
-                    match (slot(lo), slot(hi)) {
-                        (Some(a), Some(z)) if a == z => {
-                            counts[a] += match dom {
-                                None => e.count,
-                                Some(d) => {
-                                    tally.decoded(1);
-                                    header.bitmap(bytes, i)?.intersection_len(d)
-                                }
-                            };
-                        }
-                        _ => straddling.push(i),
-                    }
+                    _ => straddling.push(i),
                 }
-                let mut candidates = self.union(b, straddling.into_iter(), tally)?;
-                if let Some(d) = dom {
-                    candidates &= d;
-                }
-                Ok((counts, candidates))
-            })
-            .collect::<Result<Vec<_>>>()?;
+            }
+            let mut candidates = self.union(b, straddling.into_iter(), tally)?;
+            if let Some(d) = dom {
+                candidates &= d;
+            }
+            Ok((counts, candidates))
+        })
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
         let mut counts = vec![0u64; n_bins];
         let mut candidates = Vec::with_capacity(per_block.len());
         for (block_counts, cand) in per_block {
@@ -391,10 +387,11 @@ impl<K: Key> ColumnIndex<K> {
 
     /// Rows whose value is missing (NaN).
     pub fn missing(&self, tally: &Tally) -> Result<RowSet> {
-        let blocks = (0..self.headers.len())
-            .into_par_iter()
-            .map(|b| self.headers[b].missing(self.bytes(b)))
-            .collect::<Result<Vec<_>>>()?;
+        let blocks = pieces::map(self.headers.len(), |b| {
+            self.headers[b].missing(self.bytes(b))
+        })
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
         tally.decoded(blocks.len());
         RowSet::from_blocks(self.n_rows, self.block_len, blocks)
     }
@@ -405,16 +402,16 @@ impl<K: Key> ColumnIndex<K> {
     /// when all are whole.
     #[must_use]
     pub fn check_bitmaps(&self) -> Option<(usize, String)> {
-        (0..self.headers.len())
-            .into_par_iter()
-            .filter_map(|b| {
-                let (header, bytes) = (&self.headers[b], self.bytes(b));
-                let whole = header.missing(bytes).and_then(|_| {
-                    (0..header.entries.len()).try_for_each(|i| header.bitmap(bytes, i).map(|_| ()))
-                });
-                whole.err().map(|e| (b, e.to_string()))
-            })
-            .min_by_key(|(b, _)| *b)
+        pieces::map(self.headers.len(), |b| {
+            let (header, bytes) = (&self.headers[b], self.bytes(b));
+            let whole = header.missing(bytes).and_then(|_| {
+                (0..header.entries.len()).try_for_each(|i| header.bitmap(bytes, i).map(|_| ()))
+            });
+            whole.err().map(|e| (b, e.to_string()))
+        })
+        .into_iter()
+        .flatten()
+        .next()
     }
 
     fn check_table(&self, set: &RowSet) -> Result<()> {
@@ -449,16 +446,16 @@ pub fn build_blocks<K: Key, T: Widen<K>>(
     if block_len == 0 {
         return Err(CoreError::Invalid("block length must be positive".into()));
     }
-    values
-        .par_chunks(block_len)
-        .map(|chunk| {
-            let bytes = crate::block::BlockIndex::build(chunk, edges)?.to_bytes();
-            Ok(BuiltBlock {
-                bytes,
-                source_crc32: crc32_of(chunk),
-            })
+    pieces::map(values.len().div_ceil(block_len), |b| {
+        let chunk = &values[b * block_len..values.len().min((b + 1) * block_len)];
+        let bytes = crate::block::BlockIndex::build(chunk, edges)?.to_bytes();
+        Ok(BuiltBlock {
+            bytes,
+            source_crc32: crc32_of(chunk),
         })
-        .collect()
+    })
+    .into_iter()
+    .collect()
 }
 
 fn crc32_of<T: Copy>(values: &[T]) -> u32 {

@@ -21,6 +21,7 @@ pub mod error;
 pub mod eval;
 pub mod interp;
 pub mod key;
+pub mod pieces;
 pub mod portable;
 pub mod rowset;
 pub mod scan;

@@ -8,6 +8,7 @@ use rayon::prelude::*;
 use roaring::RoaringBitmap;
 
 use crate::error::{CoreError, Result};
+use crate::pieces;
 
 /// Rows `0..n_rows` of a table cut into blocks of `block_len` rows.
 #[derive(Clone, Debug, PartialEq)]
@@ -188,16 +189,23 @@ impl RowSet {
             parts.push(head);
             rest = tail;
         }
-        parts
-            .into_par_iter()
-            .zip(self.blocks.par_iter())
-            .enumerate()
-            .for_each(|(b, (part, bm))| {
-                let base = (b as u64 * self.block_len) as i64;
-                for (slot, row) in part.iter_mut().zip(bm.iter()) {
-                    *slot = base + i64::from(row);
-                }
-            });
+        let fill = |b: usize, part: &mut [i64], bm: &RoaringBitmap| {
+            let base = (b as u64 * self.block_len) as i64;
+            for (slot, row) in part.iter_mut().zip(bm.iter()) {
+                *slot = base + i64::from(row);
+            }
+        };
+        if pieces::one(parts.len()) {
+            for (b, (part, bm)) in parts.into_iter().zip(&self.blocks).enumerate() {
+                fill(b, part, bm);
+            }
+        } else {
+            parts
+                .into_par_iter()
+                .zip(self.blocks.par_iter())
+                .enumerate()
+                .for_each(|(b, (part, bm))| fill(b, part, bm));
+        }
         Ok(())
     }
 
@@ -222,12 +230,7 @@ impl RowSet {
                 self.n_rows, self.block_len, other.n_rows, other.block_len
             )));
         }
-        let blocks = self
-            .blocks
-            .par_iter()
-            .zip(other.blocks.par_iter())
-            .map(|(a, b)| op(a, b))
-            .collect();
+        let blocks = pieces::map(self.blocks.len(), |b| op(&self.blocks[b], &other.blocks[b]));
         Ok(Self {
             n_rows: self.n_rows,
             block_len: self.block_len,

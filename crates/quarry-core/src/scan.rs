@@ -13,6 +13,7 @@ use crate::binning::BinLookup;
 use crate::error::{CoreError, Result};
 use crate::eval::Interval;
 use crate::key::{Key, Widen};
+use crate::pieces;
 use crate::rowset::{block_count, check_shape, RowSet};
 
 const CHUNK: usize = 1024;
@@ -315,9 +316,8 @@ fn per_block<F>(
 where
     F: Fn(usize, Rows<'_>, &mut Vec<u32>, &mut Vec<u32>) + Sync,
 {
-    let blocks: Vec<(RoaringBitmap, RoaringBitmap)> = (0..block_count(n_rows, block_len))
-        .into_par_iter()
-        .map(|b| {
+    let blocks: Vec<(RoaringBitmap, RoaringBitmap)> =
+        pieces::map(block_count(n_rows, block_len), |b| {
             let base = b * block_len as usize;
             let len = (n_rows as usize - base).min(block_len as usize);
             let (mut t, mut u) = (Vec::new(), Vec::new());
@@ -341,8 +341,7 @@ where
             }
             let bitmap = |v: Vec<u32>| RoaringBitmap::from_sorted_iter(v).expect("rows ascend");
             (bitmap(t), bitmap(u))
-        })
-        .collect();
+        });
     let (t, u): (Vec<_>, Vec<_>) = blocks.into_iter().unzip();
     Ok((
         RowSet::from_blocks(n_rows, block_len, t)?,
@@ -382,9 +381,19 @@ pub fn scan_compare(
     })
 }
 
+/// Rows one worker evaluates at a time (a [`CHUNK`] at a time): a few
+/// thousand rows take less than waking another worker would.
+const EVALUATE_PIECE: usize = 1 << 16;
+
+/// The pieces [`evaluate`] cuts `n_rows` into (see [`pieces`]).
+#[must_use]
+pub fn evaluate_pieces(n_rows: u64) -> usize {
+    (n_rows as usize).div_ceil(EVALUATE_PIECE)
+}
+
 /// The program's value on every row, in float64: what a scan compares, for
 /// callers that keep the values (derived variables, aggregates of
-/// expressions). Chunks run in parallel.
+/// expressions). Pieces of 65,536 rows run in parallel.
 ///
 /// # Examples
 /// ```
@@ -396,13 +405,14 @@ pub fn scan_compare(
 pub fn evaluate(columns: &[Values<'_>], program: &Program, n_rows: u64) -> Result<Vec<f64>> {
     check_inputs(columns, n_rows, None, 1)?;
     let mut out = vec![0.0f64; n_rows as usize];
-    out.par_chunks_mut(CHUNK)
-        .enumerate()
-        .for_each(|(k, chunk)| {
-            let mut stack = vec![vec![0.0f64; CHUNK]; program.depth];
-            program.run(columns, k * CHUNK, Rows::Range(0, chunk.len()), &mut stack);
+    pieces::for_each_mut(&mut out, EVALUATE_PIECE, |k, piece| {
+        let mut stack = vec![vec![0.0f64; CHUNK]; program.depth];
+        for (c, chunk) in piece.chunks_mut(CHUNK).enumerate() {
+            let first = k * EVALUATE_PIECE + c * CHUNK;
+            program.run(columns, first, Rows::Range(0, chunk.len()), &mut stack);
             chunk.copy_from_slice(&stack[0][..chunk.len()]);
-        });
+        }
+    });
     Ok(out)
 }
 
@@ -435,6 +445,12 @@ pub fn scan_range<K: Key, T: Widen<K>>(
 
 /// Values counted per worker before the partial counts are added up.
 const COUNT_CHUNK: usize = 1 << 16;
+
+/// The pieces [`count_ranges`] cuts `n_values` into (see [`pieces`]).
+#[must_use]
+pub fn count_pieces(n_values: usize) -> usize {
+    n_values.div_ceil(COUNT_CHUNK)
+}
 
 /// How many values lie in each interval (compared exactly in key domain
 /// `K`; missing values in none), in one pass over the values however many
@@ -481,42 +497,44 @@ pub fn count_ranges<K: Key, T: Widen<K>>(values: &[T], intervals: &[Interval<K>]
     cuts.dedup();
     // at[p]: values with exactly p cuts at or below their image.
     let lookup = BinLookup::new(&cuts);
-    let at = values
-        .par_chunks(COUNT_CHUNK)
-        .map(|chunk| {
-            // Four tallies taken in turn, so runs of values in one position
-            // do not wait on each other's increments.
-            let width = cuts.len() + 1;
-            let mut at = vec![0u64; 4 * width];
-            let mut quads = chunk.chunks_exact(4);
-            for quad in &mut quads {
-                for (lane, &v) in quad.iter().enumerate() {
-                    let key: K = v.widen();
-                    if !key.is_missing() {
-                        at[lane * width + lookup.bin(key.ordered())] += 1;
-                    }
-                }
-            }
-            for &v in quads.remainder() {
+    let tally = |chunk: &[T]| {
+        // Four tallies taken in turn, so runs of values in one position
+        // do not wait on each other's increments.
+        let width = cuts.len() + 1;
+        let mut at = vec![0u64; 4 * width];
+        let mut quads = chunk.chunks_exact(4);
+        for quad in &mut quads {
+            for (lane, &v) in quad.iter().enumerate() {
                 let key: K = v.widen();
                 if !key.is_missing() {
-                    at[lookup.bin(key.ordered())] += 1;
+                    at[lane * width + lookup.bin(key.ordered())] += 1;
                 }
             }
-            let (first, rest) = at.split_at_mut(width);
-            for lane in rest.chunks_exact(width) {
-                first.iter_mut().zip(lane).for_each(|(x, y)| *x += y);
+        }
+        for &v in quads.remainder() {
+            let key: K = v.widen();
+            if !key.is_missing() {
+                at[lookup.bin(key.ordered())] += 1;
             }
-            at.truncate(width);
-            at
-        })
-        .reduce(
+        }
+        let (first, rest) = at.split_at_mut(width);
+        for lane in rest.chunks_exact(width) {
+            first.iter_mut().zip(lane).for_each(|(x, y)| *x += y);
+        }
+        at.truncate(width);
+        at
+    };
+    let at = if pieces::one(count_pieces(values.len())) {
+        tally(values)
+    } else {
+        values.par_chunks(COUNT_CHUNK).map(tally).reduce(
             || vec![0u64; cuts.len() + 1],
             |mut a, b| {
                 a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
                 a
             },
-        );
+        )
+    };
     // below[k]: values with fewer than k cuts at or below their image.
     let mut below = Vec::with_capacity(at.len() + 1);
     below.push(0u64);

@@ -7,7 +7,7 @@ use quarry_core::{binning, column};
 
 use crate::conversions::{contiguous, kind_of, with_keyed, with_kind, Held};
 use crate::errors::Result;
-use crate::pool::detach;
+use crate::pool::{detach, detach_pieces};
 
 /// Index `values` (any supported dtype, 1-D, contiguous) in blocks of
 /// `block_len` rows with `edges` (float64, int64 or uint64: the key type of
@@ -24,7 +24,9 @@ pub fn build_blocks<'py>(
     let blocks = with_keyed!(held.values()?, s, K => {
         let edges = contiguous::<K>(edges)?;
         let edges = edges.as_slice()?;
-        detach(py, || column::build_blocks::<K, _>(s, edges, block_len))?
+        detach_pieces(py, s.len().div_ceil(block_len.max(1)), || {
+            column::build_blocks::<K, _>(s, edges, block_len)
+        })?
     });
     Ok(blocks
         .iter()

@@ -12,7 +12,7 @@ use quarry_core::column::{self, Buffer, ColumnIndex};
 
 use crate::conversions::{interval, kind_named, with_keyed, with_kind};
 use crate::errors::{CorruptBlockError, Result};
-use crate::pool::detach;
+use crate::pool::detach_pieces;
 use crate::rowset::RowSet;
 
 /// A memory-mapped index file; columns opened on it keep its bytes mapped.
@@ -137,8 +137,9 @@ impl Column {
             .iter()
             .map(|f| Arc::clone(&f.get().map) as Buffer)
             .collect();
-        let inner = detach(
+        let inner = detach_pieces(
             py,
+            spans.len(),
             || with_kind!(kind, K => ColumnIndex::<K>::open(buffers, &spans, n_rows, block_len).map(Inner::from)),
         )?;
         Ok(Self { inner })
@@ -173,7 +174,7 @@ impl Column {
         let (sure, cand) = with_column!(self, c, K => {
             let iv = interval::<K>(lo, lo_incl, hi, hi_incl)?;
             let blocks = blocks.map_or(0..c.n_blocks(), |(first, stop)| first..stop);
-            detach(py, || c.count_blocks(&iv, blocks, tally))?
+            detach_pieces(py, c.n_blocks(), || c.count_blocks(&iv, blocks, tally))?
         });
         Ok((sure, RowSet(cand)))
     }
@@ -196,7 +197,7 @@ impl Column {
         let tally = tally_or_own(tally, &own);
         let (sure, cand) = with_column!(self, c, K => {
             let iv = interval::<K>(lo, lo_incl, hi, hi_incl)?;
-            detach(py, || c.leaf(&iv, domain, tally))?
+            detach_pieces(py, c.n_blocks(), || c.leaf(&iv, domain, tally))?
         });
         Ok((RowSet(sure), RowSet(cand)))
     }
@@ -244,8 +245,7 @@ impl Column {
         let domain = domain.map(|d| &d.0);
         let own = column::Tally::default();
         let tally = tally_or_own(tally, &own);
-        let (counts, cand) =
-            with_column!(self, c, K => detach(py, || c.histogram(edges, domain, tally))?);
+        let (counts, cand) = with_column!(self, c, K => detach_pieces(py, c.n_blocks(), || c.histogram(edges, domain, tally))?);
         Ok((counts, RowSet(cand)))
     }
 
@@ -255,14 +255,14 @@ impl Column {
         let own = column::Tally::default();
         let tally = tally_or_own(tally, &own);
         Ok(RowSet(
-            with_column!(self, c, K => detach(py, || c.missing(tally))?),
+            with_column!(self, c, K => detach_pieces(py, c.n_blocks(), || c.missing(tally))?),
         ))
     }
 
     /// Every bitmap of every block decoded and checked: None when all are
     /// whole, else the first damaged block and why.
     fn check_bitmaps(&self, py: Python<'_>) -> Option<(usize, String)> {
-        with_column!(self, c, K => detach(py, || c.check_bitmaps()))
+        with_column!(self, c, K => detach_pieces(py, c.n_blocks(), || c.check_bitmaps()))
     }
 
     /// Per block: (count of valid values, sum, M2 = sum of squared deviations from the mean, min, max).

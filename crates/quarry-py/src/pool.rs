@@ -95,6 +95,18 @@ pub fn detach<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> T {
     }
 }
 
+/// Run `f`, a call the core cuts into `pieces` (see `quarry_core::pieces`),
+/// without the GIL: as [`detach`] does, except that one piece is done on the
+/// calling thread, which the core then never leaves, instead of being handed
+/// to a pool's worker and waited for.
+pub fn detach_pieces<T: Send>(py: Python<'_>, pieces: usize, f: impl FnOnce() -> T + Send) -> T {
+    if quarry_core::pieces::one(pieces) {
+        py.detach(f)
+    } else {
+        detach(py, f)
+    }
+}
+
 /// Use `jobs` worker threads for this Python thread's core calls from now
 /// on (0: one per core); returns the previous setting.
 #[pyfunction]

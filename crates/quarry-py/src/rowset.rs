@@ -7,7 +7,7 @@ use pyo3::types::PyBytes;
 use quarry_core::rowset;
 
 use crate::errors::Result;
-use crate::pool::detach;
+use crate::pool::{detach, detach_pieces};
 
 /// Rows of a logical table, one Roaring bitmap per block.
 #[pyclass(frozen, module = "quarry._core")]
@@ -75,15 +75,21 @@ impl RowSet {
     }
 
     fn __and__(&self, py: Python<'_>, other: &Self) -> Result<Self> {
-        Ok(Self(detach(py, || self.0.and(&other.0))?))
+        Ok(Self(detach_pieces(py, self.0.blocks().len(), || {
+            self.0.and(&other.0)
+        })?))
     }
 
     fn __or__(&self, py: Python<'_>, other: &Self) -> Result<Self> {
-        Ok(Self(detach(py, || self.0.or(&other.0))?))
+        Ok(Self(detach_pieces(py, self.0.blocks().len(), || {
+            self.0.or(&other.0)
+        })?))
     }
 
     fn __sub__(&self, py: Python<'_>, other: &Self) -> Result<Self> {
-        Ok(Self(detach(py, || self.0.minus(&other.0))?))
+        Ok(Self(detach_pieces(py, self.0.blocks().len(), || {
+            self.0.minus(&other.0)
+        })?))
     }
 
     fn __eq__(&self, other: &Self) -> bool {
@@ -115,7 +121,7 @@ impl RowSet {
         // `fill_ids` (which checks the length) before Python can see it.
         let array = unsafe { PyArray1::<i64>::new(py, [n], false) };
         let out = unsafe { array.as_slice_mut()? };
-        detach(py, || self.0.fill_ids(out))?;
+        detach_pieces(py, self.0.blocks().len(), || self.0.fill_ids(out))?;
         Ok(array)
     }
 

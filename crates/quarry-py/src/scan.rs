@@ -4,11 +4,12 @@ use numpy::{IntoPyArray, PyArray1, PyUntypedArray};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use quarry_core::eval::Interval;
+use quarry_core::rowset::block_count;
 use quarry_core::scan;
 
 use crate::conversions::{contiguous, interval, with_keyed, with_values, Held};
 use crate::errors::Result;
-use crate::pool::detach;
+use crate::pool::detach_pieces;
 use crate::rowset::RowSet;
 
 /// The core's program from its wire form: (operation, argument) pairs in
@@ -75,7 +76,7 @@ pub fn scan_compare<'py>(
             cmp,
             right: program(right, values.len())?,
         };
-        let (sure, unknown) = detach(py, || {
+        let (sure, unknown) = detach_pieces(py, block_count(n_rows, block_len.max(1)), || {
             scan::scan_compare(values, &comparison, n_rows, block_len, domain)
         })?;
         Ok((RowSet(sure), RowSet(unknown)))
@@ -92,7 +93,9 @@ pub fn evaluate<'py>(
 ) -> Result<Bound<'py, PyArray1<f64>>> {
     let out = with_values(&columns, |values| {
         let program = self::program(program, values.len())?;
-        Ok(detach(py, || scan::evaluate(values, &program, n_rows))?)
+        Ok(detach_pieces(py, scan::evaluate_pieces(n_rows), || {
+            scan::evaluate(values, &program, n_rows)
+        })?)
     })?;
     Ok(out.into_pyarray(py))
 }
@@ -116,7 +119,9 @@ pub fn scan_range<'py>(
     let domain = domain.map(|d| &d.0);
     let (inside, missing) = with_keyed!(held.values()?, s, K => {
         let iv = interval::<K>(lo, lo_incl, hi, hi_incl)?;
-        detach(py, || scan::scan_range(s, &iv, block_len, domain))?
+        detach_pieces(py, block_count(s.len() as u64, block_len.max(1)), || {
+            scan::scan_range(s, &iv, block_len, domain)
+        })?
     });
     Ok((RowSet(inside), RowSet(missing)))
 }
@@ -150,7 +155,7 @@ pub fn count_ranges<'py>(
         let intervals: Vec<Interval<K>> = (0..n)
             .map(|i| Interval { lo: lo[i], lo_incl: lo_incl[i], hi: hi[i], hi_incl: hi_incl[i] })
             .collect();
-        detach(py, || quarry_core::scan::count_ranges(s, &intervals))
+        detach_pieces(py, scan::count_pieces(s.len()), || scan::count_ranges(s, &intervals))
     });
     Ok(counts.into_pyarray(py))
 }
