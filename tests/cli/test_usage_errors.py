@@ -128,3 +128,15 @@ def test_a_loaded_selection_refuses_another_path(tmp_path):
         check=True,
     )
     assert same.stdout.splitlines()[1:] == [f"{r},{100.0 + r}" for r in range(5, 10)]
+
+
+def test_a_reversing_subarray_step_is_refused_in_the_query_s_words(run_h5):
+    """README: subarrays take positive steps; `x[::-1]` is refused (exit 2, a caret)."""
+    proc = subprocess.run(
+        [*QUARRY, "query", run_h5, "x[::-1] > 1", "--count"], capture_output=True, text=True
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines()[0] == (
+        "quarry: error in query: step -1 on axis 0: only positive steps are supported"
+    )
+    assert "Traceback" not in proc.stderr

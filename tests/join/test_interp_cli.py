@@ -185,6 +185,104 @@ def test_a_field_without_coordinates_needs_grid(data):
     assert "has no coordinate variables; give its grid" in proc.stderr
 
 
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_the_grid_a_field_without_coordinates_is_told_to_take_works_as_printed(tmp_path, rank):
+    """The hint gave three axes whatever the field's rank: followed, it failed."""
+    particles = write_particles(str(tmp_path / "p.h5"), {v: np.array([0.5, 1.5]) for v in "xyz"})
+    with h5py.File(tmp_path / "f.h5", "w") as f:
+        f["b"] = np.ones((3,) * rank)
+    spec = [
+        "interp",
+        particles,
+        "--field",
+        f"b={tmp_path / 'f.h5'}",
+        "--at",
+        "x,y,z"[: 2 * rank - 1],
+    ]
+    hint = re.search(r'--grid "([^"]+)"', run(*spec, code=2).stderr).group(1)
+    assert hint == f"origin={','.join('0' * rank)} spacing={','.join('1' * rank)}"
+    assert run(*spec, "--grid", hint, "--json").returncode == 0
+
+
+def test_a_field_named_by_a_variable_its_file_lacks_lists_what_the_file_holds(tmp_path):
+    particles = write_particles(str(tmp_path / "p.h5"), {"x": np.array([0.5, 1.5])})
+    field = tmp_path / "f.h5"
+    with h5py.File(field, "w") as f:
+        f["bx"], f["by"] = np.arange(5.0), np.arange(5.0)
+    proc = run(
+        "interp",
+        particles,
+        "--field",
+        f"q={field}",
+        "--at",
+        "x",
+        "--grid",
+        "origin=0 spacing=1",
+        code=1,
+    )
+    assert proc.stderr.strip() == (
+        f"quarry: error: no variable 'q' in {field}, which holds 2 variables (/bx, /by); "
+        f"name one with --field q={field}:VAR"
+    )
+
+
+def test_a_field_subscript_numpy_would_reverse_is_a_usage_error(tmp_path):
+    """As in a query (exit 2), not a data error (exit 1)."""
+    particles = write_particles(str(tmp_path / "p.h5"), {"x": np.array([0.5, 1.5])})
+    with h5py.File(tmp_path / "f.h5", "w") as f:
+        f["b"] = np.arange(5.0)
+    field = f"{tmp_path / 'f.h5'}[::-1]"
+    proc = run(
+        "interp",
+        particles,
+        "--field",
+        f"b={field}",
+        "--at",
+        "x",
+        "--grid",
+        "origin=0 spacing=1",
+        code=2,
+    )
+    assert proc.stderr.strip() == (
+        f"quarry: error: field b ({field}): step -1 on axis 0: only positive steps are supported"
+    )
+
+
+@pytest.mark.parametrize("ext", [".h5", ".parquet"])
+def test_a_field_read_from_a_file_per_step_records_its_template(tmp_path, ext):
+    """Each column's interpolated_from named the first step's file alone."""
+    import pyarrow.parquet as pq
+
+    particles = str(tmp_path / "p.h5")
+    with h5py.File(particles, "w") as f:
+        for step in (0, 1):
+            f[f"Step#{step}/x"] = np.array([0.5, 1.5])
+    for step in (0, 1):
+        with h5py.File(tmp_path / f"f_{step}.h5", "w") as f:
+            f["b"] = np.array([0.0, 10.0, 20.0]) * (step + 1)
+    template = f"{tmp_path}/f_{{step}}.h5:b"
+    out = str(tmp_path / f"o{ext}")
+    run(
+        "interp",
+        particles,
+        "--field",
+        f"b={template}",
+        "--at",
+        "x",
+        "--grid",
+        "origin=0 spacing=1",
+        "--out",
+        out,
+    )
+    if ext == ".h5":
+        with h5py.File(out) as f:
+            assert f["b"][()].tolist() == [5.0, 15.0, 10.0, 30.0]
+            assert f["b"].attrs["interpolated_from"] == template
+    else:
+        meta = pq.read_table(out).schema.field("b").metadata
+        assert meta[b"interpolated_from"].decode() == template
+
+
 def test_particles_in_step_groups_are_interpolated_step_by_step_or_in_one_step(tmp_path, data):
     _, _, _, fields = data
     path = str(tmp_path / "steps.h5")

@@ -37,6 +37,8 @@ from quarry.errors import (
     JoinError,
     QuerySyntaxError,
     SourceError,
+    SubarrayError,
+    UnknownVariableError,
     caret_line,
 )
 from quarry.expr.names import resolve
@@ -170,7 +172,10 @@ class Field:
         driver = open_source(source.file, tuple(index_dirs()))
         try:
             info = _variable(name, source, driver)
-            subarray = Subarray.of(info.shape, source.subscripts or ())
+            try:
+                subarray = Subarray.of(info.shape, source.subscripts or ())
+            except SubarrayError as exc:  # the command line's subscripts, as a query's
+                raise JoinArgumentError(f"field {name} ({source.text}): {exc}") from None
             axes = _axes(name, source, driver, info, subarray, grid, at)
         except BaseException:
             driver.close()
@@ -303,6 +308,18 @@ def _variable(name: str, source: FieldSource, driver: Driver) -> VariableInfo:
             if source.variable is None and len(listed) == 1
             else resolve(wanted, listed, source.file)
         )
+    except UnknownVariableError as exc:
+        held = [v.path for v in listed if v.problem is None]
+        if source.variable is not None or not held:
+            raise
+        # The field's own name was tried as its variable: say what the file holds.
+        shown = ", ".join(held[:8]) + (f" and {len(held) - 8} more" if len(held) > 8 else "")
+        raise UnknownVariableError(
+            wanted,
+            f"{source.file}, which holds {len(held)} variables ({shown}); name one with "
+            f"--field {name}={source.file}:VAR",
+            exc.suggestions,
+        ) from None
     except AmbiguousNameError as exc:
         # The particles' --path and --per-step do not reach into a field's file.
         picks = " or ".join(f"{name}={source.file}:{path}" for path in exc.candidates[:2])
@@ -340,9 +357,11 @@ def _axes(
     kept = [k for k, axis in enumerate(subarray.axes) if not isinstance(axis, int)]
     coordinates = None if grid is not None else coordinate_variables(driver, info, kept, at)
     if grid is None and coordinates is None:
+        zeros, ones = ",".join(["0"] * rank), ",".join(["1"] * rank)
         raise JoinArgumentError(
-            f"{where} has no coordinate variables; give its grid, axis 0 first: "
-            '--grid "origin=0,0,0 spacing=1,1,1" (grid= in Python)'
+            f"{where} has no coordinate variables; give its grid, one number per axis of "
+            f"{info.path} (shape {info.shape}), axis 0 first: "
+            f'--grid "origin={zeros} spacing={ones}" (grid= in Python)'
         )
     axes = []
     for k, (n, axis) in enumerate(zip(info.shape, subarray.axes, strict=True)):

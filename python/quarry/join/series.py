@@ -74,13 +74,19 @@ def member_fields(fields: Mapping[str, str], steps: Sequence[int]) -> list[dict[
 
 
 def concatenate(
-    tables: Sequence[Interpolated], steps: Sequence[int], files: Sequence[str]
+    tables: Sequence[Interpolated],
+    steps: Sequence[int],
+    files: Sequence[str],
+    given: Mapping[str, str] | None = None,
 ) -> Interpolated:
     """The members' tables end to end, each row led by its member's file in
     ``quarry_file`` where the members span several files, then by its step
     in ``quarry_step`` (named as every series output names them: with ``_``
     added beside a variable of that name); bytes read summed per field, and
-    a field's ``read_by`` the members' (``box,mdbin`` where they differ).
+    a field's ``read_by`` the members' (``box,mdbin`` where they differ). A
+    field whose members were interpolated from different files records, as
+    ``interpolated_from``, its text as ``given`` (``f_{step}.h5:b``), not the
+    first member's file.
 
     Examples
     --------
@@ -107,5 +113,10 @@ def concatenate(
     read = {f: sum(t.bytes_read[f] for t in tables) for f in fields}
     by = {f: ",".join(sorted({t.read_by.get(f, "box") for t in tables})) for f in fields}
     leading = tuple(name for name in columns if name not in first.columns)
-    output = OutputTable(columns, first.attrs, first.dim, first.row, (*leading, *first.own))
+    attrs = dict(first.attrs)
+    for f, text in (given or {}).items():
+        sources = {t.output.attrs.get(f, {}).get("interpolated_from") for t in tables}
+        if f in attrs and len(sources) > 1:
+            attrs[f] = {**attrs[f], "interpolated_from": text}
+    output = OutputTable(columns, attrs, first.dim, first.row, (*leading, *first.own))
     return Interpolated(output, fields, read, by)

@@ -411,7 +411,7 @@ class SeriesSelection:
                 raise  # the arguments are wrong for every member alike
             except QuarryError as exc:
                 raise SeriesMemberError(m.file, m.step, exc) from exc
-        return concatenate(tables, steps, [m.file for m in self.members])
+        return concatenate(tables, steps, [m.file for m in self.members], fields)
 
     def histogram(
         self,
