@@ -219,6 +219,11 @@ class SourceError(QuarryError, OSError):
     """A data file that is missing, unreadable, or not in a format Quarry reads."""
 
 
+class InexactDecodingError(UnsupportedVariableError):
+    """A 64-bit integer variable that declares missing values (read as float64
+    with NaN) holding an integer float64 cannot hold exactly (beyond 2**53)."""
+
+
 class InSituMismatchError(SourceError):
     """A file an :class:`~quarry.InSituIndexer` indexed from the producer's
     memory holds other values than were handed to it (another step, other

@@ -77,6 +77,9 @@ def test_reorg_into_an_index_directory(steps, tmp_path):
     ("args", "code", "message"),
     [
         (["--vars", "nope"], 1, "nope"),
+        (["--vars", "x,x"], 2, "--vars: a variable is named twice"),
+        (["--vars", ""], 2, "--vars: name at least one variable to reorganise"),
+        (["--vars", " , "], 2, "--vars: name at least one variable to reorganise"),
         (["--vars", "x,y", "--bin-size", "1,2,3"], 2, "--bin-size gives 3 values for 2"),
         (["--vars", "x", "--bins", "4", "--bin-size", "1"], 2, "not allowed with"),
         (["--vars", "x", "--bins", "four"], 2, "comma-separated int"),

@@ -237,8 +237,22 @@ def test_a_copy_of_one_step_is_that_steps_member(particles):
     copy = open_copy(particles)
     assert copy.member("/Step#1").variables == ["/Step#1/energy", "/Step#1/x"]
     assert copy.member("Step#1").variables == ["/Step#1/energy", "/Step#1/x"]
-    with pytest.raises(ReorgError, match="has no member /Step#0"):
+    with pytest.raises(ReorgError, match=r"has no member /Step#0 \(it has /Step#1\)"):
         copy.member("/Step#0")
+    with pytest.raises(ReorgError, match=r"has no member / \(it has /Step#1\)"):
+        copy.member("/")
+
+
+def test_a_file_without_steps_is_the_member_of_the_root(tmp_path):
+    path = str(tmp_path / "flat.h5")
+    with h5py.File(path, "w") as f:
+        f["x"] = np.arange(10.0)
+    with quarry.open(path) as ds:
+        ds.reorganize(["x"], bins=2)
+    copy = open_copy(path)
+    assert copy.member().variables == copy.member("/").variables == ["/x"]
+    with pytest.raises(ReorgError, match=r"has no member Step#0 \(it has / \(the whole file\)\)"):
+        copy.member("Step#0")
 
 
 @pytest.mark.parametrize(
@@ -351,8 +365,13 @@ def test_a_damaged_copy_is_refused(particles):
         byte = f.read(1)
         f.seek(offset + 5)
         f.write(bytes([byte[0] ^ 1]))
-    with pytest.raises(CorruptCopyError, match=r"manifest of .* is damaged"):
+    with pytest.raises(CorruptCopyError, match=r"manifest of .* is damaged") as err:
         open_copy(particles)
+    # Its variables cannot be read: the command names the rest.
+    assert str(err.value).endswith(
+        f"build it again with: quarry reorg {particles} --vars VARIABLES "
+        "(the variables it held cannot be read from it)"
+    )
     with open(copy, "r+b") as f:  # where it lies
         f.write(b"quarry-mdbin where?\n")
     with pytest.raises(CorruptCopyError, match="no manifest"):
@@ -491,7 +510,17 @@ def test_info_states_of_a_copy(particles):
         ds.reorganize(["x"], path="Step#0")
     with open(particles + ".qmd", "r+b") as f:
         f.write(b"garbage!")
-    assert describe_copy(particles)["state"] == "damaged"
+    damaged = describe_copy(particles)
+    assert damaged["state"] == "damaged"
+    assert f"build it again with: quarry reorg {particles} --vars VARIABLES" in damaged["error"]
+    os.unlink(particles + ".qmd")
+    with quarry.open(particles) as ds:
+        ds.reorganize(["x"], path="Step#0")
+    with h5py.File(particles + ".qmd", "r+") as f:  # a member's table: its variables are known
+        f["m0/table_starts"][1] += 1
+    assert describe_copy(particles)["error"].endswith(
+        f"build it again with: quarry reorg {particles} --vars x --bins 16 --path Step#0"
+    )
     with h5py.File(particles, "r+") as f:
         f["Step#1/x"][0] = 1.0
     os.unlink(particles + ".qmd")

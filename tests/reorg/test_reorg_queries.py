@@ -116,6 +116,14 @@ def test_the_copy_is_taken_when_cheaper_and_explain_names_it(tmp_path):
         "plan: 1.2 < /energy < 1.3 && 140.0 < /x < 150.0 && 65.0 < /y < 75.0: mdbin" in run.stderr
     )
     assert "; no index; scan: cost" in run.stderr
+    # AND is associative: a box written with parentheses is the same box.
+    for nested in (
+        "(1.2 < energy < 1.3 && 140 < x < 150) && 65 < y < 75",
+        "1.2 < energy < 1.3 && (140 < x < 150 && 65 < y < 75)",
+    ):
+        result = json.loads(quarry_cli("query", path, nested, "--explain", "--json").stdout)
+        assert result["count"] == len(oracle_ids(query, cols))
+        assert [p["access"] for p in result["plan"]] == ["mdbin"], nested
     # Bounds between the index's bin edges leave it rows to check and whole
     # bins' row sets to make and intersect: still more than the copy reads.
     quarry_cli("index", path)
@@ -402,3 +410,23 @@ def test_variables_of_extreme_range_bin_without_numpy_warnings(tmp_path):
             )
             listed = ds.query("x > 0.5 && y < 0.5")
             assert len(listed.ids()) == int(((x > 0.5) & (y < 0.5)).sum())
+
+
+def test_a_float32_reaching_its_lowest_value_bins_without_numpy_warnings(tmp_path):
+    """The greatest value below float32's lowest finite edge is -inf: NumPy's
+    nextafter said so with an overflow warning on every query of the copy."""
+    import warnings
+
+    path = str(tmp_path / "h.h5")
+    rng = np.random.default_rng(3)
+    h = np.clip(rng.normal(0, 1e38, 100_003), -3e38, 3e38).astype("f4")
+    h[0], h[1] = np.finfo("f4").min, np.finfo("f4").max
+    with h5py.File(path, "w") as f:
+        f["h"], f["u"] = h, rng.random(len(h))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with quarry.open(path) as ds:
+            ds.reorganize(["h", "u"], bin_size=[1e37, 0.1])
+            for query in ("1e37 < h < 1.05e38 && u < 0.5", "h < -3e38 && u >= 0"):
+                expected = oracle_ids(query, {"h": h, "u": ds.query("u >= 0").values("u")})
+                np.testing.assert_array_equal(ds.query(query).ids(), expected)

@@ -527,11 +527,16 @@ def merge_ranges(node: AndNode) -> PlanNode:
     the same rows (the variable's missing values), so merging them changes no
     row's truth value. The intersection is taken as the complement of the
     union of complements, one sort however many items: a 3,000-term
-    ``x != 1 && x != 2 && ...`` plans in milliseconds into two ranges.
+    ``x != 1 && x != 2 && ...`` plans in milliseconds into two ranges. A
+    nested AND (already merged) is spread into this one.
     """
     sets: dict[str, tuple[VariableInfo, list[list[Interval]]]] = {}
     others: list[PlanNode] = []
-    for item in node.items:
+    # AND is associative: ``(a && b) && c`` is one box, as ``a && b && c`` is.
+    flat = [
+        x for item in node.items for x in (item.items if isinstance(item, AndNode) else (item,))
+    ]
+    for item in flat:
         ranges = _ranges_of_one_variable(item)
         if ranges is None:
             others.append(item)

@@ -307,7 +307,7 @@ class ADIOS2Driver:
         if var in self._local:
             flat = self._read_local(var, start, stop)
             attrs = self._attrs[var]
-            values = cf.decode(flat, attrs) if cf.is_decoded(attrs) else flat
+            values = cf.decode(flat, attrs, var) if cf.is_decoded(attrs) else flat
             local: npt.NDArray[np.generic] = np.require(values, requirements=["C", "A"])
             return local
 
@@ -321,7 +321,7 @@ class ADIOS2Driver:
 
         flat = read_flat(info.shape, start, stop, rows)
         attrs = self._attrs[var]
-        values = cf.decode(flat, attrs) if cf.is_decoded(attrs) else flat
+        values = cf.decode(flat, attrs, var) if cf.is_decoded(attrs) else flat
         out: npt.NDArray[np.generic] = np.require(values, requirements=["C", "A"])
         return out
 

@@ -114,6 +114,9 @@ class NetCDFDriver:
         v = self._vars[var]
         values = np.ma.asarray(read_flat(info.shape, start, stop, lambda r0, r1: v[r0:r1]))
         if info.dtype.kind == "f":
+            # netCDF4 masks missing integers but keeps their dtype; float64
+            # must hold each present one exactly.
+            cf.require_exact(values.data, ~np.ma.getmaskarray(values), var)
             flat = np.ma.filled(values.astype(info.dtype), np.nan)
         else:
             flat = np.asarray(values, dtype=info.dtype)

@@ -156,7 +156,7 @@ class RawDriver:
 
         values = values.astype(values.dtype.newbyteorder("="), copy=False)
         if self._attrs:
-            values = cf.decode(values, self._attrs)
+            values = cf.decode(values, self._attrs, self._info.path)
         out: npt.NDArray[np.generic] = np.require(values, requirements=["C", "A"])
         return out
 

@@ -106,7 +106,7 @@ class ZarrDriver:
         arr = self._arrays[var]
         flat = np.asarray(read_flat(tuple(arr.shape), start, stop, lambda r0, r1: arr[r0:r1]))
         attrs = self._attrs[var]
-        values = cf.decode(flat, attrs) if cf.is_decoded(attrs) else flat
+        values = cf.decode(flat, attrs, var) if cf.is_decoded(attrs) else flat
         out: npt.NDArray[np.generic] = np.require(
             values.astype(values.dtype.newbyteorder("="), copy=False), requirements=["C", "A"]
         )

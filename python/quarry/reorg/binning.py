@@ -268,7 +268,9 @@ class Axis:
         low = np.concatenate([np.array([self.low], keys), edges.astype(keys)])
         # The greatest value below each edge: the bins' inclusive upper bounds.
         if self.kind == "f64":
-            below = np.nextafter(edges, edges.dtype.type(-np.inf)).astype(keys)
+            # Below the dtype's lowest finite edge lies only -inf: overflow is the answer.
+            with np.errstate(over="ignore"):
+                below = np.nextafter(edges, edges.dtype.type(-np.inf)).astype(keys)
         else:
             below = edges - keys.type(1)
         high = np.concatenate([below, np.array([self.high], keys)])

@@ -227,9 +227,9 @@ class CopyManifest:
         }
 
     @staticmethod
-    def from_json(text: str, where: str) -> CopyManifest:
+    def from_json(text: str, where: str, mend: Mend | None = None) -> CopyManifest:
         """The manifest in ``text``; :class:`CorruptCopyError` naming
-        ``where`` when it is not one this version reads."""
+        ``where`` (and saying ``mend``) when it is not one this version reads."""
         try:
             doc = json.loads(text)
             if doc.get("format") != FORMAT:
@@ -237,7 +237,7 @@ class CopyManifest:
             if doc.get("version") != VERSION:
                 raise CorruptCopyError(
                     f"{where} is a reorganised copy of version {doc.get('version')}; this "
-                    f"Quarry reads version {VERSION}: {REBUILD}"
+                    f"Quarry reads version {VERSION}: {mend or Mend()}"
                 )
             return CopyManifest(
                 str(doc["created_by"]),
@@ -251,23 +251,26 @@ class CopyManifest:
         except CorruptCopyError:
             raise
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
-            raise CorruptCopyError(f"the manifest of {where} is damaged ({exc!r})") from None
+            raise CorruptCopyError(
+                f"the manifest of {where} is damaged ({exc!r}); {mend or Mend()}"
+            ) from None
 
 
-def manifest_in(fd: int, where: str) -> CopyManifest:
+def manifest_in(fd: int, where: str, mend: Mend | None = None) -> CopyManifest:
     """The manifest of the copy open at ``fd`` (``where`` names it), found
     through its user block and checked against its CRC-32:
-    :class:`CorruptCopyError` where it is not a copy this version reads."""
+    :class:`CorruptCopyError` (saying ``mend``) where it is not a copy this
+    version reads."""
     size = os.fstat(fd).st_size
-    return CopyManifest.from_json(manifest_text(fd, size, where), where)
+    return CopyManifest.from_json(manifest_text(fd, size, where, mend), where, mend)
 
 
-def manifest_text(fd: int, size: int, where: str) -> str:
+def manifest_text(fd: int, size: int, where: str, mend: Mend | None = None) -> str:
     """The manifest of the copy open at ``fd`` (``size`` bytes), found
     through its user block and checked against its CRC-32."""
     import zlib
 
-    rebuild = REBUILD
+    rebuild = mend or Mend()
     head = os.pread(fd, USER_BLOCK, 0)
     if not head.startswith(HEADER):
         raise CorruptCopyError(f"{where} cannot be read: it is not a reorganised copy; {rebuild}")

@@ -33,7 +33,7 @@ from quarry.reorg.layout import (
 )
 from quarry.reorg.locate import find_copy
 from quarry.reorg.manifest import MemberEntry
-from quarry.reorg.store import CopyFile, check_fresh, read_copy
+from quarry.reorg.store import CopyFile, check_fresh, mend_for, read_copy
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -427,8 +427,9 @@ def describe_copy(source: str, index: str | None = None) -> dict[str, Any] | Non
         return None
     out: dict[str, Any] = {"path": path, "bytes": os.path.getsize(path)}
     try:
-        copy = read_copy(path)
+        copy = read_copy(path, mend_for(source, path))
         manifest = copy.manifest
+        copy.mend = mend_for(source, path, manifest)
         _ = copy.members  # every member's tables read and checked
     except (CorruptIndexError, OSError) as exc:
         return {**out, "state": "damaged", "error": str(exc)}

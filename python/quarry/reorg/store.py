@@ -79,12 +79,12 @@ class ReorgCopy:
 
     def member(self, group: str | None = None) -> MemberCopy:
         """The member of step group ``group`` (``/Step#3`` or ``Step#3``; None:
-        of a file without steps)."""
-        want = "/" + group.strip("/") if group else None
+        or ``/``: of a file without steps)."""
+        want = "/" + group.strip("/") if group and group.strip("/") else None
         for k, entry in enumerate(self.manifest.members):
             if (entry.group or None) == want:
                 return self.member_at(k)
-        held = ", ".join(str(m.group) for m in self.manifest.members)
+        held = ", ".join(m.group or "/ (the whole file)" for m in self.manifest.members)
         raise ReorgError(f"the reorganised copy {self.path} has no member {group} (it has {held})")
 
     def holding(self, variables: Collection[str], rows: int) -> int | None:
@@ -123,7 +123,7 @@ def open_copy(source: str, index: str | None = None, read: Reader | None = None)
     unchanged (default: the file opened by its format's driver)."""
     path = find_copy(source, index)
     try:
-        copy = read_copy(path)
+        copy = read_copy(path, mend_for(source, path))
     except FileNotFoundError:
         raise ReorgError(
             f"{source} has no reorganised copy at {path}; make one with: quarry reorg {source} "
@@ -131,17 +131,18 @@ def open_copy(source: str, index: str | None = None, read: Reader | None = None)
         ) from None
     check_fresh(source, path, copy.manifest, read)
     # The manifest, not the copy, in the closure: no cycle to keep its file open.
-    manifest = copy.manifest
-    copy.mend = Mend(lambda: f"build it again with: {rebuild_command(source, path, manifest)}")
+    copy.mend = mend_for(source, path, copy.manifest)
     return copy
 
 
-def read_copy(path: str) -> ReorgCopy:
+def read_copy(path: str, mend: Mend | None = None) -> ReorgCopy:
     """The copy at ``path`` as it is: its file held open and its manifest
-    read, not yet proven fresh (:func:`open_copy` does that)."""
+    read, not yet proven fresh (:func:`open_copy` does that); a manifest that
+    cannot be read is an error saying ``mend``."""
     file = CopyFile(path)
     try:
-        return ReorgCopy(path, _manifest_in(file.fileno(), f"the reorganised copy {path}"), file)
+        where = f"the reorganised copy {path}"
+        return ReorgCopy(path, _manifest_in(file.fileno(), where, mend), file)
     except BaseException:
         file.close()
         raise
@@ -167,7 +168,7 @@ _MANIFESTS: dict[tuple[int, ...], CopyManifest] = {}
 _MANIFESTS_KEPT = 16
 
 
-def _manifest_in(fd: int, where: str) -> CopyManifest:
+def _manifest_in(fd: int, where: str, mend: Mend | None) -> CopyManifest:
     """The manifest of the copy open at ``fd``, read once per state of the
     file (its device, inode, size, mtime and ctime: any write moves its
     ctime, a rebuild its inode), so a file opened again and again re-reads
@@ -176,15 +177,37 @@ def _manifest_in(fd: int, where: str) -> CopyManifest:
     identity = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
     manifest = _MANIFESTS.get(identity)
     if manifest is None:
-        manifest = manifest_in(fd, where)
+        manifest = manifest_in(fd, where, mend)
         if len(_MANIFESTS) >= _MANIFESTS_KEPT:
             _MANIFESTS.pop(next(iter(_MANIFESTS)))
         _MANIFESTS[identity] = manifest
     return manifest
 
 
-def rebuild_command(source: str, path: str, manifest: CopyManifest) -> str:
-    """The command that builds the copy at ``path`` again as it was: each
+def mend_for(source: str, path: str, manifest: CopyManifest | None = None) -> Mend:
+    """What a message about the copy of ``source`` at ``path`` says to do:
+    the command that builds it again as ``manifest`` describes it (None: a
+    manifest that cannot be read, its variables left for the user to name).
+
+    Examples
+    --------
+    >>> print(mend_for("p.h5", "p.h5.qmd"))  # doctest: +NORMALIZE_WHITESPACE
+    build it again with: quarry reorg p.h5 --vars VARIABLES
+    (the variables it held cannot be read from it)
+    """
+    if manifest is None:
+        return Mend(
+            lambda: (
+                f"build it again with: {rebuild_command(source, path, None)} "
+                "(the variables it held cannot be read from it)"
+            )
+        )
+    return Mend(lambda: f"build it again with: {rebuild_command(source, path, manifest)}")
+
+
+def rebuild_command(source: str, path: str, manifest: CopyManifest | None) -> str:
+    """The command that builds the copy at ``path`` again as it was (with no
+    ``manifest``: its variables as ``VARIABLES``, for the user to name): each
     step's variables named as within its step (``energy,x``, which
     reorganises every step on its own), not by their full paths (which would
     make one table of all the steps'), with the binning, ``--path`` and
@@ -209,11 +232,13 @@ def rebuild_command(source: str, path: str, manifest: CopyManifest) -> str:
     'quarry reorg s.h5 --vars x --bins 3 --path Step#1 --index SCRATCH'
     """
 
-    names = rebuilt_names(manifest)
-    words = ["quarry", "reorg", source, "--vars", ",".join(names)]
-    if manifest.binning is not None:
-        words += manifest.binning.options()
-    if manifest.context is not None:
+    if manifest is None:
+        words = ["quarry", "reorg", source, "--vars", "VARIABLES"]
+    else:
+        words = ["quarry", "reorg", source, "--vars", ",".join(rebuilt_names(manifest))]
+        if manifest.binning is not None:
+            words += manifest.binning.options()
+    if manifest is not None and manifest.context is not None:
         words += ["--path", manifest.context]
     where = os.path.dirname(os.path.abspath(path))
     if os.path.abspath(path) != os.path.abspath(find_copy(source)):

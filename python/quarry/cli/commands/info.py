@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     copy = info.get("reorganised")
     if copy is not None:
         names = sorted({v["path"] for t in copy.get("tables", []) for v in t["variables"]})
-        print(f"reorganised copy: {copy['path']} ({copy['state']}): {', '.join(names)}")
+        held = f": {', '.join(names)}" if names else ""
+        print(f"reorganised copy: {copy['path']} ({copy['state']}){held}")
         if "error" in copy:
             print(f"  copy {copy['state']}: {copy['error']}")
     return 0

@@ -77,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     import quarry
     from quarry.errors import ReorgError, UsageError
     from quarry.reorg.binning import Binning
+    from quarry.reorg.build import check_member
 
     names = options.names(args.vars)
     for option, given in (("--bin-size", args.bin_size), ("--bins", args.bins)):
@@ -96,7 +97,11 @@ def run(args: argparse.Namespace) -> int:
     speaks = args.comm is None or args.comm.rank == 0
     with quarry.open_series(args.files, index=args.index, path=args.path) as series:
         for file in series.files:  # a mistake shows here, on every rank, before any work
-            series.dataset(file).reorganize_plan(names, args.path)
+            for member in series.dataset(file).reorganize_plan(names, args.path):
+                try:
+                    check_member(member)
+                except ReorgError as exc:  # --vars naming nothing, or a variable twice
+                    raise UsageError(f"--vars: {exc}") from None
         start_work(args)  # under MPI: every rank found the files and their variables
         for file in series.files:
             start = time.perf_counter()
