@@ -131,10 +131,12 @@ every step with --path 'data/*' --per-step
         name: str,
         candidates: list[str],
         spellings: list[str] | Callable[[], list[str]] | None = None,
+        hint: str | None = None,
     ) -> None:
         self.name = name
         self.candidates = candidates
         self._spellings = spellings
+        self._hint = hint
         super().__init__(name)
 
     @functools.cached_property
@@ -152,7 +154,7 @@ every step with --path 'data/*' --per-step
         )
         return (
             f"{self.name!r} matches {len(self.candidates)} variables in separate groups: "
-            f"{listed}; write the one you mean, {_context_hint(self.candidates)}"
+            f"{listed}; write the one you mean, {self._hint or _context_hint(self.candidates)}"
         )
 
     def __str__(self) -> str:
@@ -160,7 +162,7 @@ every step with --path 'data/*' --per-step
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Spelled out to cross a process boundary (an MPI rank's error).
-        return (AmbiguousNameError, (self.name, self.candidates, self.spellings))
+        return (AmbiguousNameError, (self.name, self.candidates, self.spellings, self._hint))
 
 
 def _context_hint(paths: list[str]) -> str:

@@ -56,6 +56,7 @@ from quarry.query.series import (
 if TYPE_CHECKING:
     from quarry.dataset import Dataset
     from quarry.expr.ast import Cond
+    from quarry.formats.base import VariableInfo
     from quarry.index.verify import Verification
     from quarry.query.histogram import Bins, Histogram, Range
     from quarry.query.selection import Runner, Selection
@@ -201,12 +202,14 @@ class Series:
             listed = self.dataset(file).variables() if todo else []
             for name in todo:
                 try:
-                    resolve(name, listed, file)
+                    found = resolve(name, listed, file)
                 except AmbiguousNameError as exc:
                     if steps_holding(exc.candidates, groups) is None:
                         raise
                 except QuarryError:
                     continue  # a member resolving it says what is wrong (each time)
+                else:
+                    _refuse_outside_steps(name, found.path, listed, groups)
                 self._names_in_steps.add((file, name))
 
     def histogram(
@@ -486,3 +489,43 @@ def open_series(
     sidecars = () if index is None else (os.fspath(index),)
     files = expand_sources(sources, sidecars)
     return Series(files, None if index is None else os.fspath(index), path, jobs, si=si)
+
+
+def _refuse_outside_steps(
+    name: str, found: str, listed: Sequence[VariableInfo], groups: set[str]
+) -> None:
+    """Raise :class:`~quarry.errors.AmbiguousNameError` where the bare
+    ``name``, which the whole file resolves to ``found`` outside every step
+    (a root ``/x``), is also held by steps of ``groups``: answered step by
+    step, each would take its own and the root's would be left out, so the
+    count would differ from the same query without ``--per-step``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from quarry.formats.base import VariableInfo
+    >>> vs = [VariableInfo(p, (3,), np.dtype("f8")) for p in ("/x", "/Step#0/x", "/Step#1/x")]
+    >>> _refuse_outside_steps("x", "/Step#0/x", vs, {"/Step#0", "/Step#1"})
+    >>> _refuse_outside_steps("x", "/x", vs, {"/Step#0", "/Step#1"})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    quarry.errors.AmbiguousNameError: 'x' matches 3 variables in separate groups: /x, \
+/Step#0/x, /Step#1/x; write the one you mean, or ask for every step's with --path 'Step#*' \
+(path= in Python); /x alone is one table, without --per-step
+    """
+    import re
+
+    from quarry.errors import AmbiguousNameError
+
+    if steps_holding([found], groups) is not None:
+        return
+    paths = {v.path for v in listed}
+    held = [f"{g}/{name}" for g in sorted(groups) if f"{g}/{name}" in paths]
+    if held:
+        steps = re.sub(r"\d+$", "*", held[0][: -len(name) - 1].strip("/"))
+        raise AmbiguousNameError(
+            name,
+            [found, *held],
+            hint=f"or ask for every step's with --path '{steps}' (path= in Python); "
+            f"{found} alone is one table, without --per-step",
+        )

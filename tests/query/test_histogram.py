@@ -127,6 +127,33 @@ def test_integer_weights_are_summed_without_wrapping(tmp_path, dtype):
     assert hw.counts.tolist() == exact.tolist() == [250 * int(w[0])] * 4
 
 
+@pytest.mark.parametrize("dtype", ["i8", "u8"])
+@pytest.mark.parametrize("edges", [5, [0.0, 0.1, 0.5, 0.55, 1.0]])
+def test_64_bit_weights_sum_exactly_or_refuse(tmp_path, dtype, edges):
+    """NumPy sums weights in float64 (rounding past 2**53) and casts the sums
+    back, which wrapped past 2**63 (three weights of 2**63 summed to 0); each
+    bin is the exact sum, checked against Python's integers, or an error."""
+    rng = np.random.default_rng(len(dtype) + (edges if isinstance(edges, int) else 0))
+    n = 2001  # not a multiple of anything
+    x = rng.random(n)
+    lo, hi = (-(2**53), 2**53) if dtype == "i8" else (0, 2**54)
+    w = rng.integers(lo, hi, n, dtype=dtype)
+    w[:5] = [2**53 + 1, 2**53 + 3, 7, 2**52 - 1, 1]
+    path = str(tmp_path / "w.h5")
+    with h5py.File(path, "w") as f:
+        f["x"], f["w"] = x, w
+        f["big"] = np.full(n, 2**62 if dtype == "i8" else 2**63, dtype)  # sums past 64 bits
+    with quarry.open(path) as ds:
+        got = ds.histogram("x", weights="w", bins=edges, range=(0, 1))
+        bins_of = np.searchsorted(got.edges, x, side="right") - 1
+        bins_of[x == got.edges[-1]] = len(got.edges) - 2
+        exact = [sum(int(v) for v in w[bins_of == b]) for b in range(len(got.edges) - 1)]
+        assert got.counts.tolist() == exact
+        assert got.counts.dtype == np.dtype("i8" if dtype == "i8" else "u8")
+        with pytest.raises(quarry.HistogramError, match="past what"):
+            ds.histogram("x", weights="big", bins=1, range=(0, 1))
+
+
 def test_shape_mismatch_in_histogram(tmp_path):
     path = str(tmp_path / "s.h5")
     with h5py.File(path, "w") as f:

@@ -243,6 +243,32 @@ def test_what_resolves_outside_the_steps_stays_one_table(tmp_path):
         assert sel.counts() == [int((c["px"] > 0).sum()) for c in steps]
 
 
+def test_a_root_name_the_steps_also_hold_is_ambiguous_step_by_step(tmp_path):
+    """A root /x beside Step#N/x: the file's query answers /x (one table), and
+    --per-step (open_series) answered each step's x instead, another count."""
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "root.h5")
+    root, s0, s1 = np.array([1.0, 2, 3, -1, -2]), np.array([1.0, 1, 1]), np.array([5.0, -5])
+    with h5py.File(path, "w") as f:
+        f["x"], f["Step#0/x"], f["Step#1/x"] = root, s0, s1
+    with quarry.open(path) as ds:
+        assert ds.query("x > 0").count() == 3  # /x: the shortest path wins
+    message = r"'x' matches 3 variables .*: /x, /Step#0/x, /Step#1/x; .* --path 'Step#\*'"
+    with (
+        quarry.open_series(path) as series,
+        pytest.raises(quarry.AmbiguousNameError, match=message),
+    ):
+        series.query("x > 0")
+    with quarry.open_series(path, path="Step#*") as series:
+        assert series.query("x > 0").counts() == [3, 1]
+    cli = [sys.executable, "-m", "quarry.cli.main", "query", path, "x > 0", "--per-step"]
+    run = subprocess.run(cli, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert "/x alone is one table, without --per-step" in run.stderr
+
+
 def test_a_name_missing_from_one_step_names_it(tmp_path):
     rng = np.random.default_rng(10)
     steps = [step_columns(rng, 30, "f8") for _ in range(3)]

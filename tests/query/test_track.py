@@ -149,3 +149,28 @@ def test_a_missing_particles_integer_value_is_0_and_quarry_found_says_so(tmp_pat
         assert f["Step#1/q"][()].tolist() == [0, -5, 0]
         assert f["Step#1/quarry_found"][()].tolist() == [False, True, False]
         assert f["Step#1/quarry_row"][()].tolist() == [-1, 0, -1]
+
+
+def test_a_variable_of_another_length_than_the_ids_is_an_error(tmp_path):
+    """y shorter than id in step 1: its values were read at the ids' rows as
+    if the two lined up (or past y's end, an IndexError traceback), and a
+    query on y at the anchor read ids at y's rows."""
+    from quarry.errors import SeriesMemberError
+
+    path = str(tmp_path / "len.h5")
+    with h5py.File(path, "w") as f:
+        f["Step#0/id"], f["Step#0/y"] = np.arange(10), np.arange(10.0)
+        f["Step#1/id"], f["Step#1/y"] = np.arange(10)[::-1].copy(), np.arange(4.0)
+    with quarry.open_series(path) as series:
+        for query in ("y > 5", "y < 2"):
+            with pytest.raises(SeriesMemberError, match=r"step 1: /Step#1/y has shape \(4,\) but"):
+                series.track(query, 0, "id", ["y"])
+        with pytest.raises(SeriesMemberError, match=r"/Step#1/id has shape \(10,\) but the query"):
+            series.track("y > 1", 1, "id")
+        tracks = series.track("y > 5", 0, "id")  # no values asked: the ids alone are found
+        assert [s.rows.tolist() for s in tracks.steps] == [[6, 7, 8, 9], [3, 2, 1, 0]]
+    cli = [sys.executable, "-m", "quarry.cli.main", "track", path, "y < 2", "--at-step", "0"]
+    run = subprocess.run([*cli, "--values", "y"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    said = "step 1: /Step#1/y has shape (4,) but the ids (/Step#1/id) have shape (10,)"
+    assert said in run.stderr

@@ -19,7 +19,7 @@ are read and binned together, so the answer is NumPy's on the concatenation.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from quarry import _core
@@ -254,17 +254,66 @@ def _numpy(
             keep &= ~np.isnan(c)
     columns = [c[keep] for c in columns]
     w = w[keep] if w is not None else None
+
+    def histogram(weights: npt.NDArray[Any] | None) -> tuple[npt.NDArray[Any], Any]:
+        if len(columns) == 1:
+            return np.histogram(columns[0], bins=bins, range=range, weights=weights)  # type: ignore[arg-type]
+        return np.histogramdd(np.stack(columns, axis=1), bins=bins, range=range, weights=weights)  # type: ignore[arg-type]
+
     if w is not None and w.dtype.kind in "biu":
-        # NumPy sums integer weights in their own dtype: 100 rows of int8 100
-        # would wrap. Counted in 64 bits (unsigned for bool and unsigned).
-        w = w.astype(np.int64 if w.dtype.kind == "i" else np.uint64)
-    if len(columns) == 1:
-        counts, edges = np.histogram(columns[0], bins=bins, range=range, weights=w)  # type: ignore[arg-type]
-        return Histogram(counts, edges, "data", len(columns[0]))
-    counts_dd, edges_dd = np.histogramdd(
-        np.stack(columns, axis=1),
-        bins=bins,
-        range=range,  # type: ignore[arg-type]
-        weights=w,
-    )
-    return Histogram(counts_dd, list(edges_dd), "data", len(columns[0]))
+        counts, edges = _integer_sums(histogram, w)
+    else:
+        counts, edges = histogram(w)
+    return Histogram(counts, edges if len(columns) == 1 else list(edges), "data", len(columns[0]))
+
+
+def _integer_sums(
+    histogram: Callable[[npt.NDArray[Any]], tuple[npt.NDArray[Any], Any]], w: npt.NDArray[Any]
+) -> tuple[npt.NDArray[Any], Any]:
+    """``histogram(weights)`` for the integer weights ``w``, each bin's sum
+    exact, as int64 (uint64 for unsigned and bool weights). NumPy sums
+    weights in float64 (rounding past 2**53) and casts the sums back, which
+    wrapped past 2**63 (3 * 2**63 gave 0): here the weights are summed in
+    pieces of 22 bits (fewer past 2**31 rows), each exact in float64, joined
+    as Python integers; a sum that ``w``'s 64-bit dtype cannot hold is a
+    :class:`~quarry.errors.HistogramError`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([0.1, 0.2, 0.9])
+    >>> hist = lambda weights: np.histogram(x, bins=2, weights=weights)
+    >>> _integer_sums(hist, np.array([2**62 + 1, 2**62 - 7, -3], "i8"))[0].tolist()
+    [9223372036854775802, -3]
+    >>> _integer_sums(hist, np.array([2**63, 2**63, 1], "u8"))[0].tolist()
+    Traceback (most recent call last):
+    ...
+    quarry.errors.HistogramError: the uint64 weights of one bin sum to 18446744073709551616, ...
+    """
+    import numpy as np
+
+    out = np.dtype(np.int64 if w.dtype.kind == "i" else np.uint64)
+    if float(np.abs(w.astype(np.float64)).sum()) < 2.0**53:  # every sum exact in float64
+        counts, edges = histogram(w.astype(np.float64))
+        return counts.astype(out), edges
+    wide = w.astype(out)
+    # Pieces of ``bits`` bits, len(w) of them summing below 2**53: exact in float64.
+    bits = 53 - len(w).bit_length()
+    mask = out.type((1 << bits) - 1)
+    total: Any = 0
+    edges = None
+    for at in range(0, 64, bits):
+        piece = wide >> out.type(at)
+        if at + bits < 64:  # the last piece keeps the sign
+            piece = piece & mask
+        summed, edges = histogram(piece.astype(np.float64))
+        total = total + summed.astype(np.int64).astype(object) * (1 << at)
+    info = np.iinfo(out)
+    low, high = min(total.flat, default=0), max(total.flat, default=0)
+    if low < info.min or high > info.max:
+        worst = high if high > info.max else low
+        raise HistogramError(
+            f"the {out} weights of one bin sum to {worst}, past what {out} holds "
+            f"({info.min}..{info.max}): use more bins, or weights of a float dtype"
+        )
+    return np.asarray(total.tolist(), dtype=out).reshape(total.shape), edges

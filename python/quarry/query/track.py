@@ -14,12 +14,14 @@ read once and matched by sorting. Either way the match is exact.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from quarry.errors import TrackingError
+from quarry.errors import ShapeMismatchError, TrackingError
 from quarry.index.layout import decode_edges
+from quarry.query.series import at_member
 from quarry.records import field, record, replace
 
 if TYPE_CHECKING:
@@ -139,6 +141,7 @@ def track(
     ds = series.dataset(anchor.file)
     sel = ds.query_table(query, anchor.group)
     id_info = _id_variable(ds, id_var, anchor)
+    at_member(anchor, partial(_same_shape, id_info, sel.shape, "the query ran over"))
     # As stored (not in SI units, which would make them float64): exact.
     ids = np.asarray(ds.driver.gather(id_info.path, sel.ids()))
     _no_repeats(ids, id_info, anchor)
@@ -150,6 +153,7 @@ def track(
         values, variables = {}, {}
         for name in names:
             var = mds.variable(name, member.group)
+            at_member(member, partial(_same_shape, var, info.shape, f"the ids ({info.key}) have"))
             # With si=True values are stored * unitSI in float64, as in every output.
             by = mds.si_factor(var) if mds.si else None
             variables[name] = (
@@ -169,6 +173,13 @@ def track(
             values[name] = out
         steps.append(TrackedStep(member, rows, info, values, variables))
     return Tracks(query, anchor, ids, steps)
+
+
+def _same_shape(var: VariableInfo, shape: tuple[int, ...], what: str) -> None:
+    """:class:`~quarry.errors.ShapeMismatchError` unless ``var`` has ``shape``:
+    an id's row of one variable is no row of another of a different length."""
+    if var.shape != shape:
+        raise ShapeMismatchError(f"{var.key} has shape {var.shape} but {what} shape {shape}")
 
 
 def _anchor(members: list[Member], at_step: int) -> Member:
