@@ -6,6 +6,7 @@ NaNs), for one file and for a glob of files."""
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 
 import h5py
@@ -316,9 +317,11 @@ def test_members_of_other_dtypes_make_one_table_only_where_every_value_is_kept(t
         assert str(table.schema.field("e").type) == "double"
         assert table.column("e").to_pylist() == [3.0, 4.0]
         assert sel.to_arrow(["e"]).column("e").to_pylist() == [3.0, 4.0]
-        with pytest.raises(MixedDtypeError, match=r"u is uint64 in Step#0 and float64 in Step#1"):
-            sel.extract(str(tmp_path / "u.parquet"), ["u"])
-        assert not os.path.exists(tmp_path / "u.parquet")
+        target = str(tmp_path / "u.parquet")  # named, not the temporary written to
+        mixed = rf"^cannot write {re.escape(target)}: u is uint64 in Step#0 and float64 in Step#1"
+        with pytest.raises(MixedDtypeError, match=mixed):
+            sel.extract(target, ["u"])
+        assert sorted(os.listdir(tmp_path)) == ["e.parquet", "m.h5"]  # nothing left behind
         with pytest.raises(MixedDtypeError, match="to_pandas"):
             sel.to_arrow(["u"])
         frame = sel.to_pandas(["u"])
@@ -380,3 +383,22 @@ def test_a_name_in_two_families_of_numbered_groups_is_ambiguous_not_half_answere
             [5, 5],
             [0, 0],
         ]
+
+
+@pytest.mark.parametrize("how", [[], ["--json"], ["--out", "OUT.h5"]])
+def test_values_of_another_shape_in_one_step_name_the_file_and_step(tmp_path, how):
+    """README: a member's error is prefixed with its file and step; --values
+    of a variable whose shape differs in one step said neither."""
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "len.h5")
+    with h5py.File(path, "w") as f:
+        f["Step#0/x"], f["Step#0/y"] = np.arange(10.0), np.arange(10.0)
+        f["Step#1/x"], f["Step#1/y"] = np.arange(10.0), np.arange(12.0)
+    how = [str(tmp_path / a) if a == "OUT.h5" else a for a in how]
+    cli = [sys.executable, "-m", "quarry.cli.main", "query", path, "x > 5", "--values", "y"]
+    run = subprocess.run([*cli, *how], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    said = f"{path}, step 1: /Step#1/y has shape (12,) but the query ran over shape (10,)"
+    assert said in run.stderr

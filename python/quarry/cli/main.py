@@ -10,7 +10,7 @@
     quarry verify FILE... [--json]
     quarry reorg FILE... --vars a,b [--bin-size S,.. | --bins N] [--path P] [--json]
     quarry interp FILE --field NAME=FILE[:VAR][SUB]... --at x,y,z [--grid G] [--where Q] [--out F]
-    quarry hist FILE VAR[,VAR2[,VAR3]] [--where Q] [--bins N | --edges E] [--json] [--png F]
+    quarry hist FILE... VAR[,VAR2[,VAR3]] [--where Q] [--bins N | --edges E] [--json] [--png F]
     quarry plot FILE X Y --where Q --png F
     quarry register FILE --dtype <f4 --shape NX,NY,NZ [--order C|F] [--offset B]
     quarry serve ROOT... [--host H] [--port P] [--catalog F] [--token-file F] [--auto-index]

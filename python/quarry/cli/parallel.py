@@ -13,13 +13,13 @@ gather, still aborts the job.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from quarry.cli.options import names as names_of
 from quarry.errors import QuarryError
+from quarry.outputs.json_text import json_text
 
 if TYPE_CHECKING:
     from quarry.query.selection import Selection
@@ -128,6 +128,6 @@ def _write_per_rank(
         return
     files = [rank_path(args.out, r) for r in range(comm.size)]
     if args.json:
-        print(json.dumps({"query": query, "count": total, "out": files}))
+        print(json_text({"query": query, "count": total, "out": files}))
     else:
         print(f"{total} hit(s) written to {len(files)} files: {files[0]} ... {files[-1]}")

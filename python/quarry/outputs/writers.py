@@ -10,9 +10,10 @@ nothing behind (:func:`atomic`). Columns are named as
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import secrets
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from quarry.errors import QuarryError, UsageError
@@ -384,7 +385,12 @@ def write_groups(
     """
     ext = check_groups_path(path)
     attrs = {k: v for k, v in attrs.items() if v is not None}
-    writer = {".h5": _groups_h5, ".nc": _groups_nc, ".parquet": _groups_parquet}[ext]
+    writer: Callable[[str, Groups, dict[str, Any]], None]
+    if ext == ".parquet":
+        # Checked before the temporary is made: a mismatch names the path asked for.
+        writer = functools.partial(_groups_parquet, common=_common_dtypes(path, groups))
+    else:
+        writer = {".h5": _groups_h5, ".nc": _groups_nc}[ext]
     with atomic(path) as tmp:
         writer(tmp, groups, attrs)
 
@@ -438,9 +444,12 @@ def _groups_nc(path: str, groups: Groups, attrs: dict[str, Any]) -> None:
             _nc_columns(g, table)
 
 
-def _groups_parquet(path: str, groups: Groups, attrs: dict[str, Any]) -> None:
+def _groups_parquet(
+    path: str, groups: Groups, attrs: dict[str, Any], common: dict[str, np.dtype[Any]]
+) -> None:
     """One table of every group's rows, with the group, file and step of
-    each; a column's attributes are those of the first group holding it."""
+    each, each column of its ``common`` dtype; a column's attributes are
+    those of the first group holding it."""
     import json
 
     import pyarrow
@@ -448,7 +457,6 @@ def _groups_parquet(path: str, groups: Groups, attrs: dict[str, Any]) -> None:
 
     names = [name for table, _ in groups.values() for name in table.columns]
     group_col, file_col, step_col = (own_name(base, names) for base in (GROUP, FILE, STEP))
-    common = _common_dtypes(path, groups)
     tables = []
     for name, (table, group_attrs) in groups.items():
         n = len(table)

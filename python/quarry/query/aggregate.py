@@ -46,10 +46,7 @@ class AggregateValue:
     """``"index"`` (block statistics, no data read) or ``"data"`` (one pass)."""
 
     def to_dict(self) -> dict[str, Any]:
-        value: Any = self.value
-        if isinstance(value, float) and not math.isfinite(value):
-            value = str(value)  # JSON has no NaN or inf
-        return {"expr": self.expr, "value": value, "from": self.source}
+        return {"expr": self.expr, "value": self.value, "from": self.source}
 
 
 class Aggregator:

@@ -16,7 +16,6 @@ client learns nothing of the server's directories.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from quarry.errors import QuarryError
 from quarry.formats.base import fingerprint
+from quarry.outputs.json_text import json_list, json_ready
 from quarry.records import record
 from quarry.service.catalog import Entry, watch_stat
 from quarry.service.config import Limits, ServiceError, inside, refusal
@@ -264,28 +264,6 @@ class Hits:
         return bytes(sink.getvalue().to_pybytes())
 
 
-def json_list(values: npt.NDArray[Any]) -> list[Any]:
-    """``values`` as a JSON-ready list: NaN as None, infinities as strings.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> json_list(np.array([1.5, np.nan, -np.inf])), json_list(np.array([2**63], np.uint64))
-    ([1.5, None, '-inf'], [9223372036854775808])
-    """
-    out = values.tolist()
-    if values.dtype.kind not in "fc":
-        return list(out)
-    return [json_number(x) for x in out]
-
-
-def json_number(x: Any) -> Any:
-    """A float as JSON holds it: NaN as None, infinities as strings."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
-    return x
-
-
 def hits(
     files: OpenFiles,
     entry: Entry,
@@ -383,21 +361,6 @@ def histogram(
         hist = ds.histogram(target, where=where, bins=bins, range=value_range, path=context)
     ready: dict[str, Any] = json_ready(hist.to_json())
     return ready
-
-
-def json_ready(value: Any) -> Any:
-    """``value`` with every non-finite float made JSON-safe (:func:`json_number`).
-
-    Examples
-    --------
-    >>> json_ready({"a": [1.0, float("nan")], "b": (float("inf"),)})
-    {'a': [1.0, None], 'b': ['inf']}
-    """
-    if isinstance(value, dict):
-        return {k: json_ready(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_ready(v) for v in value]
-    return json_number(value)
 
 
 def run_guarded(work: Callable[[], T]) -> T:

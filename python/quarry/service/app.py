@@ -35,6 +35,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from quarry.outputs.json_text import json_ready
 from quarry.service import answers, fields
 from quarry.service.catalog import Catalog
 from quarry.service.config import Config, ServiceError, check_write, host_allowed
@@ -203,7 +204,7 @@ async def datasets(request: Request) -> Response:
 
 async def dataset(request: Request) -> Response:
     entry = _service(request).catalog.get(request.path_params["path"])
-    return JSONResponse(answers.json_ready(entry.detail()))
+    return JSONResponse(json_ready(entry.detail()))
 
 
 async def query(request: Request) -> Response:

@@ -1,21 +1,26 @@
-"""``quarry hist FILE VAR[,VAR2[,VAR3]] [--where Q] [--bins N | --edges E]``:
-a histogram of one to three variables, optionally of a selection."""
+"""``quarry hist FILE... VAR[,VAR2[,VAR3]] [--where Q] [--bins N | --edges E]``:
+a histogram of one to three variables, optionally of a selection, over one
+file (its steps too) or many (a glob, a list, a directory) with shared edges."""
 
 from __future__ import annotations
 
 import argparse
+import glob
 import itertools
-import json
 import math
+import os
 from typing import Any
 
 from quarry.cli import options, render
 from quarry.errors import UsageError
+from quarry.outputs.json_text import json_text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``quarry hist``."""
-    parser.add_argument("file")
+    parser.add_argument(
+        "files", nargs="+", metavar="FILE", help="data file(s), a glob pattern or a directory"
+    )
     parser.add_argument("vars", help="one to three comma-separated variables, e.g. energy or x,y")
     parser.add_argument(
         "--where", metavar="QUERY", help="histogram only the rows where QUERY is true"
@@ -90,19 +95,26 @@ def run(args: argparse.Namespace) -> int:
     if not 1 <= len(names) <= 3:
         raise UsageError("give one to three variables")
     bins, value_range = _bins_and_range(args, len(names))
-    with quarry.open(args.file, index=args.index, si=args.si) as ds:
-        target: Any = names if len(names) > 1 else names[0]
-        hist = ds.histogram(
-            target,
-            where=args.where,
-            bins=bins,
-            range=value_range,
-            weights=args.weight,
-            path=args.path,
-        )
-        # With --path, the title names what the names resolved to (/Step#3/energy),
-        # or, where the path holds one per step (electrons in every step), the path.
-        shown = [_shown(ds, n, args.path) for n in names] if args.path else names
+    target: Any = names if len(names) > 1 else names[0]
+    (file, *more) = args.files
+    if more or os.path.isdir(file) or glob.has_magic(file):
+        # Many files: one series, the members' edges shared and counts summed.
+        with quarry.open_series(args.files, index=args.index, path=args.path, si=args.si) as s:
+            hist = s.histogram(target, args.where, bins, value_range, args.weight)
+        shown = names
+    else:
+        with quarry.open(file, index=args.index, si=args.si) as ds:
+            hist = ds.histogram(
+                target,
+                where=args.where,
+                bins=bins,
+                range=value_range,
+                weights=args.weight,
+                path=args.path,
+            )
+            # With --path, the title names what the names resolved to (/Step#3/energy),
+            # or, where the path holds one per step (electrons in every step), the path.
+            shown = [_shown(ds, n, args.path) for n in names] if args.path else names
     title = f"{', '.join(shown)}" + (f" where {args.where}" if args.where else "")
     for picture in (args.png, args.svg):
         if picture:
@@ -110,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
 
             draw_histogram(hist, picture, names, args.log, title)
     if args.json:
-        print(json.dumps(render.histogram_result(names, args.where, hist)))
+        print(json_text(render.histogram_result(names, args.where, hist)))
     elif not (args.png or args.svg):
         for line in render.histogram_lines(hist, names):
             print(line)

@@ -4,12 +4,12 @@ index of a file, or one per file of many (also under mpiexec)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import TYPE_CHECKING, Any
 
 from quarry.cli import options, render
+from quarry.outputs.json_text import json_text
 
 if TYPE_CHECKING:
     from quarry.index.maintain import IndexReport
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
             return 1
     elapsed = time.perf_counter() - start
     if args.json:
-        print(json.dumps(render.indexes_result(reports, elapsed)))
+        print(json_text(render.indexes_result(reports, elapsed)))
     else:
         built = sum(r.status == "built" for r in reports)
         print(f"{len(reports)} file(s): {built} indexed, {len(reports) - built} up to date")
@@ -154,7 +154,7 @@ def _report_one(args: argparse.Namespace, report: IndexReport, elapsed: float) -
     if report.status == "built":
         if args.json:
             result = render.index_result(report.index, report.variables, report.bytes, elapsed)
-            print(json.dumps(result))
+            print(json_text(result))
         else:
             print(
                 render.built_line(
@@ -166,7 +166,7 @@ def _report_one(args: argparse.Namespace, report: IndexReport, elapsed: float) -
         result = render.index_result(
             report.index, report.variables, report.bytes, 0.0, report.status
         )
-        print(json.dumps(result))
+        print(json_text(result))
     else:
         print(
             f"skipped {report.file}: its index {report.index} is up to date (--force rebuilds it)"

@@ -5,11 +5,11 @@ line) per step or file as its index is published."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from typing import Any
 
 from quarry.errors import StaleIndexError, UsageError
+from quarry.outputs.json_text import json_text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,7 +60,7 @@ def run_follow(args: argparse.Namespace) -> int:
     source = args.files[0]
 
     def say(line: dict[str, Any], text: str) -> None:
-        print(json.dumps(line) if args.json else text, flush=True)
+        print(json_text(line) if args.json else text, flush=True)
 
     if source.rstrip("/").endswith(".bp") or (os.path.isdir(source) and is_store(source)):
         from quarry.insitu.follow_bp import follow_bp

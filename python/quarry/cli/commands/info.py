@@ -4,10 +4,10 @@ shapes, dtypes and what is indexed; or what one name in a query means."""
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TYPE_CHECKING, Any
 
 from quarry.cli import options, render
+from quarry.outputs.json_text import json_text
 
 if TYPE_CHECKING:
     from quarry.dataset import Dataset
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         if copy is not None:
             info["reorganised"] = copy
     if args.json:
-        print(json.dumps(info, indent=2))
+        print(json_text(info, indent=2))
         return 0
     for line in render.info_lines(info):
         print(line)
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
 def _resolve(args: argparse.Namespace, ds: Dataset) -> int:
     """``--resolve NAME``: what the name resolves to (one line, or JSON)."""
     found = describe(ds, args.resolve, args.path)
-    print(json.dumps(found) if args.json else render.resolution_line(found))
+    print(json_text(found) if args.json else render.resolution_line(found))
     return 0
 
 

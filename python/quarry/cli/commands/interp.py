@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import time
 from typing import TYPE_CHECKING, Any
 
 from quarry.cli import options, render
 from quarry.errors import UsageError
+from quarry.outputs.json_text import json_text
 
 if TYPE_CHECKING:
     from quarry.dataset import Dataset
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         _write(args, table, fields, sources)
     if args.json:
-        print(json.dumps(_result(args, table, time.perf_counter() - start)))
+        print(json_text(_result(args, table, time.perf_counter() - start)))
     elif args.out:
         print(f"{len(table)} particle(s) written to {args.out}")
     else:

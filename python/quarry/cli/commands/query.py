@@ -404,11 +404,10 @@ def _batch(args: argparse.Namespace, files: list[str]) -> int:
 
 
 def _json(value: object) -> str:
-    """``value`` as one JSON line; json is imported only when asked for, to
-    keep it off a plain count's start-up."""
-    import json
+    """``value`` as one JSON line (:func:`~quarry.outputs.json_text.json_text`)."""
+    from quarry.outputs.json_text import json_text
 
-    return json.dumps(value)
+    return json_text(value)
 
 
 def _batch_shared(args: argparse.Namespace, series: Series, labelled: list[tuple[str, str]]) -> int:

@@ -4,15 +4,17 @@ step groups (both come here from :mod:`quarry.cli.commands.query`)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from quarry.cli import options, render
 from quarry.errors import UsageError
+from quarry.outputs.json_text import json_text
 
 if TYPE_CHECKING:
+    from quarry.query.selection import Selection
     from quarry.query.series import SeriesSelection
 
 
@@ -63,13 +65,13 @@ def report_series(args: argparse.Namespace, query: str, sel: SeriesSelection, st
             if args.json
             else {}
         )
-        print(json.dumps({**render.per_step_result(per_step), **resolved, **_followed(sel)}))
+        print(json_text({**render.per_step_result(per_step), **resolved, **_followed(sel)}))
     elif args.json:
         elapsed = time.perf_counter() - start
         result = render.series_result(query, sel, per_step, elapsed, args.out)
         if args.explain:
             result.update(_explained_steps(sel))
-        print(json.dumps({**result, **_followed(sel)}))
+        print(json_text({**result, **_followed(sel)}))
     elif args.plot or (rows and args.out):
         written = [f for f in (args.plot, args.out if rows else None) if f]
         print(f"{total} hit(s) in {len(per_step)} step(s) -> {', '.join(written)}")
@@ -143,29 +145,33 @@ def _print_rows(
     ``quarry_file,quarry_step``, then each member's columns named as in every
     output (:mod:`quarry.outputs.columns`)."""
     from quarry.outputs.columns import FILE, INDEX, ROW, STEP, own_name
+    from quarry.query.series import at_member
 
-    if args.json:
-        for entry, part in zip(per_step, sel.selections, strict=True):
-            if args.values:
-                entry["values"] = {n: part.values(n).tolist() for n in names}
-            elif args.coords or args.coords_of:
-                coords = part.coords_of(args.coords_of) if args.coords_of else part.coords()
-                entry["coords"] = coords.tolist()
-            else:
-                entry["ids"] = part.ids().tolist()
-        explained = _explained_steps(sel) if args.explain else {}
-        print(json.dumps({"query": query, **render.per_step_result(per_step), **explained}))
-        return
-    tables: list[dict[str, Any]] = []
-    for part in sel.selections:
+    def rows_of(part: Selection) -> dict[str, Any]:
+        if args.values:
+            return {"values": {n: part.values(n).tolist() for n in names}}
+        if args.coords or args.coords_of:
+            coords = part.coords_of(args.coords_of) if args.coords_of else part.coords()
+            return {"coords": coords.tolist()}
+        return {"ids": part.ids().tolist()}
+
+    def table_of(part: Selection) -> dict[str, Any]:
         if args.coords_of:
             coords = part.coords_of(args.coords_of)
-            tables.append({f"{INDEX}{k}": coords[:, k] for k in range(coords.shape[1])})
-        else:
-            table = part.columns(names if args.values else [], indices=bool(args.coords))
-            if args.coords:
-                table.pop(ROW, None)
-            tables.append(table)
+            return {f"{INDEX}{k}": coords[:, k] for k in range(coords.shape[1])}
+        table = part.columns(names if args.values else [], indices=bool(args.coords))
+        if args.coords:
+            table.pop(ROW, None)
+        return table
+
+    # A member's mistake (a variable of another shape in one step) names its file and step.
+    if args.json:
+        for entry, (member, part) in zip(per_step, sel, strict=True):
+            entry.update(at_member(member, partial(rows_of, part)))
+        explained = _explained_steps(sel) if args.explain else {}
+        print(json_text({"query": query, **render.per_step_result(per_step), **explained}))
+        return
+    tables = [at_member(member, partial(table_of, part)) for member, part in sel]
     own = [*(tables[0] if tables else [ROW])]
     print(render.csv_header([own_name(FILE, own), own_name(STEP, own), *own]))
     for (member, _), table in zip(sel, tables, strict=True):

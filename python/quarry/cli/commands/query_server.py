@@ -10,12 +10,12 @@ line, or values as CSV under their names (``--json``: lists).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from typing import Any
 
 from quarry.cli import options, render
 from quarry.errors import UsageError
+from quarry.outputs.json_text import json_text
 
 #: Options of ``quarry query`` a server does not take, as the command line spells them.
 _LOCAL_ONLY = (
@@ -39,13 +39,13 @@ def run(args: argparse.Namespace) -> int:
     if args.ids or args.values:
         return _rows(args, sel, path, start)
     if args.per_step:
-        print(json.dumps(render.per_step_result(sel.per_step())))
+        print(json_text(render.per_step_result(sel.per_step())))
         return 0
     count = sel.count()
     if args.json:
         elapsed = render.milliseconds(time.perf_counter() - start)
         result = {"query": query, "file": path, "server": args.server, "count": count}
-        print(json.dumps({**result, "elapsed_ms": elapsed}))
+        print(json_text({**result, "elapsed_ms": elapsed}))
     else:
         print(count)
     return 0
@@ -65,7 +65,7 @@ def _rows(args: argparse.Namespace, sel: Any, path: str, start: float) -> int:
         if names:
             hits = {"values": {n: v.tolist() for n, v in columns.items()}}
         elapsed = render.milliseconds(time.perf_counter() - start)
-        print(json.dumps({"query": sel.query, "file": path, "count": len(ids), **hits,
+        print(json_text({"query": sel.query, "file": path, "count": len(ids), **hits,
                           "elapsed_ms": elapsed}))  # fmt: skip
     elif names:
         from quarry.outputs.columns import ROW, own_name

@@ -6,11 +6,11 @@ under mpiexec, every rank taking its share of each file's parts)."""
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from typing import TYPE_CHECKING, Any
 
 from quarry.cli import options
+from quarry.outputs.json_text import json_text
 
 if TYPE_CHECKING:
     from quarry.reorg.manifest import CopyManifest
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
                     f"{result['seconds']:.2f} s -> {result['copy']} ({result['bytes']} bytes)"
                 )
     if args.json and speaks:
-        print(json.dumps(results[0] if len(results) == 1 else {"files": results}))
+        print(json_text(results[0] if len(results) == 1 else {"files": results}))
     return 0
 
 

@@ -4,10 +4,10 @@ and follow their ids through every step."""
 from __future__ import annotations
 
 import argparse
-import json
 
 from quarry.cli import options, render
 from quarry.errors import UsageError
+from quarry.outputs.json_text import json_text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         tracks.write(args.out, files)
     if args.json:
-        print(json.dumps(tracks.to_dict()))
+        print(json_text(tracks.to_dict()))
         return 0
     for line in render.track_lines(tracks, args.at_step):
         print(line)

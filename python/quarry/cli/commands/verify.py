@@ -4,10 +4,10 @@ index recorded; exit 1 if any changed or could not be checked."""
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from quarry.cli import options, render
+from quarry.outputs.json_text import json_text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,5 +39,5 @@ def run(args: argparse.Namespace) -> int:
                 print(line)
     result = render.verify_result(reports)
     if args.json:
-        print(json.dumps(result))
+        print(json_text(result))
     return 0 if result["ok"] else 1
