@@ -46,7 +46,10 @@ class AggregateValue:
     """``"index"`` (block statistics, no data read) or ``"data"`` (one pass)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"expr": self.expr, "value": self.value, "from": self.source}
+        from quarry.outputs.json_text import json_number
+
+        # JSON has no NaN or inf: null and "inf", as every --json prints them.
+        return {"expr": self.expr, "value": json_number(self.value), "from": self.source}
 
 
 class Aggregator:
