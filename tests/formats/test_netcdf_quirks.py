@@ -59,9 +59,15 @@ def write_climate(path: str) -> None:
 
 
 def decoded(path: str, name: str) -> np.ndarray:
+    """The library's missing values, and packing applied in float64 as CF
+    defines it (netCDF4 computes it in the attribute's dtype: float32 here)."""
     with netcdf4.Dataset(path) as ds:
-        values = ds[name][:]
-    return np.ma.filled(np.ma.asarray(values).astype("f8"), np.nan)
+        var = ds[name]
+        var.set_auto_scale(False)
+        values = np.ma.asarray(var[:]).astype("f8")
+        values = values * float(getattr(var, "scale_factor", 1.0))
+        values = values + float(getattr(var, "add_offset", 0.0))
+    return np.ma.filled(values, np.nan)
 
 
 @pytest.fixture(scope="module")

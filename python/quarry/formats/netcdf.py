@@ -61,6 +61,7 @@ class NetCDFDriver:
             raise SourceError(f"cannot open {path} as NetCDF: {exc}") from None
         self._ds.set_auto_maskandscale(True)
         self._vars: dict[str, Any] = {}
+        self._packed: dict[str, tuple[dict[str, Any], np.dtype[Any]]] = {}
         self._infos: list[VariableInfo] | None = None
         self._by_path: dict[str, VariableInfo] = {}
 
@@ -85,6 +86,11 @@ class NetCDFDriver:
             if str(attrs.get("_Unsigned", "")).lower() == "true" and storage.kind == "i":
                 # netCDF4 reads these bytes as unsigned (the NetCDF-3 convention).
                 storage = np.dtype(storage.str.replace("i", "u"))
+            if any(a in attrs for a in cf.PACKING_ATTRS):
+                # Unpacked here in float64, as CF defines it: netCDF4 computes
+                # in the attribute's dtype (float32 for most writers').
+                var.set_auto_scale(False)
+                self._packed[path] = (attrs, storage)
             dtype = cf.logical_dtype(storage, attrs) if problem is None else storage
             chunking = var.chunking()
             out.append(
@@ -112,7 +118,15 @@ class NetCDFDriver:
 
         info = self._info(var)
         v = self._vars[var]
-        values = np.ma.asarray(read_flat(info.shape, start, stop, lambda r0, r1: v[r0:r1]))
+        try:
+            values = np.ma.asarray(read_flat(info.shape, start, stop, lambda r0, r1: v[r0:r1]))
+        except (TypeError, ValueError) as exc:  # netCDF4's decoding refused the attributes
+            raise SourceError(f"cannot read {var} of {self.path}: {exc}") from None
+        if var in self._packed:
+            attrs, storage = self._packed[var]
+            stored = np.ma.getdata(values).view(storage)  # _Unsigned bytes as unsigned
+            unpacked = np.ma.masked_array(cf.unpack(stored, attrs, var), np.ma.getmask(values))
+            values = unpacked
         if info.dtype.kind == "f":
             # netCDF4 masks missing integers but keeps their dtype; float64
             # must hold each present one exactly.

@@ -37,7 +37,7 @@ class RawLayout:
     shape: tuple[int, ...]
     order: str = "C"
     offset: int = 0
-    fill_value: float | None = None
+    fill_value: float | int | None = None
 
     def check(self, path: str) -> None:
         """Raise if the file cannot hold this layout."""

@@ -4,6 +4,7 @@ binary file so it can be queried."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from quarry.errors import UsageError
 
@@ -22,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--offset", type=int, default=0, help="bytes before the first element")
     parser.add_argument("--name", help="variable name (default: the file name without extension)")
     parser.add_argument(
-        "--fill-value", type=float, dest="fill_value", help="a value that marks missing data"
+        "--fill-value", dest="fill_value", help="a value that marks missing data (of the dtype)"
     )
     parser.add_argument(
         "--index", metavar="DIR", help="keep the description in this directory (read-only data)"
@@ -44,10 +45,45 @@ def run(args: argparse.Namespace) -> int:
         ) from None
     name = args.name or os.path.splitext(os.path.basename(args.file))[0]
     try:
-        np.dtype(args.dtype)
+        dtype = np.dtype(args.dtype)
     except TypeError:
         raise UsageError(f"unknown dtype {args.dtype!r} (e.g. <f4, >f8, <i4)") from None
-    layout = RawLayout(name, args.dtype, shape, args.order, args.offset, args.fill_value)
+    fill = None if args.fill_value is None else _fill_value(args.fill_value, dtype)
+    layout = RawLayout(name, args.dtype, shape, args.order, args.offset, fill)
     where = register(args.file, layout, args.index)
     print(f"registered {args.file} as /{name} {args.dtype} {shape} -> {where}")
     return 0
+
+
+def _fill_value(text: str, dtype: Any) -> float | int:
+    """``--fill-value`` as a value of ``dtype``: an integer dtype's exactly
+    (a float would round 2**53 + 1 to 2**53, marking that value missing).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> _fill_value("9007199254740993", np.dtype("<i8")), _fill_value("-1e20", np.dtype("<f4"))
+    (9007199254740993, -1e+20)
+    >>> _fill_value("0.5", np.dtype("<i2"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    quarry.errors.UsageError: --fill-value 0.5 is not a value of <i2: give an integer from ...
+    """
+    import numpy as np
+
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not info.min <= value <= info.max:
+            raise UsageError(
+                f"--fill-value {text} is not a value of {dtype.str}: give an integer from "
+                f"{info.min} to {info.max}"
+            )
+        return value
+    try:
+        return float(text)
+    except ValueError:
+        raise UsageError(f"--fill-value takes a number, got {text!r}") from None

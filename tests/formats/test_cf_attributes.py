@@ -1,0 +1,155 @@
+"""CF attributes read the same way in every format (README: Zarr's "CF attributes
+decoded the same way"; packing "in float64, exactly as CF's scale_factor is
+applied"), checked against NumPy on the stored values: a float32 scale_factor,
+``_Unsigned`` bytes, attributes written as one-element lists, an int64 fill value
+of a raw file; and attributes that cannot describe values are one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import quarry
+from quarry.errors import SourceError
+
+netcdf4 = pytest.importorskip("netCDF4", reason="netCDF4 is not installed")
+zarr = pytest.importorskip("zarr", reason="zarr is not installed")
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "quarry.cli.main", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def write_nc(path: str, stored: np.ndarray, attrs: dict, fmt: str = "NETCDF4") -> str:
+    with netcdf4.Dataset(path, "w", format=fmt) as ds:
+        ds.createDimension("n", len(stored))
+        var = ds.createVariable("t", stored.dtype, ("n",), fill_value=attrs.get("_FillValue"))
+        var.set_auto_maskandscale(False)
+        for key, value in attrs.items():
+            if key != "_FillValue":  # netCDF4 takes it when the variable is made
+                var.setncattr(key, value)
+        var[:] = stored
+    return path
+
+
+def write_zarr(path: str, stored: np.ndarray, attrs: dict) -> str:
+    root = zarr.open_group(path, mode="w", zarr_format=2)
+    arr = root.create_array("t", shape=stored.shape, dtype=stored.dtype, chunks=(5,))
+    arr[:] = stored
+    arr.attrs.update({k: v.item() if isinstance(v, np.generic) else v for k, v in attrs.items()})
+    return path
+
+
+def test_a_float32_scale_factor_unpacks_in_float64_in_netcdf_as_in_zarr(tmp_path):
+    """netCDF4 unpacked in the attribute's float32: 30000 * 0.01 gave 300.0,
+    so t >= 300 found a row that CF's float64 (299.99999329447746) does not."""
+    rng = np.random.default_rng(4)
+    stored = rng.integers(-32000, 32000, 23).astype("i2")
+    stored[:3] = [12345, 30000, 1]
+    attrs = {"scale_factor": np.float32(0.01), "add_offset": np.float32(0.5)}
+    physical = stored.astype("f8") * float(np.float32(0.01)) + float(np.float32(0.5))
+    for path in (
+        write_nc(str(tmp_path / "p.nc"), stored, attrs),
+        write_nc(str(tmp_path / "p3.nc"), stored, attrs, "NETCDF3_CLASSIC"),
+        write_zarr(str(tmp_path / "p.zarr"), stored, attrs),
+    ):
+        with quarry.open(path) as ds:
+            for literal in (300.5, float(physical[0]), 0.0, float(physical[5])):
+                for op, numpy_op in ((">=", np.greater_equal), ("==", np.equal)):
+                    got = ds.query(f"t {op} {literal!r}").ids()
+                    want = np.flatnonzero(numpy_op(physical, literal))
+                    np.testing.assert_array_equal(got, want, err_msg=f"{path}: t {op} {literal}")
+            np.testing.assert_array_equal(ds.query("t > -1e9").values("t"), physical)
+
+
+def test_unsigned_bytes_read_alike_in_netcdf_and_zarr(tmp_path):
+    stored = np.array([-1, 1, -128, 100, 7, -2], "i1")
+    unsigned = stored.view("u1").astype(np.int64)
+    for attrs, missing in (
+        ({"_Unsigned": "true"}, np.zeros(6, bool)),
+        ({"_Unsigned": "true", "_FillValue": np.int8(-2)}, unsigned == 254),
+    ):
+        for path in (
+            write_nc(str(tmp_path / f"u{len(attrs)}.nc"), stored, attrs, "NETCDF3_64BIT_OFFSET"),
+            write_zarr(str(tmp_path / f"u{len(attrs)}.zarr"), stored, attrs),
+        ):
+            with quarry.open(path) as ds:
+                assert ds.variable("t").dtype.kind in "uf", path  # not int8
+                want = np.flatnonzero(~missing & (unsigned > 100))
+                np.testing.assert_array_equal(ds.query("t > 100").ids(), want)
+                np.testing.assert_array_equal(ds.query("t > 100").values("t"), unsigned[want])
+                assert "_Unsigned=true" in ds.variable("t").decoding
+
+
+def test_attributes_written_as_lists_decode(tmp_path):
+    """NetCDF attributes are arrays, and converters keep them so in Zarr:
+    a one-element scale_factor list raised a TypeError."""
+    path = write_zarr(
+        str(tmp_path / "l.zarr"),
+        np.array([1, 2, 3, -9], "i2"),
+        {"scale_factor": [0.5], "add_offset": [10.0], "missing_value": [-9]},
+    )
+    with quarry.open(path) as ds:
+        assert ds.query("t > 0").values("t").tolist() == [10.5, 11.0, 11.5]
+
+
+@pytest.mark.parametrize(
+    ("attrs", "message"),
+    [
+        ({"valid_range": [0]}, "/t's valid_range is [0]; it takes two numbers"),
+        ({"valid_min": "0"}, "/t's valid_min is '0', not a number"),
+        ({"scale_factor": "half"}, "/t's scale_factor is 'half', not a number"),
+    ],
+)
+def test_attributes_that_describe_no_values_are_one_line_errors(tmp_path, attrs, message):
+    path = write_zarr(str(tmp_path / "bad.zarr"), np.array([1, 2, 3], "i2"), attrs)
+    with quarry.open(path) as ds, pytest.raises(SourceError, match=message.replace("[", r"\[")):
+        ds.query("t > 0").ids()
+    run = cli("query", path, "t > 0", "--quiet")
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert message in run.stderr.strip().splitlines()[-1]
+
+
+def test_what_netcdf4_cannot_decode_is_a_one_line_error(tmp_path):
+    """An _Unsigned byte with valid_max and a value past it: netCDF4's own
+    masking raised a TypeError, printed as a 66-line traceback."""
+    path = write_nc(
+        str(tmp_path / "u.nc"),
+        np.array([1, -56, 5], "i1"),
+        {"_Unsigned": "true", "valid_max": np.int8(16)},
+        "NETCDF3_64BIT_OFFSET",
+    )
+    with quarry.open(path) as ds:
+        try:
+            got = ds.query("t > 0").ids().tolist()
+        except SourceError as exc:
+            assert str(exc).startswith(f"cannot read /t of {path}: ")
+        else:
+            assert got == [0, 2]  # 200 > valid_max: missing
+    run = cli("query", path, "t > 0", "--quiet")
+    assert "Traceback" not in run.stderr and run.returncode in (0, 1)
+
+
+def test_a_raw_int64_fill_value_is_kept_exactly(tmp_path):
+    """--fill-value was parsed as a float: 2**53 + 1 became 2**53, so the
+    present value 2**53 read as missing."""
+    path = str(tmp_path / "k.bin")
+    values = np.array([2**53, 2**53 + 1, 5, 2**53 + 1], "<i8")
+    values.tofile(path)
+    run = cli("register", path, "--dtype", "<i8", "--shape", "4", "--fill-value", str(2**53 + 1))
+    assert run.returncode == 0, run.stderr
+    with open(path + ".qraw.json") as f:
+        assert json.load(f)["fill_value"] == 2**53 + 1
+    with quarry.open(path) as ds:
+        assert ds.query("k > 0").ids().tolist() == [0, 2]
+        assert ds.query("k > 0").values("k").tolist() == [2.0**53, 5.0]
+    os.remove(path + ".qraw.json")
+    for bad in ("0.5", "1e400", str(2**63)):
+        run = cli("register", path, "--dtype", "<i8", "--shape", "4", "--fill-value", bad)
+        assert run.returncode == 2 and "is not a value of <i8" in run.stderr
