@@ -38,3 +38,28 @@ def test_hist_over_many_files_matches_numpy(tmp_path, how):
         counts, edges = np.histogram(e[keep], bins=7, weights=w)
         assert got["counts"] == counts.astype(np.int64).tolist()
         np.testing.assert_array_equal(got["edges"], edges)
+
+
+def test_one_file_whose_name_looks_like_many_is_one_file(tmp_path):
+    """A Zarr store is a directory and ``run[1].h5`` has glob characters: hist
+    took either as a series of one file, where a root variable beside step
+    groups counted once per step."""
+    zarr = pytest.importorskip("zarr", reason="zarr is not installed")
+    rng = np.random.default_rng(3)
+    mass = rng.normal(0, 1, 101)
+    h5 = tmp_path / "run[1].h5"
+    with h5py.File(h5, "w") as f:
+        f["mass"] = mass
+        for step in range(3):
+            f[f"Step#{step}/e"] = rng.normal(size=10)
+    store = zarr.open_group(str(tmp_path / "run.zarr"), mode="w")
+    store.create_array("mass", data=mass)
+    for step in range(3):
+        store.create_array(f"Step#{step}/e", data=rng.normal(size=10))
+    counts, edges = np.histogram(mass, bins=5)
+    for given in (h5, tmp_path / "run.zarr"):
+        cli = [sys.executable, "-m", "quarry.cli.main", "hist", str(given), "mass", "--bins", "5"]
+        run = subprocess.run([*cli, "--json"], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout)["counts"] == counts.tolist(), given
+        np.testing.assert_array_equal(json.loads(run.stdout)["edges"], edges)

@@ -153,3 +153,91 @@ def test_a_raw_int64_fill_value_is_kept_exactly(tmp_path):
     for bad in ("0.5", "1e400", str(2**63)):
         run = cli("register", path, "--dtype", "<i8", "--shape", "4", "--fill-value", bad)
         assert run.returncode == 2 and "is not a value of <i8" in run.stderr
+
+
+def test_packed_unsigned_bytes_with_a_valid_range_keep_values_past_127(tmp_path):
+    """A packed _Unsigned byte with valid_*: with netCDF4's scaling off, its
+    valid range was compared with the bytes read as signed, so every value
+    from 128 up read as missing in NetCDF (not in Zarr)."""
+    rng = np.random.default_rng(12)
+    stored = rng.integers(-128, 128, 41).astype("i1")
+    unsigned = stored.view("u1").astype(np.int64)
+    attrs = {
+        "_Unsigned": "true",
+        "scale_factor": np.float32(0.5),
+        "valid_min": np.int8(10),
+        "valid_max": np.int8(-6),  # 250 read unsigned
+        "_FillValue": np.int8(-1),  # 255
+    }
+    present = (unsigned >= 10) & (unsigned <= 250)
+    physical = unsigned * float(np.float32(0.5))
+    for path in (
+        write_nc(str(tmp_path / "pu.nc"), stored, attrs, "NETCDF3_64BIT_OFFSET"),
+        write_nc(str(tmp_path / "pu4.nc"), stored, attrs),
+        write_zarr(str(tmp_path / "pu.zarr"), stored, attrs),
+    ):
+        with quarry.open(path) as ds:
+            sel = ds.query("t > 60")
+            want = np.flatnonzero(present & (physical > 60))
+            assert want.size and (unsigned[want] >= 128).any()
+            np.testing.assert_array_equal(sel.ids(), want, err_msg=path)
+            np.testing.assert_array_equal(sel.values("t"), physical[want], err_msg=path)
+            assert ds.query("t < 200").count() == int((present & (physical < 200)).sum())
+
+
+def test_a_zarr_v3_fill_value_as_xarray_writes_it_masks_its_values(tmp_path):
+    """xarray writes a float _FillValue to Zarr v3 as the base64 of its
+    little-endian float64 ('AAAAAAAA+H8=' is NaN): it was refused as 'not a
+    number' on every read of the variable."""
+    path = str(tmp_path / "xr.zarr")
+    root = zarr.open_group(path, mode="w", zarr_format=3)
+    rng = np.random.default_rng(5)
+    k = rng.normal(size=37)
+    k[[3, 20]] = -1e30
+    t = rng.normal(size=37).astype("f4")
+    t[7] = np.nan
+    for name, values, fill in (("k", k, "6oygOVk+KcY="), ("t", t, "AAAAAAAA+H8=")):
+        arr = root.create_array(name, shape=values.shape, dtype=values.dtype, chunks=(10,))
+        arr[:] = values
+        arr.attrs.update({"_FillValue": fill, "_ARRAY_DIMENSIONS": ["x"]})
+    with quarry.open(path) as ds:
+        assert ds.query("k < 0").ids().tolist() == np.flatnonzero((k < 0) & (k != -1e30)).tolist()
+        assert ds.query("t < 0").ids().tolist() == np.flatnonzero(t < 0).tolist()
+        assert ds.variable("k").decoding == "_FillValue=-1e+30"
+    run = cli("info", path)
+    assert run.returncode == 0 and "_FillValue=-1e+30" in run.stdout
+
+
+@pytest.mark.parametrize(
+    ("dtype", "text", "marker"),
+    [("<f8", "-1e30", -1e30), ("<f4", "-inf", -np.inf), ("<i2", "-9999.0", -9999)],
+)
+def test_register_takes_negative_and_integral_float_fill_values(tmp_path, dtype, text, marker):
+    """``--fill-value -1e30`` was refused by argparse ('expected one argument'),
+    and ``-9999.0`` for an integer dtype as not an integer."""
+    path = str(tmp_path / "f.bin")
+    values = np.array([1, marker, 3, marker, 5], dtype)
+    values.tofile(path)
+    run = cli("register", path, "--dtype", dtype, "--shape", "5", "--fill-value", text)
+    assert run.returncode == 0, run.stderr
+    with quarry.open(path) as ds:
+        assert ds.query("f > -1").ids().tolist() == [0, 2, 4]
+        assert ds.query("f < 2").ids().tolist() == [0]
+
+
+def test_a_zarr_v3_store_xarray_wrote_reads_as_xarray_reads_it(tmp_path):
+    xr = pytest.importorskip("xarray", reason="xarray is not installed")
+    rng = np.random.default_rng(9)
+    k = rng.normal(size=29)
+    k[[0, 11]] = -1e30
+    t = rng.normal(size=29).astype("f4")
+    t[5] = np.nan
+    data = xr.Dataset({"k": ("x", k), "t": ("x", t)})
+    data["k"].encoding["_FillValue"] = -1e30
+    path = str(tmp_path / "written.zarr")
+    data.to_zarr(path, zarr_format=3, consolidated=False)
+    expected = xr.open_zarr(path, consolidated=False).load()
+    with quarry.open(path) as ds:
+        for query, name, cut in (("k > -0.5", "k", -0.5), ("t > -0.5", "t", -0.5)):
+            want = np.flatnonzero(expected[name].values > cut)
+            np.testing.assert_array_equal(ds.query(query).ids(), want)

@@ -141,14 +141,15 @@ def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     return p
 
 
-#: Options taking numbers separated by commas, which may start negative.
-NUMBER_LISTS = ("--range", "--edges", "--bin-size")
+#: Options taking a number, or numbers separated by commas, which may start
+#: negative.
+NUMBER_LISTS = ("--range", "--edges", "--bin-size", "--fill-value")
 
 
 def _negative_lists_joined(argv: list[str]) -> list[str]:
     """``--range -1,1`` as ``--range=-1,1``: argparse reads a value starting
-    with ``-`` that is not one plain number as another option, and refuses
-    ``--range`` for want of its argument.
+    with ``-`` that is not one plain number (``-1,1``, ``-1e30``, ``-inf``) as
+    another option, and refuses ``--range`` for want of its argument.
 
     Examples
     --------
@@ -156,6 +157,8 @@ def _negative_lists_joined(argv: list[str]) -> list[str]:
     ['hist', 'f.h5', 'x', '--range=-1,1', '--bins', '4']
     >>> _negative_lists_joined(["hist", "f.h5", "x", "--range", "--json"])
     ['hist', 'f.h5', 'x', '--range', '--json']
+    >>> _negative_lists_joined(["register", "f.bin", "--fill-value", "-1e30"])
+    ['register', 'f.bin', '--fill-value=-1e30']
     """
     import re
 

@@ -61,7 +61,7 @@ class NetCDFDriver:
             raise SourceError(f"cannot open {path} as NetCDF: {exc}") from None
         self._ds.set_auto_maskandscale(True)
         self._vars: dict[str, Any] = {}
-        self._packed: dict[str, tuple[dict[str, Any], np.dtype[Any]]] = {}
+        self._packed: dict[str, dict[str, Any]] = {}
         self._infos: list[VariableInfo] | None = None
         self._by_path: dict[str, VariableInfo] = {}
 
@@ -87,10 +87,12 @@ class NetCDFDriver:
                 # netCDF4 reads these bytes as unsigned (the NetCDF-3 convention).
                 storage = np.dtype(storage.str.replace("i", "u"))
             if any(a in attrs for a in cf.PACKING_ATTRS):
-                # Unpacked here in float64, as CF defines it: netCDF4 computes
-                # in the attribute's dtype (float32 for most writers').
-                var.set_auto_scale(False)
-                self._packed[path] = (attrs, storage)
+                # Decoded here (cf.decode), unpacking in float64 as CF defines
+                # it: netCDF4 computes in the attribute's dtype (float32 for
+                # most writers'), and with its scaling off it would compare
+                # valid_* with _Unsigned bytes read as signed.
+                var.set_auto_maskandscale(False)
+                self._packed[path] = attrs
             dtype = cf.logical_dtype(storage, attrs) if problem is None else storage
             chunking = var.chunking()
             out.append(
@@ -123,11 +125,11 @@ class NetCDFDriver:
         except (TypeError, ValueError) as exc:  # netCDF4's decoding refused the attributes
             raise SourceError(f"cannot read {var} of {self.path}: {exc}") from None
         if var in self._packed:
-            attrs, storage = self._packed[var]
-            stored = np.ma.getdata(values).view(storage)  # _Unsigned bytes as unsigned
-            unpacked = np.ma.masked_array(cf.unpack(stored, attrs, var), np.ma.getmask(values))
-            values = unpacked
-        if info.dtype.kind == "f":
+            stored = np.ma.getdata(values)
+            if stored.dtype.kind == "u" and cf.is_unsigned(self._packed[var]):
+                stored = stored.view(stored.dtype.str.replace("u", "i"))  # as the file holds them
+            flat = cf.decode(stored, self._packed[var], var)
+        elif info.dtype.kind == "f":
             # netCDF4 masks missing integers but keeps their dtype; float64
             # must hold each present one exactly.
             cf.require_exact(values.data, ~np.ma.getmaskarray(values), var)

@@ -34,6 +34,42 @@ def _dimension_names(arr: Any, attrs: dict[str, Any]) -> tuple[str, ...] | None:
     return None
 
 
+#: Zarr's JSON spellings of the floats JSON cannot hold.
+_JSON_FLOATS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+
+
+def _xarray_attrs(attrs: dict[str, Any], storage: np.dtype[Any]) -> dict[str, Any]:
+    """``attrs`` with a float variable's text ``_FillValue`` as its number:
+    xarray writes it to Zarr v3 as the base64 of the little-endian float64
+    (its ``FillValueCoder``), and ``NaN``/``Infinity`` are Zarr's own spellings.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> _xarray_attrs({"_FillValue": "AAAAAAAA+H8="}, np.dtype("f4"))
+    {'_FillValue': nan}
+    >>> _xarray_attrs({"_FillValue": "6oygOVk+KcY="}, np.dtype("f8"))
+    {'_FillValue': -1e+30}
+    >>> _xarray_attrs({"_FillValue": "-Infinity", "units": "K"}, np.dtype("f8"))
+    {'_FillValue': -inf, 'units': 'K'}
+    """
+    import base64
+    import binascii
+    import struct
+
+    text = attrs.get("_FillValue")
+    if storage.kind != "f" or not isinstance(text, str):
+        return attrs
+    if text in _JSON_FLOATS:
+        value = _JSON_FLOATS[text]
+    else:
+        try:
+            (value,) = struct.unpack("<d", base64.b64decode(text, validate=True))
+        except (binascii.Error, struct.error):
+            return attrs  # left as it is: cf refuses it, naming the variable
+    return {**attrs, "_FillValue": value}
+
+
 class ZarrDriver:
     """A Zarr store (a directory) opened read-only.
 
@@ -78,10 +114,10 @@ class ZarrDriver:
             for name, arr in arrays:
                 path = "/" + name.strip("/")
                 self._arrays[path] = arr
-                attrs = dict(arr.attrs)
-                self._attrs[path] = attrs
                 shape = tuple(int(s) for s in arr.shape)
                 storage = np.dtype(arr.dtype)
+                attrs = _xarray_attrs(dict(arr.attrs), storage)
+                self._attrs[path] = attrs
                 problem = variable_problem(shape, storage)
                 infos.append(
                     VariableInfo(

@@ -14,13 +14,19 @@ if TYPE_CHECKING:
 
 
 def json_number(x: Any) -> Any:
-    """A float as JSON holds it: NaN as None, infinities as strings.
+    """A number as JSON holds it: NaN as None, infinities as strings, NumPy
+    scalars as Python numbers.
 
     Examples
     --------
+    >>> import numpy as np
     >>> json_number(float("nan")), json_number(float("-inf")), json_number(2.5)
     (None, '-inf', 2.5)
+    >>> json_number(np.float32("nan")), json_number(np.int64(7)), json_number(np.float64(0.5))
+    (None, 7, 0.5)
     """
+    if hasattr(x, "item") and type(x) not in (int, float):  # a NumPy scalar
+        x = x.item()
     if isinstance(x, float) and not math.isfinite(x):
         return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
     return x

@@ -5,10 +5,8 @@ file (its steps too) or many (a glob, a list, a directory) with shared edges."""
 from __future__ import annotations
 
 import argparse
-import glob
 import itertools
 import math
-import os
 from typing import Any
 
 from quarry.cli import options, render
@@ -96,14 +94,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give one to three variables")
     bins, value_range = _bins_and_range(args, len(names))
     target: Any = names if len(names) > 1 else names[0]
-    (file, *more) = args.files
-    if more or os.path.isdir(file) or glob.has_magic(file):
+    if options.many(args.files):
         # Many files: one series, the members' edges shared and counts summed.
         with quarry.open_series(args.files, index=args.index, path=args.path, si=args.si) as s:
             hist = s.histogram(target, args.where, bins, value_range, args.weight)
         shown = names
     else:
-        with quarry.open(file, index=args.index, si=args.si) as ds:
+        with quarry.open(args.files[0], index=args.index, si=args.si) as ds:
             hist = ds.histogram(
                 target,
                 where=args.where,

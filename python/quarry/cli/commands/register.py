@@ -64,6 +64,8 @@ def _fill_value(text: str, dtype: Any) -> float | int:
     >>> import numpy as np
     >>> _fill_value("9007199254740993", np.dtype("<i8")), _fill_value("-1e20", np.dtype("<f4"))
     (9007199254740993, -1e+20)
+    >>> _fill_value("-9999.0", np.dtype("<i2")), _fill_value("-inf", np.dtype("<f8"))
+    (-9999, -inf)
     >>> _fill_value("0.5", np.dtype("<i2"))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -73,10 +75,7 @@ def _fill_value(text: str, dtype: Any) -> float | int:
 
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
+        value = _integer(text)
         if value is None or not info.min <= value <= info.max:
             raise UsageError(
                 f"--fill-value {text} is not a value of {dtype.str}: give an integer from "
@@ -87,3 +86,20 @@ def _fill_value(text: str, dtype: Any) -> float | int:
         return float(text)
     except ValueError:
         raise UsageError(f"--fill-value takes a number, got {text!r}") from None
+
+
+def _integer(text: str) -> int | None:
+    """``text`` as an exact integer: written as one (``-9999``, any size), or
+    as a float that is one and that float64 holds exactly (``-9999.0``,
+    ``1e4``); None otherwise."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    if number.is_integer() and abs(number) <= 2**53:
+        return int(number)
+    return None
