@@ -78,6 +78,30 @@ def test_a_file_a_listing_cannot_describe_is_opened_each_time(tmp_path):
         assert ds.query("x > 30", path="Step#0").count() == 19
 
 
+def test_string_datasets_are_listed_as_unsupported_and_the_index_reads_back(tmp_path):
+    """A variable-length string dataset reads as objects ('|O'), a dtype text
+    the listing's reader refused: every build of such a file published an
+    index that read as damaged, and ``quarry index --force`` could not mend it."""
+    path = str(tmp_path / "run.h5")
+    _write(path, label=["a", "bb", "c"], raw=np.array([b"ab", b"cd"]), note=[b"x", b"yz"])
+    with quarry.open(path) as ds:
+        ds.build_index(block_len=16)
+        counts = ds.query("x > 30").counts()
+    with quarry.open(path) as ds:
+        assert isinstance(ds.driver, ListedDriver)
+        assert ds.query("x > 30").counts() == counts == [19, 34]
+        problems = {v.path: v.problem for v in ds.variables()}
+        assert problems["/label"] and problems["/raw"] and problems["/Step#0/x"] is None
+    run = tmp_path / "insitu.h5"
+    with quarry.InSituIndexer(str(run)) as ix, h5py.File(run, "w") as f:
+        f["meta"] = ["code v1"]
+        for step in range(2):
+            f[f"Step#{step}/x"] = np.arange(10.0)
+            ix.add(step, {"x": np.arange(10.0)})
+    with quarry.open(str(run)) as ds:
+        assert ds.index is not None and ds.query("x > 3").counts() == [6, 6]
+
+
 def test_a_damaged_listing_is_a_damaged_index(tmp_path):
     path = str(tmp_path / "run.h5")
     _write(path)

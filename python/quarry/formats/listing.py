@@ -65,6 +65,8 @@ class Listing:
         import numpy as np
 
         variables = tuple(driver.variables())
+        if any(not _DTYPE_TEXT.fullmatch(v.dtype.str) for v in variables):
+            return None
         if any(np.dtype(v.dtype.str) != v.dtype for v in variables):
             return None
         where = getattr(driver, "contiguous", None)
@@ -146,8 +148,9 @@ def _variable_from_json(doc: Mapping[str, Any], dtypes: dict[str, ListedDtype]) 
 
 
 #: NumPy's text of a dtype (``numpy.dtype.str``): byte order, kind, size,
-#: and a unit for dates and times (``<M8[ns]``).
-_DTYPE_TEXT = re.compile(r"[<>|=][a-zA-Z]\d+(\[\w+\])?")
+#: and a unit for dates and times (``<M8[ns]``); or ``|O``, the objects
+#: variable-length strings read as (an unsupported variable, listed as such).
+_DTYPE_TEXT = re.compile(r"[<>|=][a-zA-Z]\d+(\[\w+\])?|\|O")
 
 
 class ListedDtype:
