@@ -71,3 +71,37 @@ def test_decimal_literals_are_exact_for_big_integers(tmp_path):
                 ds.build_index()
             for query, expect in cases.items():
                 assert ds.query(query).ids().tolist() == expect, query
+
+
+def test_an_integer_literal_is_exact_against_a_float_variable(tmp_path):
+    """README: a decimal literal against a float variable is its nearest
+    float64; an integer literal keeps its exact value against any variable."""
+    import h5py
+
+    import quarry
+
+    path = str(tmp_path / "f.h5")
+    with h5py.File(path, "w") as f:
+        f["x"] = np.array([2.0**63, -(2.0**63), 2.0**64, 2.0**53, 1.0])
+        f["y"] = f["x"][()].astype("f4")
+    cases = {
+        "x == 9007199254740993": [],
+        "x == 9007199254740993.0": [3],
+        "x > 9007199254740993": [0, 2],
+        "x >= 9007199254740992": [0, 2, 3],
+        "x == 9223372036854775807": [],
+        "x > 9223372036854775807": [0, 2],
+        "x <= 9223372036854775807": [1, 3, 4],
+        "x == 9223372036854775807.0": [0],
+        "x == 18446744073709551616": [2],
+        "x > 18446744073709551615": [2],
+        "x < -9223372036854775808": [],
+        "y == 9223372036854775807": [],
+        "y == 9223372036854775808": [0],
+    }
+    with quarry.open(path) as ds:
+        for build in (False, True):
+            if build:
+                ds.build_index()
+            for query, expect in cases.items():
+                assert ds.query(query).ids().tolist() == expect, (query, build)
