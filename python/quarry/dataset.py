@@ -107,6 +107,17 @@ def _units(attrs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _outgrown(manifest: Manifest, path: str) -> bool:
+    """Whether ``manifest`` is of an index ``quarry index --follow`` left
+    before the run's writer closed it, and the writer has closed it since:
+    the follower stopped early (an idle timeout, a kill), so the run holds
+    steps its listing does not, and never will while the index stands."""
+    from quarry.formats.adios2 import writer_active
+
+    follow = manifest.follow
+    return follow is not None and not follow.closed and writer_active(path) is False
+
+
 class Dataset:
     """One data file, opened read-only, with its index if it has one."""
 
@@ -149,6 +160,8 @@ class Dataset:
             store = None  # none, stale or damaged: reported when the index is used
         self._store = store  # opened once: queries use it as it is
         listing = store.manifest.listing if store is not None else None
+        if store is not None and _outgrown(store.manifest, self.path):
+            listing = None  # steps past the listing's: the file is walked, and they are scanned
         if store is not None and listing is not None and store.listing_trusted:
             for known in BACKENDS:
                 if known.name == listing.backend:

@@ -147,8 +147,16 @@ def test_it_stops_after_the_idle_timeout_and_says_so(tmp_path):
     assert report["closed"] is False and report["steps_indexed"] == 1
     assert follower.wait() == 0
     assert writer.do("step") == "ended 1"
+    answer = query(path)  # the writer still has the run: the steps indexed
+    assert answer["writer_closed"] is False and len(answer["per_step"]) == 1
     writer.close()
-    # The follower stopped before the writer closed the run: quarry index rebuilds.
+    # The follower stopped before the writer closed the run: once closed, a
+    # query answers for every step, scanning the one the index lacks (it
+    # answered for step 0 alone, saying the writer had not closed the run).
+    answer = query(path)
+    assert answer["writer_closed"] is True and answer["steps_indexed"] == 1
+    assert [r["count"] for r in answer["per_step"]] == expected(2)
+    # quarry index rebuilds.
     built = subprocess.run([*CLI, "index", path, "--json"], capture_output=True, text=True)
     result = json.loads(built.stdout)
     assert "status" not in result and len(result["variables"]) == 4  # built: 2 steps
@@ -312,3 +320,22 @@ def test_a_step_is_published_at_once_and_each_manifest_is_its_json(tmp_path, mon
     assert bodies == [True] * len(bodies) and len(bodies) == 7
     assert len(reads) == 1  # at the first publish only: nothing published by this follower yet
     assert [r["count"] for r in query(path)["per_step"]] == expected(7)
+
+
+def test_a_step_of_no_rows_is_followed(tmp_path):
+    """A global array of 0 elements at a step: ADIOS2's Python stream divides
+    by the step's size to read it, and the follower died with a traceback on
+    that step (and on it again at every restart)."""
+    import adios2
+
+    path = str(tmp_path / "run.bp")
+    sizes = [5, 0, 3]
+    with adios2.Stream(path, "w") as stream:
+        for n in sizes:
+            stream.begin_step()
+            stream.write("energy", np.arange(n, dtype=np.float64), [n], [0], [n])
+            stream.end_step()
+    report = follow_bp(path, idle_timeout=5)
+    assert report.closed and report.indexed_now == [0, 1, 2]
+    answer = query(path, "energy >= 0")
+    assert [r["count"] for r in answer["per_step"]] == sizes

@@ -68,6 +68,55 @@ _TYPES = {
 _STEP_PATH = re.compile(r"^/Step#(\d+)/(.+)$")
 
 
+def adios_dtype(type_name: str) -> np.dtype[Any]:
+    """The NumPy dtype of an ADIOS2 type name (``"double"``: float64);
+    :class:`~quarry.errors.SourceError` for a type Quarry does not read.
+
+    Examples
+    --------
+    >>> adios_dtype("double"), adios_dtype("uint8_t")
+    (dtype('float64'), dtype('uint8'))
+    """
+    import numpy as np
+
+    code = _TYPES.get(type_name)
+    if code is None:
+        raise SourceError(f"ADIOS2 type {type_name!r} is not supported")
+    return np.dtype(code)
+
+
+#: BP5's ``md.idx`` begins with a 64-byte header: the byte at 37 is the
+#: format's version (5) and the one at 39 the "writer active" flag, set
+#: while a writer has the run open and cleared when it closes it.
+_BP5_VERSION_AT, _BP5_ACTIVE_AT = 37, 39
+
+
+def writer_active(path: str) -> bool | None:
+    """Whether a writer has the BP5 run ``path`` open, as its header says
+    (None where ``path`` is no BP5 directory, or its header is unreadable).
+
+    Examples
+    --------
+    >>> import adios2, numpy as np, tempfile, os
+    >>> run = os.path.join(tempfile.mkdtemp(), "run.bp")
+    >>> stream = adios2.Stream(run, "w")
+    >>> _ = stream.begin_step(); stream.write("x", np.ones(2), [2], [0], [2]); stream.end_step()
+    >>> writer_active(run)
+    True
+    >>> stream.close()
+    >>> writer_active(run), writer_active(os.path.dirname(run))
+    (False, None)
+    """
+    try:
+        with open(os.path.join(path, "md.idx"), "rb") as f:
+            head = f.read(64)
+    except OSError:
+        return None
+    if len(head) < 64 or not head.startswith(b"ADIOS-BP") or head[_BP5_VERSION_AT] != 5:
+        return None
+    return head[_BP5_ACTIVE_AT] != 0
+
+
 class ADIOS2Driver:
     """An ADIOS2 BP directory opened read-only.
 
@@ -183,6 +232,11 @@ class ADIOS2Driver:
             blocks: list[list[dict[str, str]]] = (
                 self._reader.all_blocks_info(name) if local else [[] for _ in range(held)]
             )
+            if len(blocks) < held:
+                # The bindings list no blocks of some local arrays (uint8
+                # ones holding a byte above 127): nothing to read them by.
+                local, problem = False, "ADIOS2 lists no blocks of this local array"
+                blocks = [[] for _ in range(held)]
             openpmd_named = self.step_context is not None and held == 1
             numbers = [0] if openpmd_named else self._step_numbers(name, held, steps_in_file)
             # ADIOS2 selects a variable's steps by their rank among the steps

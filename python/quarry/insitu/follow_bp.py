@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from quarry.errors import CorruptIndexError, QuarryError, SourceError, UnsupportedVariableError
+from quarry.formats.adios2 import adios_dtype
 from quarry.formats.base import fingerprint
 from quarry.formats.listing import Listing
 from quarry.index import layout
@@ -233,6 +234,8 @@ def _begin_step(stream: Any, timeout: float) -> Any:
 
 def _read_step(stream: Any, path: str, step: int) -> dict[str, npt.NDArray[np.generic]]:
     """The current step's global arrays, read through the stream."""
+    import numpy as np
+
     arrays = {}
     for name, meta in sorted(stream.available_variables().items()):
         if not meta.get("Shape", "").strip():
@@ -240,7 +243,11 @@ def _read_step(stream: Any, path: str, step: int) -> dict[str, npt.NDArray[np.ge
                 f"{path}: {name} has no global shape (per-writer blocks or a single value); "
                 f"--follow indexes global arrays: index the run with 'quarry index' once written"
             )
-        arrays[f"/Step#{step}/{name.strip('/')}"] = stream.read(name)
+        shape = tuple(int(n) for n in meta["Shape"].split(","))
+        if 0 in shape:  # the bindings divide by the step's size to read it
+            arrays[f"/Step#{step}/{name.strip('/')}"] = np.empty(shape, adios_dtype(meta["Type"]))
+        else:
+            arrays[f"/Step#{step}/{name.strip('/')}"] = stream.read(name)
     return arrays
 
 
@@ -382,18 +389,23 @@ def _remove_profile(path: str) -> None:
         os.remove(os.path.join("/tmp", f"{name}_{os.getpid():x}_profiling.json"))
 
 
-def followed_steps(manifest: Manifest) -> dict[str, Any] | None:
+def followed_steps(manifest: Manifest, path: str) -> dict[str, Any] | None:
     """What a query reports of a followed run's index: ``steps_indexed``
-    and whether the writer has ``closed`` the run (None: not followed).
+    and whether the writer has ``closed`` the run ``path`` (None: not
+    followed). The run's own header says so where the follower stopped
+    before the writer closed it; the steps written after are then scanned.
 
     Examples
     --------
     >>> from quarry.index.manifest import SourceRecord
     >>> m = Manifest(3, "", SourceRecord("run.bp", {}), 4, (), (), {},
     ...              follow=Follow(5, False, ()))
-    >>> followed_steps(m)
+    >>> followed_steps(m, "run.bp")
     {'steps_indexed': 5, 'closed': False}
     """
+    from quarry.formats.adios2 import writer_active
+
     if manifest.follow is None:
         return None
-    return {"steps_indexed": manifest.follow.steps, "closed": manifest.follow.closed}
+    closed = manifest.follow.closed or writer_active(path) is False
+    return {"steps_indexed": manifest.follow.steps, "closed": closed}

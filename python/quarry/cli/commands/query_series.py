@@ -120,7 +120,7 @@ def _followed(sel: SeriesSelection) -> dict[str, Any]:
         if ds.path in found or not ds.has_index:
             continue
         try:
-            state = followed_steps(ds.index.manifest)
+            state = followed_steps(ds.index.manifest, ds.path)
         except QuarryError:  # stale or damaged: the query has said so already
             continue
         if state is not None:
