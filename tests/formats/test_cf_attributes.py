@@ -241,3 +241,44 @@ def test_a_zarr_v3_store_xarray_wrote_reads_as_xarray_reads_it(tmp_path):
         for query, name, cut in (("k > -0.5", "k", -0.5), ("t > -0.5", "t", -0.5)):
             want = np.flatnonzero(expected[name].values > cut)
             np.testing.assert_array_equal(ds.query(query).ids(), want)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--dtype", "<f4", "--offset=-4"], "are not negative (got offset -4"),
+        (["--dtype", "<f4", "--shape=-10"], "are not negative (got offset 0, shape (-10,))"),
+        (["--dtype", "<f4", "--shape", "4294967296,4294967296"], "needs 73786976294838206464"),
+        (["--dtype", "<f4", "--fill-value", "1e40"], "--fill-value 1e40 is not a value of <f4"),
+    ],
+)
+def test_register_refuses_a_description_no_file_has(tmp_path, args, message):
+    """Each was registered (exit 0), and every later command on the file was a
+    traceback (a negative offset or size, a byte count past 64 bits), or
+    1e40 as a float32 fill marked every +inf missing."""
+    path = str(tmp_path / "r.bin")
+    np.arange(10, dtype="<f4").tofile(path)
+    shape = [] if any(a.startswith("--shape") for a in args) else ["--shape", "10"]
+    run = cli("register", path, *shape, *args)
+    assert run.returncode in (1, 2) and "Traceback" not in run.stderr
+    assert message in run.stderr
+    assert not os.path.exists(path + ".qraw.json")
+
+
+def test_plain_hdf5_attributes_named_like_cf_change_no_values(tmp_path):
+    """README: a plain HDF5 file's _FillValue, missing_value and valid_*
+    attributes are kept as attributes, as h5py reads the values."""
+    import h5py
+
+    path = str(tmp_path / "plain.h5")
+    fi = np.array([1, -999, 3, -999], "i4")
+    vr = np.arange(7.0)
+    with h5py.File(path, "w") as f:
+        f["fi"], f["vr"] = fi, vr
+        f["fi"].attrs["_FillValue"] = np.int32(-999)
+        f["vr"].attrs["valid_range"] = [2.0, 5.0]
+    with quarry.open(path) as ds:
+        assert ds.variable("fi").dtype == np.dtype("i4")
+        assert ds.query("fi < 0").ids().tolist() == [1, 3]
+        assert ds.query("vr > 0").count() == 6
+        assert ds.variable("fi").attrs["_FillValue"] == -999

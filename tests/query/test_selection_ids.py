@@ -37,3 +37,27 @@ def test_ids_are_converted_once_and_shared_read_only(tmp_path, indexed):
         assert sel.ids() is not first
         assert sel.ids().tolist() == np.flatnonzero(x < -2).tolist()
         assert sel.ids() is sel.ids()
+
+
+X, A = np.arange(5.0), np.arange(24.0).reshape(2, 3, 4) - 3
+
+
+@pytest.mark.parametrize(
+    ("query", "picked"),
+    [
+        ("x[2] > 1", X[2] > 1),
+        ("a[-1, -1, -1] > 0", A[-1, -1, -1] > 0),
+        ("x[2] > 5", X[2] > 5),
+        ("a[1, :, 2] > 10", A[1, :, 2] > 10),
+    ],
+)
+def test_coords_of_a_subarray_are_numpys_argwhere_even_of_one_element(tmp_path, query, picked):
+    """A subarray of one element (x[2]) counted and gave ids, but its
+    coordinates were a ValueError traceback: its hits are at no index."""
+    path = str(tmp_path / "c.h5")
+    with h5py.File(path, "w") as f:
+        f["x"], f["a"] = X, A
+    with quarry.open(path) as ds:
+        coords = ds.query(query).coords()
+    assert coords.shape == np.argwhere(picked).shape
+    np.testing.assert_array_equal(coords, np.argwhere(picked))

@@ -9,6 +9,7 @@ file's format detection finds it there.
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +50,14 @@ class RawLayout:
             raise UnsupportedVariableError(f"cannot register {path}: {problem}")
         if self.order not in ("C", "F"):
             raise UnsupportedVariableError(f"order must be C or F, got {self.order!r}")
-        need = self.offset + int(np.prod(self.shape, dtype=np.int64)) * dt.itemsize
+        if self.offset < 0 or any(n < 0 for n in self.shape):
+            raise SourceError(
+                f"cannot register {path}: --offset and --shape count bytes and values from "
+                f"the file's start, so they are not negative (got offset {self.offset}, "
+                f"shape {self.shape})"
+            )
+        # Python's integers: a product past 2**63 is a size no file has, not an overflow.
+        need = self.offset + math.prod(self.shape) * dt.itemsize
         have = os.path.getsize(path)
         if need > have:
             raise SourceError(

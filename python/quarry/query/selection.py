@@ -237,6 +237,8 @@ class Selection:
         import numpy as np
 
         ids = self.ids()
+        if not self.shape:  # one element picked (x[2]): a hit is at no index, as argwhere says
+            return np.zeros((len(ids), 0), np.int64)
         return np.stack(np.unravel_index(ids, self.shape), axis=1).astype(np.int64)
 
     @on_own_threads

@@ -4,6 +4,7 @@ binary file so it can be queried."""
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from quarry.errors import UsageError
@@ -83,9 +84,16 @@ def _fill_value(text: str, dtype: Any) -> float | int:
             )
         return value
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise UsageError(f"--fill-value takes a number, got {text!r}") from None
+    finite = float(np.finfo(dtype).max) if dtype.kind == "f" else math.inf
+    if math.isfinite(value) and abs(value) > finite:
+        raise UsageError(
+            f"--fill-value {text} is not a value of {dtype.str}: past its largest, "
+            f"{finite:g}, it would be infinity and mark every infinity missing"
+        )
+    return value
 
 
 def _integer(text: str) -> int | None:
