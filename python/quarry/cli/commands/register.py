@@ -76,13 +76,13 @@ def _fill_value(text: str, dtype: Any) -> float | int:
 
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
-        value = _integer(text)
-        if value is None or not info.min <= value <= info.max:
+        whole = _integer(text)
+        if whole is None or not info.min <= whole <= info.max:
             raise UsageError(
                 f"--fill-value {text} is not a value of {dtype.str}: give an integer from "
                 f"{info.min} to {info.max}"
             )
-        return value
+        return whole
     try:
         value = float(text)
     except ValueError:
