@@ -232,6 +232,20 @@ def test_a_failing_rank_publishes_nothing_and_is_named(data, tmp_path):
             2,
             "steps are written to .h5, .nc or .parquet",
         ),
+        # Found when the hits were written, after the work: one rank stopped them all.
+        (["query", "{d}/run_0.h5", "a > 1", "--values", "nosuch"], 1, "step 0: no variable"),
+        (["query", "{d}/run_0.h5", "a > 1", "--ids", "--out", "{d}/o.npy"], 2, "steps are"),
+        (["query", "{d}/run_0.h5", "a > 1", "--values", "b", "--out", "/no/dir/o.h5"], 1, "/no"),
+        (
+            ["query", "{d}/run_0.h5", "a > 1", "--path", "Step#0", "--values", "nosuch"],
+            1,
+            "no variable 'nosuch'",
+        ),
+        (
+            ["query", "{d}/run_0.h5", "a > 1", "--path", "Step#0", "--ids", "--out", "/no/o.npy"],
+            1,
+            "there is no directory /no",
+        ),
     ],
 )
 def test_a_mistake_under_mpiexec_is_reported_once_with_the_serial_code(data, argv, code, says):

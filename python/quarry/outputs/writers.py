@@ -114,6 +114,29 @@ def output_format(path: str) -> str:
     return ext
 
 
+def check_writable(path: str) -> str:
+    """The directory ``path`` would be written in, if it is one a file can
+    be written in; else an :class:`OutputError` naming ``path``. Commands
+    call it before any work (under MPI: said once, by rank 0).
+
+    Examples
+    --------
+    >>> check_writable("/no/such/dir/hits.h5")
+    Traceback (most recent call last):
+    quarry.outputs.writers.OutputError: cannot write /no/such/dir/hits.h5: there is no \
+directory /no/such/dir
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise OutputError(f"cannot write {path}: there is no directory {directory}")
+    if not os.access(directory, os.W_OK):
+        raise OutputError(
+            f"cannot write {path}: the directory {directory} is not writable; "
+            "write the output somewhere else"
+        )
+    return directory
+
+
 @contextlib.contextmanager
 def atomic(path: str) -> Iterator[str]:
     """A temporary name beside ``path`` to write to; renamed to ``path`` when
@@ -138,14 +161,7 @@ def atomic(path: str) -> Iterator[str]:
     >>> os.listdir(d)
     ['a.txt']
     """
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise OutputError(f"cannot write {path}: there is no directory {directory}")
-    if not os.access(directory, os.W_OK):
-        raise OutputError(
-            f"cannot write {path}: the directory {directory} is not writable; "
-            "write the output somewhere else"
-        )
+    directory = check_writable(path)
     tmp = os.path.join(
         directory, f".{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     )

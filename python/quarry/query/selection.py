@@ -361,6 +361,26 @@ class Selection:
         coords = var.subarray.base_coords(ids)
         return np.stack(coords, axis=1).astype(np.int64).reshape(len(ids), len(coords))
 
+    def check_columns(self, names: list[str]) -> None:
+        """Raise the error :meth:`values` would raise for any of ``names``
+        (unknown, ambiguous, of another shape), reading nothing: a command
+        says so before its work begins.
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "c.h5")
+        >>> with h5py.File(path, "w") as f:
+        ...     f["x"], f["y"] = np.arange(4.0), np.arange(4.0)
+        >>> with quarry.open(path) as ds:
+        ...     ds.query("x > 1").check_columns(["y", "z"])  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        quarry.errors.UnknownVariableError: no variable 'z' in ...
+        """
+        for name in names:
+            self._table_variable(name)
+
     def _table_variable(self, name: str) -> VariableInfo:
         """The variable (or subarray) ``name`` refers to, as a column of the
         table: a bare name the query used with subscripts means that subarray."""

@@ -246,6 +246,11 @@ def _query_file(args: argparse.Namespace, file: str, query: str | None) -> int:
 
                 return report_series(args, query, answer, start)
             sel = answer
+        sel.check_columns(options.names(args.values))
+        if args.out and (args.ids or args.coords or args.coords_of or args.values):
+            from quarry.outputs.writers import check_writable
+
+            check_writable(args.out)  # before the work: under MPI, said once
         if not _answer(args, sel, query):
             return 0  # under MPI: done (or this rank is not rank 0)
         if args.save:

@@ -4,6 +4,7 @@ step groups (both come here from :mod:`quarry.cli.commands.query`)."""
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from functools import partial
@@ -38,6 +39,7 @@ def report_series(args: argparse.Namespace, query: str, sel: SeriesSelection, st
             "table's coordinates (--ids or --coords --out F.h5|.nc|.parquet); "
             "--coords-of prints"
         )
+    _check_before_work(args, sel, names, rows)
     if args.comm is not None or args.out_per_rank:
         from quarry.cli.parallel import shared_answers
 
@@ -78,6 +80,22 @@ def report_series(args: argparse.Namespace, query: str, sel: SeriesSelection, st
     else:
         print(total)
     return 0
+
+
+def _check_before_work(
+    args: argparse.Namespace, sel: SeriesSelection, names: list[str], rows: bool
+) -> None:
+    """What writing the hits would find wrong, found before the work: under
+    MPI a mistake found then is said once, by rank 0, with the serial exit
+    code; found in the work, it struck one rank and stopped them all."""
+    from quarry.outputs.writers import check_groups_path, check_writable
+    from quarry.query.series import at_member
+
+    if rows and args.out:
+        check_groups_path(args.out)
+        check_writable(args.out)
+    for member, part in sel:
+        at_member(member, functools.partial(part.check_columns, names))
 
 
 def _explain_steps(sel: SeriesSelection) -> str:
