@@ -209,3 +209,28 @@ def test_sigterm_cleans_up_like_ctrl_c(indexed, point):
     assert err.strip() == "quarry: terminated"
     assert temporaries(folder) == []
     assert Path(indexed + ".qidx").read_bytes() == before
+
+
+def test_sigterm_stops_a_build_inside_one_long_call_to_the_core(tmp_path):
+    """A fine --precision on small blocks makes one call into the Rust core
+    last minutes; Python runs a signal's handler between bytecodes, so SIGTERM
+    waited for the call (82 s in a probe). It ends the build at once now."""
+    import time
+
+    path = str(tmp_path / "fine.h5")
+    with h5py.File(path, "w") as f:
+        f["n"] = np.random.default_rng(0).normal(size=65_537)
+    command = [*QUARRY, "index", path, "--precision", "5", "--block-size", "16", "--quiet"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not temporaries(tmp_path) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # the build has begun writing: its handler is set
+    assert temporaries(tmp_path), "the build wrote no temporary file"
+    time.sleep(0.5)  # well inside the core's call
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err.strip() == "quarry: terminated"
+    assert time.monotonic() - sent < 10  # was the whole call's time
+    assert temporaries(tmp_path) == [] and not os.path.exists(path + ".qidx")

@@ -250,12 +250,18 @@ def _handle_sigterm() -> Any:
     (inside a weakref callback, under a call from the Rust core back into
     Python) can be swallowed or abort the process, leaving the files behind."""
     import signal
+    import threading
+
+    ending = threading.Lock()
 
     def terminate(signum: int, frame: object) -> None:
         import os
 
         from quarry.index.layout import remove_own_temporaries
 
+        # Both the main thread and the watcher (see _watch_for) may get here:
+        # the first ends the process, the other waits for it to.
+        ending.acquire()
         remove_own_temporaries()
         with contextlib.suppress(Exception):
             sys.stdout.flush()
@@ -263,9 +269,48 @@ def _handle_sigterm() -> Any:
         os._exit(128 + signum)
 
     try:
-        return signal.signal(signal.SIGTERM, terminate)
+        previous = signal.signal(signal.SIGTERM, terminate)
     except ValueError:  # not the main thread (the CLI run from a test's thread)
         return None
+    _watch_for(signal.SIGTERM, terminate)
+    return previous
+
+
+#: The pipe's ends a watcher thread reads signal numbers from (see
+#: :func:`_watch_for`), while one is set.
+_WAKEUP: list[int] = []
+
+
+def _watch_for(signum: int, handler: Any) -> None:
+    """Run ``handler`` on a thread of its own as soon as ``signum`` comes,
+    while it is still the signal's handler. Python runs a handler on the
+    main thread between two bytecodes: a build's one long call into the
+    Rust core (a fine --precision makes it minutes) held SIGTERM that long.
+    The C-level handler writes the signal's number to the wakeup file at
+    once, and the core releases the GIL while it works, so a thread reading
+    that file can end the process."""
+    import signal
+    import threading
+
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    try:
+        signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    except ValueError:
+        os.close(read_end)
+        os.close(write_end)
+        return
+    _WAKEUP[:] = [read_end, write_end]
+
+    set_handler: object = handler  # compared with what is set; handler is called
+
+    def watch() -> None:
+        with contextlib.closing(os.fdopen(read_end, "rb", buffering=0)) as wakeups:
+            while got := wakeups.read(64):  # empty once the write end is closed
+                if signum in got and signal.getsignal(signum) is set_handler:
+                    handler(signum, None)  # it ends the process
+
+    threading.Thread(target=watch, name="quarry-signals", daemon=True).start()
 
 
 def _restore_sigterm(previous: Any) -> None:
@@ -273,6 +318,10 @@ def _restore_sigterm(previous: Any) -> None:
 
     if previous is not None:
         signal.signal(signal.SIGTERM, previous)
+    if _WAKEUP:
+        signal.set_wakeup_fd(-1)
+        os.close(_WAKEUP[1])  # the watcher reads the end of the file, closes it, and stops
+        _WAKEUP.clear()
 
 
 def _reader_went_away() -> int:
