@@ -112,10 +112,12 @@ def _outgrown(manifest: Manifest, path: str) -> bool:
     before the run's writer closed it, and the writer has closed it since:
     the follower stopped early (an idle timeout, a kill), so the run holds
     steps its listing does not, and never will while the index stands."""
+    follow = manifest.follow
+    if follow is None or follow.closed:
+        return False
     from quarry.formats.adios2 import writer_active
 
-    follow = manifest.follow
-    return follow is not None and not follow.closed and writer_active(path) is False
+    return writer_active(path) is False
 
 
 class Dataset:
