@@ -113,11 +113,7 @@ def _outgrown(manifest: Manifest, path: str) -> bool:
     the follower stopped early (an idle timeout, a kill), so the run holds
     steps its listing does not, and never will while the index stands."""
     follow = manifest.follow
-    if follow is None or follow.closed:
-        return False
-    from quarry.formats.adios2 import writer_active
-
-    return writer_active(path) is False
+    return follow is not None and not follow.closed and follow.writer_closed(path)
 
 
 class Dataset:

@@ -181,6 +181,16 @@ class Follow:
     closed: bool
     files: tuple[FollowedFile, ...]
 
+    def writer_closed(self, path: str) -> bool:
+        """Whether the writer has closed the run ``path``: as the follower
+        saw it, or, where the follower stopped first (an idle timeout, a
+        kill), as the run's own header says it now."""
+        if self.closed:
+            return True
+        from quarry.formats.adios2 import writer_active
+
+        return writer_active(path) is False
+
     def to_json(self) -> dict[str, Any]:
         return {
             "steps": self.steps,

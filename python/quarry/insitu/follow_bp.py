@@ -403,9 +403,6 @@ def followed_steps(manifest: Manifest, path: str) -> dict[str, Any] | None:
     >>> followed_steps(m, "run.bp")
     {'steps_indexed': 5, 'closed': False}
     """
-    from quarry.formats.adios2 import writer_active
-
     if manifest.follow is None:
         return None
-    closed = manifest.follow.closed or writer_active(path) is False
-    return {"steps_indexed": manifest.follow.steps, "closed": closed}
+    return {"steps_indexed": manifest.follow.steps, "closed": manifest.follow.writer_closed(path)}

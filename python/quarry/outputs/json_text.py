@@ -25,7 +25,8 @@ def json_number(x: Any) -> Any:
     >>> json_number(np.float32("nan")), json_number(np.int64(7)), json_number(np.float64(0.5))
     (None, 7, 0.5)
     """
-    if hasattr(x, "item") and type(x) not in (int, float):  # a NumPy scalar
+    kind = type(x)
+    if kind is not float and kind is not int and hasattr(x, "item"):  # a NumPy scalar
         x = x.item()
     if isinstance(x, float) and not math.isfinite(x):
         return None if math.isnan(x) else ("inf" if x > 0 else "-inf")

@@ -358,10 +358,6 @@ def _query_series(args: argparse.Namespace, inputs: Inputs) -> int:
         return _batch(args, inputs.files)
     if inputs.query is None:
         raise UsageError("give the data file(s) and then a query, e.g. quarry query run.h5 'x > 1'")
-    if args.out and (args.ids or args.coords or args.coords_of or args.values):
-        from quarry.outputs.writers import check_groups_path
-
-        check_groups_path(args.out)  # before any work: under MPI, said once
     start = time.perf_counter()
     with quarry.open_series(inputs.files, index=args.index, path=args.path, si=args.si) as series:
         return report_series(args, inputs.query, series.query(inputs.query), start)
