@@ -409,6 +409,24 @@ def reorg_section(res: dict[str, Any]) -> str:
         f"in the same run) takes {floor['median'] / prep['read']['median']:.1f}x the warm "
         "plain read alone."
     )
+    plain = prep.get("numpy reorg")
+    if plain is not None:
+        one = prep["reorg 1 thread"]["median"]
+        floor_text += (
+            " The plain NumPy program for the same copy (read, bin, stable argsort, gather, "
+            f"write durably) takes {plain['median'] / prep['read']['median']:.1f}x the plain "
+            f"read; Quarry on 1 thread is {plain['median'] / one:.1f}x faster than it."
+        )
+    small = [
+        (int(n), t["numpy"]["median"] / t["quarry"]["median"])
+        for n, t in prep.get("small", {}).items()
+    ]
+    slower = [f"{n:,} rows ({r:.2f}x)" for n, r in small if r < 1.0]
+    if slower:
+        floor_text += (
+            " On small tables it loses to that program: NumPy's time over Quarry's is "
+            f"{', '.join(slower)}, the copy's file, manifest and fsyncs outweighing the work."
+        )
     lines += [
         "",
         f"The copy is {prep['copy_bytes'] / prep['raw_bytes']:.2f}x the raw bytes of the "

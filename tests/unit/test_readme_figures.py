@@ -115,6 +115,28 @@ def test_the_reorg_goals_are_judged_from_its_report() -> None:
     assert missed == "Q1 values: MDBin vs the bitmap index"
 
 
+def test_the_reorg_figures_name_where_the_numpy_program_wins() -> None:
+    """README and report: the NumPy program for the same copy, and the table sizes where
+    the reorganisation loses to it."""
+    figures = bench_module("readme_figures")
+    reorg = copy.deepcopy(results("REPORT-reorg"))
+    prep, read = reorg["prepare"], reorg["prepare"]["read"]
+    prep["reorg 1 thread"] = dict(read, median=0.4)
+    prep["numpy reorg"] = dict(read, median=4.0)
+    prep["small"] = {
+        "1000": {"quarry": dict(read, median=0.010), "numpy": dict(read, median=0.003)},
+        "1000000": {"quarry": dict(read, median=0.050), "numpy": dict(read, median=0.200)},
+    }
+    text = figures.reorg_section({"reorg": reorg})
+    assert "Quarry on 1 thread is 10.0x faster than it." in text
+    assert "NumPy's time over Quarry's is 1,000 rows (0.30x), the copy's" in text
+    assert "1,000,000 rows" not in text
+    report = bench_module("reorg").render(reorg)
+    assert "| 1,000,000 | 50.00 [" in report
+    assert "reorganising 1,000 rows takes 3.3x the NumPy program's time (10.0 ms" in report
+    assert "reorganising 1,000,000 rows" not in report
+
+
 def test_the_workload_goals_met_are_computed_from_its_report() -> None:
     figures = bench_module("readme_figures")
     workload = copy.deepcopy(results("REPORT-720"))
