@@ -218,6 +218,23 @@ class Dataset:
     def _factor(self) -> Callable[[VariableInfo], float | None] | None:
         return self.si_factor if self.si else None
 
+    @property
+    def file_open(self) -> bool:
+        """Whether the data file itself is open now: where a fresh index lists
+        what it holds, the file is opened only once values are read.
+
+        Examples
+        --------
+        >>> import h5py, numpy as np, tempfile, os, quarry
+        >>> path = os.path.join(tempfile.mkdtemp(), "p.h5")
+        >>> with h5py.File(path, "w") as f:
+        ...     f["x"] = np.arange(4.0)
+        >>> with quarry.open(path) as ds:  # no index: the file lists its variables
+        ...     ds.file_open
+        True
+        """
+        return bool(getattr(self._file_driver, "opened", True))
+
     # -- index -----------------------------------------------------------
     @property
     def has_index(self) -> bool:

@@ -263,3 +263,31 @@ def test_provenance_stays_on_the_file(flat, tmp_path):
         ds.query("e > 8").extract(out, ["id"])
     meta = json.loads(pq.read_table(out).schema.metadata[b"quarry"])
     assert meta["query"] == "e > 8" and meta["source"] == os.path.abspath(path)
+
+
+@pytest.mark.parametrize("ext", [".nc", ".h5", ".parquet"])
+def test_an_attribute_in_another_encoding_survives_an_extract(tmp_path, ext):
+    """Legacy files hold byte strings in Latin-1 (``b"\\xb0C"`` for °C): h5py gives
+    them back as text with a lone surrogate, which every UTF-8 writer refused
+    (exit 1), and ``info --json`` printed as such, which is not strict JSON. The
+    byte that is not UTF-8 becomes U+FFFD, as h5py decodes a fixed-length string."""
+    path = str(tmp_path / "lat1.h5")
+    with h5py.File(path, "w") as f:
+        f["temp"] = np.arange(10.0)
+        f["temp"].attrs["units"] = b"\xb0C"
+    out = str(tmp_path / f"o{ext}")
+    done = cli("query", path, "temp > 5", "--values", "temp", "--out", out)
+    assert done.returncode == 0, done.stderr
+    if ext == ".parquet":
+        units = pq.read_table(out).schema.field("temp").metadata[b"units"].decode()
+    elif ext == ".nc":
+        with netcdf4.Dataset(out) as ds:
+            units = ds["temp"].units
+    else:
+        with h5py.File(out) as f:
+            units = f["temp"].attrs["units"]
+    assert units == "\ufffdC"
+    info = cli("info", path, "--json")
+    assert info.returncode == 0, info.stderr
+    info.stdout.encode("utf-8")  # no lone surrogate
+    assert '"units": "\ufffdC"' in json.dumps(json.loads(info.stdout), ensure_ascii=False)

@@ -75,3 +75,107 @@ def test_a_stale_copy_is_refused_naming_the_request_that_rebuilds_it_and_that_do
     with quarry.open(path) as ds:  # the copy is fresh again: its box reads no part stale
         assert ds.reorganize_again() is None
         assert ds.query(body["query"]).count() == want
+
+
+def test_a_kept_file_does_not_stop_its_writer(tmp_path):
+    """The HDF5 library locks every file it opens for as long as it is open:
+    a file the server kept after answering refused its simulation's next
+    step (``unable to lock file``) until 32 other files were opened. The
+    next request after the write answers from the file as written."""
+    import subprocess
+    import sys
+
+    root = os.path.realpath(tmp_path)
+    path = os.path.join(root, "sim.h5")
+    with h5py.File(path, "w") as f:
+        f["Step#0/x"] = np.arange(100.0)
+    catalog = Catalog(":memory:")
+    catalog.rescan((root,))
+    files = OpenFiles((root,))
+    entry = catalog.get("sim.h5")
+    with files.use(entry) as ds:
+        assert ds.query("x > 5").count() == 94
+    writer = (
+        "import h5py, numpy as np, sys\n"
+        "with h5py.File(sys.argv[1], 'a') as f:\n"
+        "    f['Step#1/x'] = np.arange(100.0) + 50\n"
+    )
+    done = subprocess.run([sys.executable, "-c", writer, path], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    catalog.rescan((root,))
+    with files.use(catalog.get("sim.h5")) as ds:
+        assert ds.query("x > 5").count() == 94 + 100
+    files.close()
+    catalog.close()
+
+
+def test_a_kept_file_opened_by_a_scan_does_not_stop_its_writer(tmp_path, monkeypatch):
+    """With a fresh index the file is opened only when a request reads values
+    (a scan): that request releases the lock the HDF5 library took."""
+    import subprocess
+    import sys
+
+    import quarry
+    from quarry.index import fresh
+
+    # Built "long after" the write (no racy window): the index's listing is trusted.
+    monkeypatch.setattr(fresh, "RACY_NS", 0)
+    monkeypatch.setattr(fresh, "FINE_RACY_NS", 0)
+
+    root = os.path.realpath(tmp_path)
+    path = os.path.join(root, "sim.h5")
+    with h5py.File(path, "w") as f:  # chunked: its values are read by the HDF5 library
+        f.create_dataset("x", data=np.arange(100.0), chunks=(10,))
+    with quarry.open(path) as ds:
+        ds.build_index()
+    catalog = Catalog(":memory:")
+    catalog.rescan((root,))
+    files = OpenFiles((root,))
+    with files.use(catalog.get("sim.h5")) as ds:
+        assert ds.query("x > 5").count() == 94
+        assert not ds.file_open  # answered by the index alone
+    with files.use(catalog.get("sim.h5")) as ds:
+        assert len(ds.query("x > 5").values("x")) == 94  # values: read from the file
+        assert ds.file_open
+    writer = "import h5py, sys\nwith h5py.File(sys.argv[1], 'a') as f:\n    f['y'] = [1.0]\n"
+    done = subprocess.run([sys.executable, "-c", writer, path], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    files.close()
+    catalog.close()
+
+
+def test_a_request_between_two_writes_of_one_update_sees_the_first_alone(tmp_path):
+    """README: a write is told by the file's stat before and after each request, so a
+    request that falls between two writes of one update answers from the first alone;
+    one that a write falls inside is refused."""
+    import subprocess
+    import sys
+
+    root = os.path.realpath(tmp_path)
+    path = os.path.join(root, "flip.h5")
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=np.zeros(1000))
+
+    def write(rows: str) -> None:  # another program, with the HDF5 library's locking on
+        code = (
+            f"import h5py, sys\nwith h5py.File(sys.argv[1], 'r+') as f:\n    f['x'][{rows}] = 1.0\n"
+        )
+        done = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+
+    catalog = Catalog(":memory:")
+    catalog.rescan((root,))
+    files = OpenFiles((root,))
+    with files.use(catalog.get("flip.h5")) as ds:
+        assert ds.query("x > 0.5").count() == 0
+    write(":500")  # the update's first write
+    with files.use(catalog.get("flip.h5")) as ds:
+        assert ds.query("x > 0.5").count() == 500  # half of the update, answered
+    with pytest.raises(ServiceError) as refused, files.use(catalog.get("flip.h5")) as ds:
+        ds.query("x > 0.5").count()
+        write("500:")  # the second write, inside a request
+    assert refused.value.status == 409
+    with files.use(catalog.get("flip.h5")) as ds:
+        assert ds.query("x > 0.5").count() == 1000
+    files.close()
+    catalog.close()

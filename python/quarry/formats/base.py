@@ -123,6 +123,8 @@ def plain_attrs(attrs: Any) -> dict[str, Any]:
     {'units': 'K', 'scale': 0.5, 'range': [0, 9]}
     >>> plain_attrs({"coordinates": np.array([b"/cx", b"/cy"])})  # as h5py stores a list of bytes
     {'coordinates': ['/cx', '/cy']}
+    >>> plain_attrs({"units": b"\\xb0C", "long_name": "\\udcb0C"})  # Latin-1: bytes, h5py str
+    {'units': '\\ufffdC', 'long_name': '\\ufffdC'}
     """
     import numpy as np
 
@@ -132,12 +134,25 @@ def plain_attrs(attrs: Any) -> dict[str, Any]:
             value = value.tolist()
         value = _as_text(value)
         if isinstance(value, str | int | float | bool | list) or value is None:
-            out[str(key)] = value
+            out[_as_text(str(key))] = value
     return out
 
 
 def _as_text(value: Any) -> Any:
-    """``value`` with its bytes, and those of its nested lists, decoded."""
+    """``value`` with its bytes, and those of its nested lists, decoded as
+    UTF-8, a byte that is not UTF-8 replaced by U+FFFD (as h5py decodes a
+    fixed-length string); so is one h5py gave back as a lone surrogate
+    (``surrogateescape``), which no UTF-8 writer (HDF5, Parquet, JSON) takes."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            try:
+                raw = value.encode("utf-8", "surrogateescape")
+            except UnicodeEncodeError:  # a surrogate that stands for no byte
+                raw = value.encode("utf-8", "replace")
+            return raw.decode("utf-8", "replace")
+        return value
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     if isinstance(value, list):

@@ -78,6 +78,45 @@ def refused_as_the_catalog_names(entry: Entry) -> Iterator[None]:
         raise unreadable(entry.path, exc) from None
 
 
+def release_locks(real: str) -> None:
+    """Drop the file locks this process holds on the file ``real`` (its real
+    path). The HDF5 library locks every file it opens (NetCDF-4's too) and
+    keeps the lock while it is open: a kept file would refuse its writer
+    (``unable to lock file``) until the server dropped it. A kept file is
+    opened again once its stat changes, and a request that reads it while
+    it is written is refused (409), so it needs no lock. Where the system
+    lists no descriptors (``/proc``), nothing is done.
+
+    Examples
+    --------
+    >>> import h5py, numpy as np, tempfile, os, subprocess, sys
+    >>> path = os.path.realpath(os.path.join(tempfile.mkdtemp(), "a.h5"))
+    >>> h5py.File(path, "w").close()
+    >>> reader = h5py.File(path, "r")
+    >>> write = [sys.executable, "-c", f"import h5py; h5py.File({path!r}, 'a').close()"]
+    >>> subprocess.run(write, capture_output=True).returncode  # refused: locked
+    1
+    >>> release_locks(path)
+    >>> subprocess.run(write, capture_output=True).returncode
+    0
+    >>> reader.close()
+    """
+    import fcntl
+    import os
+
+    listed = "/proc/self/fd"
+    try:
+        descriptors = os.listdir(listed)
+    except OSError:
+        return
+    for name in descriptors:
+        try:
+            if os.readlink(f"{listed}/{name}") == real:
+                fcntl.flock(int(name), fcntl.LOCK_UN)
+        except (OSError, ValueError):
+            continue  # closed meanwhile, or not a file
+
+
 class OpenFiles:
     """Open datasets of catalogued files, at most ``keep`` of them, each used by
     one request at a time. A dataset dropped (least recently used, its file
@@ -121,7 +160,15 @@ class OpenFiles:
             kept.users += 1
         try:
             with kept.lock, refused_as_the_catalog_names(entry):
-                yield kept.ds
+                try:
+                    if not kept.unlocked and kept.ds.file_open:
+                        release_locks(entry.real)
+                        kept.unlocked = True
+                    yield kept.ds
+                finally:
+                    if not kept.unlocked and kept.ds.file_open:  # opened by the request
+                        release_locks(entry.real)
+                        kept.unlocked = True
             if fingerprint(entry.real) != watch["file"]:
                 # Written while being read (in place, HDF5's locking off): the
                 # answer may mix the old file and the new, so none is given.
@@ -155,8 +202,8 @@ class OpenFiles:
 
 
 class _Kept:
-    """An open dataset, its lock, how many requests hold or wait for it and
-    whether it was dropped."""
+    """An open dataset, its lock, how many requests hold or wait for it,
+    whether it was dropped and whether its file's lock was released."""
 
     def __init__(self, watch: Any, ds: Dataset) -> None:
         self.watch = watch
@@ -164,6 +211,7 @@ class _Kept:
         self.lock = threading.Lock()
         self.users = 0
         self.retired = False
+        self.unlocked = False  # once the file is open, its lock released (release_locks)
 
 
 def count(
