@@ -93,9 +93,10 @@ def test_only_the_region_the_hits_touch_is_read(tmp_path, monkeypatch, fmt):
     reads = count_reads(monkeypatch, RawDriver if fmt == "raw" else HDF5Driver)
     rng = np.random.default_rng(1)
     n = 5000
-    points = (rng.uniform(10.2, 13.7, n), rng.uniform(20.1, 22.9, n), rng.uniform(5.5, 9.1, n))
+    points = (rng.uniform(10.2, 13.7, n), rng.uniform(20.1, 22.9, n), rng.uniform(5.5, 39.1, n))
     points[0][:2] = [10.2, 13.7]  # cells 10 and 13 along axis 0 are certainly hit
     points[1][:2] = [20.1, 22.9]
+    points[2][:2] = [5.5, 39.1]  # and most of axis 2: its rows are read whole
     table = _interp(tmp_path, points, values, fmt=fmt)
     plane, row = 40 * 48, 48
     expected = [(i * plane + 20 * row, i * plane + 24 * row) for i in range(10, 15)]
@@ -331,3 +332,58 @@ def test_a_big_endian_netcdf_field_is_interpolated_as_its_little_endian_twin(tmp
         == tables["little"]["bx"].tolist()
         == [100 * x + 10 * y + z for x, y, z in zip(*points.values(), strict=True)]
     )
+
+
+@pytest.mark.parametrize("fmt", ["raw", "hdf5", "hdf5-chunked"])
+def test_a_sliver_of_each_row_is_gathered_where_the_field_is_mapped(tmp_path, monkeypatch, fmt):
+    """A box that keeps at most a quarter of each row along axis 2 (a subarray's one
+    index there: ``bx[:, :, 50]`` read the whole cube for one plane) has its values
+    gathered from the memory map of a raw or contiguous HDF5 field; a chunked one is
+    read by rows, its gather reading whole spans."""
+    shape = (32, 40, 48)
+    values = np.random.default_rng(0).normal(size=shape).astype("<f4")
+    reads = count_reads(monkeypatch, RawDriver if fmt == "raw" else HDF5Driver)
+    rng = np.random.default_rng(1)
+    n = 5000
+    points = (rng.uniform(10.2, 13.7, n), rng.uniform(20.1, 22.9, n), rng.uniform(5.5, 9.1, n))
+    points[0][:2], points[1][:2], points[2][:2] = [10.2, 13.7], [20.1, 22.9], [5.5, 9.1]
+    table = _interp(tmp_path, points, values, fmt=fmt)
+    box = values[10:15, 20:24, 5:11]
+    if fmt == "hdf5-chunked":
+        plane, row = 40 * 48, 48
+        assert reads == [(i * plane + 20 * row, i * plane + 24 * row) for i in range(10, 15)]
+        assert table.bytes_read == {"bx": 5 * 4 * 48 * 4}
+    else:
+        assert reads == [] and table.bytes_read == {"bx": box.nbytes}
+        (tmp_path / "rows").mkdir()
+        by_rows = _interp(tmp_path / "rows", points, values, fmt="hdf5-chunked")
+        assert table["bx"].tobytes() == by_rows["bx"].tobytes()
+    assert not np.isnan(table["bx"]).any()
+    # One plane of the cube, the subarray bx[:, :, 7]: its 5 x 4 nodes alone, or its rows.
+    with quarry.open(str(tmp_path / "p.h5")) as ds:
+        field = write_field(str(tmp_path), fmt, "bx", values)
+        plane = ds.select_all(["x", "y"]).interpolate(
+            {"bx": f"{field}[:, :, 7]"}, ["x", "y"], grid=GRID
+        )
+    i, j = points[0] - np.floor(points[0]), points[1] - np.floor(points[1])
+    at = values[:, :, 7].astype(np.float64)
+    i0, j0 = np.floor(points[0]).astype(int), np.floor(points[1]).astype(int)
+    want = (
+        (1 - i) * (1 - j) * at[i0, j0]
+        + (1 - i) * j * at[i0, j0 + 1]
+        + i * (1 - j) * at[i0 + 1, j0]
+        + i * j * at[i0 + 1, j0 + 1]
+    )
+    np.testing.assert_allclose(plane["bx"], want, rtol=1e-12, atol=1e-12)
+    narrow = fmt != "hdf5-chunked"
+    assert plane.bytes_read == {"bx": 5 * 4 * 4 if narrow else 5 * 4 * 48 * 4}
+
+
+def test_a_nan_node_reaches_a_point_on_the_grid_line_beside_it(tmp_path):
+    """README: a point on a grid line is in the cell past it, with weight 0 on that
+    cell's far node; a NaN there reaches it (0 times NaN), as in SciPy."""
+    field = np.array([10.0, 20.0, np.nan, 40.0])
+    table = _interp(tmp_path, ([0.0, 0.5, 1.0, 2.5, 3.0],), field, grid="origin=0 spacing=1")
+    got = table["bx"]
+    assert got[:2].tolist() == [10.0, 15.0]
+    assert np.isnan(got[2:]).all()  # x = 1 and x = 3 sit on finite nodes beside the NaN

@@ -329,6 +329,28 @@ def reads_concurrently(driver: object) -> bool:
     return getattr(driver, "concurrent_reads", False) is True
 
 
+def gathers_in_place(driver: object, var: str) -> bool:
+    """Whether ``driver.gather`` reads ``var``'s values where they lie, from a
+    memory map, touching nothing around them: its ``maps(var)``, False
+    where it declares none (its gather reads whole spans).
+
+    Examples
+    --------
+    >>> import h5py, numpy as np, tempfile, os
+    >>> from quarry.formats.hdf5 import HDF5Driver
+    >>> path = os.path.join(tempfile.mkdtemp(), "v.h5")
+    >>> with h5py.File(path, "w") as f:
+    ...     f["a"] = np.arange(4.0)
+    ...     _ = f.create_dataset("c", data=np.arange(4.0), chunks=(2,))
+    >>> drv = HDF5Driver(path)
+    >>> [gathers_in_place(drv, "/a"), gathers_in_place(drv, "/c"), gathers_in_place(None, "/a")]
+    [True, False, False]
+    >>> drv.close()
+    """
+    maps = getattr(driver, "maps", None)
+    return bool(maps(var)) if callable(maps) else False
+
+
 class Backend(Protocol):
     """A format Quarry reads, as the registry in :mod:`quarry.formats` asks it
     (in the style of xarray's backend entrypoints): whether a source looks

@@ -206,6 +206,10 @@ class HDF5Driver:
         self._maps[var] = mm
         return mm
 
+    def maps(self, var: str) -> bool:
+        """Whether ``var`` is read from a memory map (stored whole in one place)."""
+        return var not in self._constants and self._memmap(var) is not None
+
     def read(self, var: str, start: int, stop: int) -> npt.NDArray[np.generic]:
         import numpy as np
 

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from quarry.formats.base import Driver, VariableInfo, native
+from quarry.formats.base import Driver, VariableInfo, gathers_in_place, native
 from quarry.records import field, record
 
 if TYPE_CHECKING:
@@ -291,6 +291,10 @@ class ListedDriver:
         if mapped is not None:
             return native(mapped[start:stop])
         return self._file().read(var, start, stop)
+
+    def maps(self, var: str) -> bool:
+        """Whether ``var`` is read from a memory map (the listing's, or the file driver's)."""
+        return self._mapped(var) is not None or gathers_in_place(self._file(), var)
 
     def gather(self, var: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
         mapped = self._mapped(var)

@@ -181,6 +181,10 @@ class RawDriver:
             )
         )
 
+    def maps(self, var: str) -> bool:
+        """Always: a raw file is read from a memory map."""
+        return True
+
     def gather(self, var: str, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
         import numpy as np
 

@@ -44,7 +44,7 @@ from quarry.errors import (
 from quarry.expr.names import resolve
 from quarry.expr.parser import parse_variable
 from quarry.formats import open_source
-from quarry.formats.base import reads_concurrently
+from quarry.formats.base import gathers_in_place, reads_concurrently
 from quarry.formats.subarray import Subarray, Subscript
 from quarry.index.locate import index_dirs
 from quarry.join.coords import coordinate_variables
@@ -245,6 +245,14 @@ class Field:
         if all(a == 0 and b == n for a, b, n in zip(lo[1:], hi[1:], shape[1:], strict=True)):
             slab = self._read(lo[0] * plane, hi[0] * plane)
             return slab.reshape((hi[0] - lo[0], *shape[1:]))
+        kept = math.prod(b - a for a, b in zip(lo[2:], hi[2:], strict=True))
+        if NARROW * kept <= row and gathers_in_place(self.driver, self.info.path):
+            # A box a sliver of each row (a subarray's one index along axis 2,
+            # say): its values alone, not the whole rows around them.
+            strides = [math.prod(shape[k + 1 :]) for k in range(len(shape))]
+            ranges = [np.arange(a, b) * n for a, b, n in zip(lo, hi, strides, strict=True)]
+            flat = sum(np.ix_(*ranges), start=np.zeros((), np.int64))
+            return self._gather(flat.ravel()).reshape(flat.shape)
         rows = [
             self._read(i * plane + lo[1] * row, i * plane + hi[1] * row).reshape(
                 (hi[1] - lo[1], *shape[2:])
@@ -262,9 +270,21 @@ class Field:
             self.bytes_read += values.nbytes
         return values
 
+    def _gather(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
+        """The stored variable's flat values at ``positions`` (ascending)."""
+        with self._one_at_a_time:
+            values = self.driver.gather(self.info.path, positions)
+        with self._counting:
+            self.bytes_read += values.nbytes
+        return values
+
     def close(self) -> None:
         self.driver.close()
 
+
+#: A box that keeps at most 1/NARROW of each row along axis 2 and beyond has its
+#: values gathered (``driver.gather``) instead of its rows read whole.
+NARROW = 4
 
 #: One lock per driver class whose reads must be made one at a time.
 _FORMAT_LOCKS: dict[type, threading.Lock] = {}
