@@ -160,3 +160,37 @@ def test_unknown_files_and_directories_name_every_format_tried(tmp_path):
     assert not is_store(str(tmp_path))
     with pytest.raises(SourceError, match="no such file"):
         detect(str(tmp_path / "missing.h5"))
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_a_zarr_store_that_is_one_array_is_its_only_variable(tmp_path, zarr_format):
+    """``zarr.save`` and dask's ``to_zarr`` write a store whose root is the array:
+    opening it said "An array already exists in store" (v3) or "No group found"
+    (v2). Its one variable is named after the store, less ``.zarr``."""
+    import subprocess
+    import sys
+
+    zarr = pytest.importorskip("zarr")
+    import quarry
+
+    path = str(tmp_path / "bx.zarr")
+    values = np.random.default_rng(5).normal(size=(30, 20)).round(2)
+    values[3, 4] = np.nan
+    store = zarr.create_array(
+        path, shape=values.shape, chunks=(8, 8), dtype="f8", zarr_format=zarr_format
+    )
+    store[:] = values
+    assert detect(path) == "zarr"
+    with quarry.open(path) as ds:
+        assert [v.path for v in ds.variables()] == ["/bx"]
+        want = int((values > 0.5).sum())
+        assert ds.query("bx > 0.5").count() == want
+        ds.build_index()
+    with quarry.open(path) as ds:
+        assert ds.query("bx > 0.5").count() == want
+    done = subprocess.run(
+        [sys.executable, "-m", "quarry.cli.main", "query", path, "bx > 0.5", "--count"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == str(want), done.stderr

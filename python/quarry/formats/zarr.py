@@ -70,6 +70,20 @@ def _xarray_attrs(attrs: dict[str, Any], storage: np.dtype[Any]) -> dict[str, An
     return {**attrs, "_FillValue": value}
 
 
+def root_array_name(path: str) -> str:
+    """The name of the array a store holds at its root (it has none of its
+    own): the store's folder name, less ``.zarr``.
+
+    Examples
+    --------
+    >>> root_array_name("/data/bx.zarr/"), root_array_name("run/field")
+    ('bx', 'field')
+    """
+    name = os.path.basename(os.path.normpath(path))
+    stem = name[: -len(".zarr")] if name.lower().endswith(".zarr") else name
+    return stem or name
+
+
 class ZarrDriver:
     """A Zarr store (a directory) opened read-only.
 
@@ -94,10 +108,14 @@ class ZarrDriver:
 
         self.path = path
         self.step_context: str | None = None
+        self._root: Any = None
         try:
             self._root = zarr.open_group(path, mode="r")
         except Exception as exc:  # zarr raises several types for a bad store
-            raise SourceError(f"cannot open {path} as a Zarr store: {exc}") from None
+            try:  # a store that is one array (zarr.save, dask's to_zarr)
+                self._root = zarr.open_array(path, mode="r")
+            except Exception:
+                raise SourceError(f"cannot open {path} as a Zarr store: {exc}") from None
         self._arrays: dict[str, Any] = {}
         self._attrs: dict[str, dict[str, Any]] = {}
         self._infos: list[VariableInfo] | None = None
@@ -109,8 +127,11 @@ class ZarrDriver:
             infos = []
             import zarr
 
-            members = self._root.members(max_depth=None)
-            arrays = sorted((n, m) for n, m in members if isinstance(m, zarr.Array))
+            if isinstance(self._root, zarr.Array):
+                arrays = [(root_array_name(self.path), self._root)]
+            else:
+                members = self._root.members(max_depth=None)
+                arrays = sorted((n, m) for n, m in members if isinstance(m, zarr.Array))
             for name, arr in arrays:
                 path = "/" + name.strip("/")
                 self._arrays[path] = arr
