@@ -308,6 +308,8 @@ def test_hist_errors(run_h5):
         (["energy", "--range", "0,inf"], "--range takes two finite numbers, the lower first"),
         (["energy", "--edges", "1,0.5,2"], "--edges takes two or more numbers in increasing"),
         (["energy", "--edges", "1"], "--edges takes two or more numbers in increasing"),
+        (["energy", "--edges", "0,1,1,2"], "in increasing order, none repeated: 0,1,1,2"),
+        (["energy", "--range", "-1e308,1e308"], "is wider than a float64 holds"),
         (["x,y", "--edges", "0,1"], "--edges is for a 1-D histogram"),
         (["x,y", "--range", "0,1;5,2"], "--range takes two finite numbers, the lower first"),
     ],
@@ -317,6 +319,7 @@ def test_hist_options_of_the_wrong_form_exit_2_in_their_own_words(run_h5, args, 
     integer'), where the README's rule for an argument of the wrong form is 2."""
     err = run("hist", run_h5, *args, code=2).stderr
     assert said in err.strip().splitlines()[-1] and "Traceback" not in err
+    assert "Warning" not in err
 
 
 def test_plot_overlay(run_h5, tmp_path):

@@ -127,8 +127,14 @@ def positive(text: str) -> int:
     >>> positive("0")
     Traceback (most recent call last):
     argparse.ArgumentTypeError: expected 1 or more, got 0
+    >>> positive("-5")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: expected 1 or more, got -5
     """
-    value = count(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected 1 or more, got {value}")
     return value

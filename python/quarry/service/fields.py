@@ -53,11 +53,25 @@ def parse(data: bytes) -> dict[str, Any]:
     Traceback (most recent call last):
     ...
     quarry.service.config.ServiceError: the request body must be a JSON object, not a list
+    >>> from quarry.service.config import ServiceError
+    >>> try:  # an escape JSON allows, but one that stands for no character
+    ...     parse(rb'{"query": "x > 1 && \\ud800 > 1"}')
+    ... except ServiceError as exc:
+    ...     print(exc.status, exc.message.partition(": ")[2])
+    400 it holds a lone surrogate (\\ud800), which stands for no character
     """
     try:
         value = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
     except UnicodeDecodeError:
         raise ServiceError(400, "the request body is not UTF-8 text") from None
+    except UnicodeEncodeError as exc:
+        lone = exc.object[exc.start : exc.end].encode("unicode_escape").decode()
+        raise ServiceError(
+            400,
+            f"the request body is not valid JSON: it holds a lone surrogate ({lone}), "
+            "which stands for no character",
+        ) from None
     except (ValueError, RecursionError) as exc:
         raise ServiceError(400, f"the request body is not valid JSON: {exc}") from None
     if not isinstance(value, dict):

@@ -67,11 +67,15 @@ def _bins_and_range(args: argparse.Namespace, axes: int) -> tuple[Any, Any]:
     # Of the wrong form (exit 2), said in the options' words, not NumPy's.
     if args.edges and axes > 1:
         raise UsageError("--edges is for a 1-D histogram; give --bins and --range per axis")
-    if args.edges and (len(bins) < 2 or any(b < a for a, b in itertools.pairwise(bins))):
-        raise UsageError(f"--edges takes two or more numbers in increasing order: {args.edges}")
+    if args.edges and (len(bins) < 2 or any(b <= a for a, b in itertools.pairwise(bins))):
+        raise UsageError(
+            f"--edges takes two or more numbers in increasing order, none repeated: {args.edges}"
+        )
     for lo, hi in [value_range] if axes == 1 and value_range else value_range or []:
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
             raise UsageError(f"--range takes two finite numbers, the lower first: {lo},{hi}")
+        if not math.isfinite(hi - lo):
+            raise UsageError(f"--range {lo},{hi} is wider than a float64 holds; narrow it")
     return bins, value_range
 
 
