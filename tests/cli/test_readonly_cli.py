@@ -115,3 +115,18 @@ def test_the_stale_message_repeats_the_index_it_needs(read_only, tmp_path):
     # ... and that command rebuilds it, after which the query answers
     quarry("index", path, "--index", index, "--quiet")
     quarry("query", path, "px > 0", "--index", indexes)
+
+
+@pytest.mark.parametrize("command", [["index"], ["reorg", "--vars", "x"]])
+def test_an_index_directory_that_does_not_exist_is_named(tmp_path, command):
+    """``--index nd/`` for a directory not made yet: ``quarry index`` printed the
+    system's rename error, ``quarry reorg`` called the directory not writable and its
+    copy an index."""
+    path = str(tmp_path / "d.h5")
+    with h5py.File(path, "w") as f:
+        f["x"] = np.arange(10.0)
+    missing = str(tmp_path / "nd") + "/"
+    _, err = quarry(command[0], path, *command[1:], "--index", missing, code=1)
+    what = "index" if command[0] == "index" else "reorganised copy"
+    assert f"cannot write the {what} of {path}: there is no directory" in err
+    assert "make it first" in err and not os.path.exists(missing)

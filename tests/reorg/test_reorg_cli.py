@@ -91,7 +91,7 @@ def test_reorg_into_an_index_directory(steps, tmp_path):
         (["--vars", "x", "--bin-size", "1e-320"], 1, "more than 16777216 bins"),
         (["--vars", "x", "--bin-size", "5e-324"], 1, "more than 16777216 bins"),
         (["--vars", "x", "--part-rows", "0"], 2, "--part-rows: expected 1 or more, got 0"),
-        (["--vars", "x", "--part-rows", "-1"], 2, "--part-rows: expected 0 or more, got -1"),
+        (["--vars", "x", "--part-rows", "-1"], 2, "--part-rows: expected 1 or more, got -1"),
     ],
 )
 def test_reorg_errors_are_one_line(steps, args, code, message):

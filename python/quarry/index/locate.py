@@ -95,8 +95,24 @@ def place_new_index(source: str, chosen: str, given: bool, suffix: str = INDEX_S
     beside the file if that directory is writable, else into the first
     writable directory of ``QUARRY_INDEX_PATH``. Raises
     :class:`~quarry.errors.IndexNotWritableError` when there is nowhere to
-    write, saying how to put the index elsewhere."""
+    write, saying how to put the index elsewhere, or when the directory the
+    user named does not exist.
+
+    Examples
+    --------
+    >>> place_new_index("/data/run.h5", "no-such-folder/", True)
+    Traceback (most recent call last):
+    quarry.errors.IndexNotWritableError: cannot write the index of /data/run.h5: there is \
+no directory no-such-folder/; make it first (mkdir -p), or name another with --index
+    """
+    what = "index" if suffix == INDEX_SUFFIX else "reorganised copy"
     here = os.path.dirname(os.path.abspath(chosen))
+    for directory in (chosen,) if chosen.endswith(("/", os.sep)) else (here,):
+        if given and not os.path.isdir(directory):
+            raise IndexNotWritableError(
+                f"cannot write the {what} of {source}: there is no directory {directory}; "
+                "make it first (mkdir -p), or name another with --index"
+            )
     if writable(here):
         return chosen
     if not (given or os.path.exists(chosen)):
@@ -105,7 +121,7 @@ def place_new_index(source: str, chosen: str, given: bool, suffix: str = INDEX_S
                 os.makedirs(directory, exist_ok=True)
             if writable(directory):
                 return in_directory(directory, source, suffix)
-    raise not_writable(source, chosen)
+    raise not_writable(source, chosen, what)
 
 
 def writable(directory: str) -> bool:
@@ -120,13 +136,13 @@ def writable(directory: str) -> bool:
         return False
 
 
-def not_writable(source: str, index_path: str) -> IndexNotWritableError:
-    """The error for an index that cannot be written at ``index_path``."""
+def not_writable(source: str, index_path: str, what: str = "index") -> IndexNotWritableError:
+    """The error for an index (or another ``what``) that cannot be written at ``index_path``."""
     directory = os.path.dirname(os.path.abspath(index_path))
     searched = index_dirs()
     tried = f" nor in {INDEX_PATH_VARIABLE} ({os.pathsep.join(searched)})" if searched else ""
     return IndexNotWritableError(
-        f"cannot write the index of {source}: the directory {directory} is not writable"
+        f"cannot write the {what} of {source}: the directory {directory} is not writable"
         f"{tried}; put the index elsewhere with --index DIR, and set "
         f"{INDEX_PATH_VARIABLE}=DIR so that later commands find it there without --index"
     )
