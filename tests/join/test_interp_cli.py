@@ -185,6 +185,51 @@ def test_a_field_without_coordinates_needs_grid(data):
     assert "has no coordinate variables; give its grid" in proc.stderr
 
 
+def test_a_coordinate_variable_of_the_wrong_length_is_named(tmp_path):
+    """It was reported as 'has no coordinate variables', sending the user to write a
+    --grid for a file that has coordinates, one of them wrong."""
+    path = str(tmp_path / "f.h5")
+    with h5py.File(path, "w") as f:
+        f["F"], f["x"], f["y"] = np.zeros((5, 4)), np.arange(4.0), np.arange(4.0)
+    particles = write_particles(str(tmp_path / "p.h5"), {"x": [1.0], "y": [1.0]})
+    proc = run("interp", particles, "--field", f"F={path}:F", "--at", "x,y", code=2)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "field F" in last and "/x has 4 points where axis 0 has 5" in last, last
+
+
+def test_fields_past_floats_say_nothing_but_their_answer(tmp_path):
+    """A field holding inf and -inf (whose mean is NaN), and a grid so fine that the
+    far particles' fractions overflow: NumPy's RuntimeWarnings reached stderr."""
+    path = str(tmp_path / "f.h5")
+    with h5py.File(path, "w") as f:
+        f["F"] = np.array([1.0, np.inf, 3.0, -np.inf])
+    particles = write_particles(str(tmp_path / "p.h5"), {"x": [0.0, 1.0, 2.0, 3.0, 9.0]})
+    proc = run(
+        "interp",
+        particles,
+        "--field",
+        f"F={path}",
+        "--at",
+        "x",
+        "--grid",
+        "origin=0 spacing=1",
+        "--json",
+    )
+    assert proc.stderr == "" and json.loads(proc.stdout)["fields"]["F"]["mean"] is None
+    proc = run(
+        "interp",
+        particles,
+        "--field",
+        f"F={path}",
+        "--at",
+        "x",
+        "--grid",
+        "origin=0 spacing=1e-320",
+        "--json",
+    )
+    assert proc.stderr == "" and json.loads(proc.stdout)["fields"]["F"]["nan"] == 5  # 0 x inf
+
+
 @pytest.mark.parametrize("rank", [1, 2, 3])
 def test_the_grid_a_field_without_coordinates_is_told_to_take_works_as_printed(tmp_path, rank):
     """The hint gave three axes whatever the field's rank: followed, it failed."""

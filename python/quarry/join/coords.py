@@ -40,6 +40,9 @@ def coordinate_variables(
 ) -> Found | None:
     """The coordinate variable of each kept axis of ``info`` by the first
     rule of the module notes that gives all of them; None where none does.
+    Raises :class:`~quarry.errors.JoinArgumentError` where none does but a
+    rule named a 1-D variable of another length than its axis (a grid the
+    file means, written wrong).
 
     Examples
     --------
@@ -50,20 +53,32 @@ def coordinate_variables(
     ...     f["mesh/bx"] = np.zeros((3, 4))
     ...     f["mesh/bx"].attrs["coordinates"] = "r /theta"
     ...     f["mesh/r"], f["theta"] = np.arange(3.0), np.linspace(0, 1, 4)
+    ...     f["mesh/by"] = np.zeros((4, 3))  # no coordinates attribute
     >>> drv = HDF5Driver(path)
     >>> bx = next(v for v in drv.variables() if v.path == "/mesh/bx")
     >>> {k: v.path for k, v in coordinate_variables(drv, bx, [0, 1]).items()}
     {0: '/mesh/r', 1: '/theta'}
     >>> {k: v.path for k, v in coordinate_variables(drv, bx, [0], ["r"]).items()}
     {0: '/mesh/r'}
+    >>> by = next(v for v in drv.variables() if v.path == "/mesh/by")
+    >>> coordinate_variables(drv, by, [0, 1], ["r", "q"])  # r: 3 points, not 4
+    Traceback (most recent call last):
+    quarry.errors.JoinArgumentError: /mesh/by has no coordinate variable of the length of \
+each axis: the file's /mesh/r has 3 points where axis 0 has 4
     >>> drv.close()
     """
     listed = {v.path: v for v in driver.variables() if v.problem is None and len(v.shape) == 1}
     group = info.path.rsplit("/", 1)[0]
+    misfits: list[str] = []
 
     def fits(k: int, path: str | None) -> VariableInfo | None:
         found = listed.get(path) if path else None
-        return found if found is not None and found.shape == (info.shape[k],) else None
+        if found is not None and found.shape != (info.shape[k],):
+            misfits.append(
+                f"{found.path} has {found.shape[0]} points where axis {k} has {info.shape[k]}"
+            )
+            return None
+        return found
 
     rules: list[Callable[[int], VariableInfo | None]] = []
     if info.dims:
@@ -85,6 +100,13 @@ def coordinate_variables(
         found = {k: rule(k) for k in kept}
         if all(v is not None for v in found.values()):
             return {k: v for k, v in found.items() if v is not None}
+    if misfits:
+        from quarry.errors import JoinArgumentError
+
+        raise JoinArgumentError(
+            f"{info.path} has no coordinate variable of the length of each axis: the "
+            f"file's {misfits[0]}"
+        )
     return None
 
 

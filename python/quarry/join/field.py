@@ -375,7 +375,10 @@ def _axes(
             "axis 0 first, also when a subarray of it is interpolated"
         )
     kept = [k for k, axis in enumerate(subarray.axes) if not isinstance(axis, int)]
-    coordinates = None if grid is not None else coordinate_variables(driver, info, kept, at)
+    try:
+        coordinates = None if grid is not None else coordinate_variables(driver, info, kept, at)
+    except JoinArgumentError as exc:
+        raise JoinArgumentError(f"{where}: {exc}") from None
     if grid is None and coordinates is None:
         zeros, ones = ",".join(["0"] * rank), ",".join(["1"] * rank)
         raise JoinArgumentError(

@@ -179,7 +179,8 @@ class Axis:
         inside: BoolArray = (p >= c[0]) & (p <= c[-1])
         lower = self._cells(p)
         low = c[lower]
-        t: FloatArray = (p - low) / (c[lower + 1] - low)
+        with np.errstate(over="ignore"):  # far outside a fine grid: masked by the caller
+            t: FloatArray = (p - low) / (c[lower + 1] - low)
         return lower, t, inside
 
     def _cells(self, p: FloatArray) -> IntArray:
@@ -190,7 +191,8 @@ class Axis:
         points of an uneven axis) are searched for."""
         c = self.coords
         last = len(c) - 2
-        guess = np.floor((p - c[0]) * ((len(c) - 1) / (c[-1] - c[0])))
+        with np.errstate(over="ignore", invalid="ignore"):  # a step so fine it overflows
+            guess = np.floor((p - c[0]) * ((len(c) - 1) / (c[-1] - c[0])))
         # fmax/fmin put NaN positions in cell 0 (they are masked later)
         lower: IntArray = np.fmin(np.fmax(guess, 0), last).astype(np.int64)
         wrong = ((p < c[lower]) & (lower > 0)) | ((p >= c[lower + 1]) & (lower < last))

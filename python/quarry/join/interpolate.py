@@ -105,7 +105,8 @@ class Interpolated:
         for name in self.fields:
             column = np.asarray(self.columns[name], dtype=np.float64)
             known = column[~np.isnan(column)]
-            stats = (known.min(), known.max(), known.mean()) if len(known) else (None,) * 3
+            with np.errstate(invalid="ignore", over="ignore"):  # inf and -inf: NaN, said once
+                stats = (known.min(), known.max(), known.mean()) if len(known) else (None,) * 3
             out[name] = {
                 **{
                     k: None if v is None else float(v)
