@@ -88,7 +88,7 @@ def test_coordinates_of_the_wrong_length_or_not_monotonic_are_refused(tmp_path):
         f["bx"].attrs["coordinates"] = "a0 a1"
         f["a0"], f["a1"] = np.arange(3.0), np.arange(5.0)  # a1 is one too long
         f["by"], f["x"] = np.zeros(3), np.array([0.0, 2.0, 1.0])
-    with pytest.raises(JoinArgumentError, match="no coordinate variables; give its grid"):
+    with pytest.raises(JoinArgumentError, match="/a1 has 5 points where axis 1 has 4"):
         _interpolate(str(tmp_path), f"{path}:bx", [np.zeros(1), np.zeros(1)])
     with pytest.raises(JoinError, match="not strictly increasing or decreasing"):
         _interpolate(str(tmp_path), f"{path}:by", [np.zeros(1)])

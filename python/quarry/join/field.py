@@ -207,7 +207,10 @@ class Field:
             base_lo.append(axis.start + first * axis.step)
             base_hi.append(axis.start + (stop - 1) * axis.step + 1)
             picks.append(slice(None, None, axis.step))
-        dense = self._read_dense(tuple(base_lo), tuple(base_hi))
+        # A part that picks within rows (one index along axis 2, every n-th
+        # there) keeps a sliver of each: gathered, where that reads only it.
+        within_rows = any(isinstance(a, int) or a.step != 1 for a in self.subarray.axes[2:])
+        dense = self._read_dense(tuple(base_lo), tuple(base_hi), within_rows)
         return np.ascontiguousarray(dense[tuple(picks)])
 
     def read_units(self, units: npt.NDArray[np.int64], width: int) -> npt.NDArray[np.generic]:
@@ -235,8 +238,13 @@ class Field:
         runs = zip(firsts.tolist(), stops.tolist(), strict=True)
         return np.concatenate([self._read(a * width, b * width) for a, b in runs])
 
-    def _read_dense(self, lo: tuple[int, ...], hi: tuple[int, ...]) -> npt.NDArray[np.generic]:
-        """Every value of the stored variable's box ``[lo, hi)``."""
+    def _read_dense(
+        self, lo: tuple[int, ...], hi: tuple[int, ...], within_rows: bool = False
+    ) -> npt.NDArray[np.generic]:
+        """Every value of the stored variable's box ``[lo, hi)``; gathered,
+        not read by rows, where only a sliver of each row is wanted
+        (``within_rows``, at most 1/NARROW of it) and the driver reads it in
+        place."""
         shape = self.info.shape
         if len(shape) == 1:
             return self._read(lo[0], hi[0])
@@ -246,7 +254,7 @@ class Field:
             slab = self._read(lo[0] * plane, hi[0] * plane)
             return slab.reshape((hi[0] - lo[0], *shape[1:]))
         kept = math.prod(b - a for a, b in zip(lo[2:], hi[2:], strict=True))
-        if NARROW * kept <= row and gathers_in_place(self.driver, self.info.path):
+        if within_rows and NARROW * kept <= row and gathers_in_place(self.driver, self.info.path):
             # A box a sliver of each row (a subarray's one index along axis 2,
             # say): its values alone, not the whole rows around them.
             strides = [math.prod(shape[k + 1 :]) for k in range(len(shape))]
@@ -282,8 +290,8 @@ class Field:
         self.driver.close()
 
 
-#: A box that keeps at most 1/NARROW of each row along axis 2 and beyond has its
-#: values gathered (``driver.gather``) instead of its rows read whole.
+#: A subarray that keeps at most 1/NARROW of each row along axis 2 and beyond has
+#: its values gathered (``driver.gather``) instead of its rows read whole.
 NARROW = 4
 
 #: One lock per driver class whose reads must be made one at a time.
