@@ -136,6 +136,29 @@ def test_ids_alone_as_arrow(served):
     np.testing.assert_array_equal(table["quarry_row"].to_numpy(), expected)
 
 
+@pytest.mark.parametrize(
+    ("accept", "arrow"),
+    [
+        (f"{ARROW};q=0, application/json", False),  # q=0: not acceptable
+        (f"application/json;q=0.5, {ARROW};q=0.1", False),
+        (f"{ARROW};q=0.8, application/json;q=0.5", True),
+        ("*/*", False),
+        (f"*/*, {ARROW}", True),
+    ],
+)
+def test_the_accept_headers_qualities_choose_arrow_or_json(served, accept, arrow):
+    """README: Arrow where the request's Accept header prefers it; q=0 refused Arrow
+    and a higher quality for JSON were ignored."""
+    client, _, _, _ = served
+    answer = client.post(
+        "/api/v1/query",
+        json={"dataset": "run/p.h5", "query": "energy > 2", "output": "ids"},
+        headers={"Accept": accept},
+    )
+    assert answer.status_code == 200
+    assert answer.headers["content-type"] == (ARROW if arrow else "application/json")
+
+
 def test_per_step_counts_of_a_series_and_its_hits_per_step(served):
     client, _, _, px = served
     body = {"dataset": "steps.h5", "query": "px > 1.5", "per_step": True}

@@ -225,7 +225,7 @@ async def query(request: Request) -> Response:
         raise ServiceError(400, "'values' needs 'variables', the names to fetch at the hits")
     limits = service.config.limits
     chosen = variables if output == "values" else []
-    arrow = ARROW in request.headers.get("accept", "")
+    arrow = fields.wants_arrow(request.headers.get("accept", ""), ARROW)
 
     def found() -> tuple[int, bytes]:
         hits = answers.hits(service.files, entry, text, context, chosen, limits)

@@ -244,3 +244,42 @@ def value_range(fields: dict[str, Any], axes: int) -> Any:
     if not isinstance(value, list) or len(value) != axes:
         raise ServiceError(400, f"'range' must hold {axes} pairs [low, high], one per variable")
     return [pair(p) for p in value]
+
+
+def wants_arrow(accept: str, arrow: str = "application/vnd.apache.arrow.stream") -> bool:
+    """Whether a request's ``Accept`` header asks for an Arrow stream over
+    JSON: it names ``arrow`` with a quality above 0 and at least that of the
+    most specific range JSON matches (``application/json``, then
+    ``application/*``, then ``*/*``). JSON is the answer otherwise, also to
+    a header naming neither (RFC 9110 lets a server answer what it has).
+
+    Examples
+    --------
+    >>> arrow = "application/vnd.apache.arrow.stream"
+    >>> wants_arrow(arrow), wants_arrow("*/*"), wants_arrow("")
+    (True, False, False)
+    >>> wants_arrow(f"{arrow};q=0, application/json")  # q=0: not acceptable
+    False
+    >>> wants_arrow(f"application/json;q=0.5, {arrow};q=0.1")
+    False
+    >>> wants_arrow(f"{arrow}, application/json;q=0.9"), wants_arrow(f"*/*, {arrow}")
+    (True, True)
+    """
+    qualities: dict[str, float] = {}
+    for part in accept.split(","):
+        media, *params = (p.strip() for p in part.split(";"))
+        quality = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    quality = float(value)
+                except ValueError:
+                    quality = 0.0
+        if media:
+            qualities[media.lower()] = max(quality, qualities.get(media.lower(), 0.0))
+    arrow_q = qualities.get(arrow, 0.0)
+    json_q = next(
+        (qualities[m] for m in ("application/json", "application/*", "*/*") if m in qualities), 0.0
+    )
+    return arrow_q > 0 and arrow_q >= json_q
