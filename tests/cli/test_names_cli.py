@@ -98,6 +98,21 @@ def test_a_spelling_in_backticks_means_in_info_what_it_means_in_a_query(tmp_path
     assert run("query", path, "`ga/my var` > 1").stdout.strip() == "2"
 
 
+def test_a_backtick_in_a_name_is_written_twice_in_backticks(tmp_path):
+    """README: backticks hold anything else; a name holding a backtick had no
+    spelling at all. Two backticks stand for one, as SQL doubles a quote, and the
+    spelling an ambiguity offers is written so."""
+    path = str(tmp_path / "tick.h5")
+    with h5py.File(path, "w") as f:
+        f["ga/a`b"], f["gb/a`b"] = np.arange(10.0), np.arange(10.0) * 2
+    assert run("query", path, "`ga/a``b` > 5").stdout.strip() == "4"
+    err = run("query", path, "`a``b` > 5", code=1).stderr
+    assert "/ga/a`b (write `ga/a``b`)" in err, err
+    assert run("query", path, "`gb/a``b` > 5").stdout.strip() == str(
+        int((np.arange(10) * 2 > 5).sum())
+    )
+
+
 @pytest.mark.parametrize(
     ("args", "words"),
     [

@@ -306,7 +306,8 @@ def _spelling_for(
         written = _written(parts[-k:])
         if written.startswith("/"):
             break
-        tops = _topmost(_matches(table, _spellings(written.strip("`")), ctx))
+        read_back = written[1:-1].replace("``", "`") if written.startswith("`") else written
+        tops = _topmost(_matches(table, _spellings(read_back), ctx))
         if len(tops) == 1 and tops[0][0] == parts:
             return written
     return "/" + "/".join(parts)
@@ -324,7 +325,7 @@ def _written(tail: tuple[str, ...]) -> str:
         if len(tokens) == 2 and tokens[0].kind == "name" and tokens[0].text == dotted:
             return dotted
     slashed = "/".join(tail)
-    return f"`{slashed}`" if "`" not in slashed else "/" + slashed
+    return "`" + slashed.replace("`", "``") + "`"
 
 
 def matching_groups(variables: Sequence[VariableInfo], context: str) -> list[str]:

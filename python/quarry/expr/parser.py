@@ -109,6 +109,24 @@ def _nfc(text: str) -> str:
     return text if text.isascii() else unicodedata.normalize("NFC", text)
 
 
+def _closing_backtick(query: str, start: int) -> int:
+    """Where the name in backticks opened at ``start`` ends: the next
+    backtick that is not doubled (two stand for one in the name, as SQL
+    doubles a quote); -1 where none does.
+
+    Examples
+    --------
+    >>> _closing_backtick("`a``b` > 1", 0), _closing_backtick("`a", 0)
+    (5, -1)
+    """
+    at = start + 1
+    while True:
+        at = query.find("`", at)
+        if at < 0 or not query.startswith("``", at):
+            return at
+        at += 2
+
+
 def tokenize(query: str) -> list[Token]:
     """Split ``query`` into tokens; raise with a caret at the first bad character."""
     if len(query) > MAX_LENGTH:
@@ -129,12 +147,13 @@ def tokenize(query: str) -> list[Token]:
             i = m.end() if m is not None else i + 1
             continue
         if c == "`":
-            end = query.find("`", i + 1)
+            end = _closing_backtick(query, i)
             if end < 0:
                 raise QuerySyntaxError("unclosed backtick", query, i)
             if end == i + 1:
                 raise QuerySyntaxError("empty name in backticks", query, i)
-            tokens.append(Token("name", query[i : end + 1], i, _nfc(query[i + 1 : end])))
+            name = query[i + 1 : end].replace("``", "`")
+            tokens.append(Token("name", query[i : end + 1], i, _nfc(name)))
             i = end + 1
             continue
         if "0" <= c <= "9" or (c == "." and i + 1 < n and "0" <= query[i + 1] <= "9"):
