@@ -263,6 +263,39 @@ def test_provenance_stays_on_the_file(flat, tmp_path):
         ds.query("e > 8").extract(out, ["id"])
     meta = json.loads(pq.read_table(out).schema.metadata[b"quarry"])
     assert meta["query"] == "e > 8" and meta["source"] == os.path.abspath(path)
+    assert "path" not in meta
+
+
+def test_the_step_a_path_picked_stays_on_the_file(steps, tmp_path):
+    """``--path Step#1`` picks one step: its rows carry no ``quarry_step``, and the
+    file did not say which step they came from (a query's extract, or a join's)."""
+    path = steps[0]
+    out = str(tmp_path / "one.h5")
+    done = cli("query", path, "e > 0", "--values", "e", "--path", "Step#1", "--out", out)
+    assert done.returncode == 0, done.stderr
+    with h5py.File(out) as f:
+        assert f.attrs["path"] == "Step#1" and "quarry_step" not in f
+    joined = str(tmp_path / "joined.h5")
+    field = str(tmp_path / "f.h5")
+    with h5py.File(field, "w") as f:
+        f["F"] = np.arange(4.0)
+    done = cli(
+        "interp",
+        path,
+        "--field",
+        f"F={field}",
+        "--at",
+        "e",
+        "--grid",
+        "origin=0 spacing=1",
+        "--path",
+        "Step#1",
+        "--out",
+        joined,
+    )
+    assert done.returncode == 0, done.stderr
+    with h5py.File(joined) as f:
+        assert f.attrs["path"] == "Step#1"
 
 
 @pytest.mark.parametrize("ext", [".nc", ".h5", ".parquet"])

@@ -454,14 +454,16 @@ class Selection:
         """Write the hits (``quarry_row``, per-axis indices, values of
         ``names`` with their attributes) to ``path``: ``.h5``, ``.nc`` or
         ``.parquet`` with the query, the source and its checksum, and the
-        Quarry version recorded; ``.npy`` and ``.csv`` keep their flat form
-        (``quarry_row`` then the values)."""
+        Quarry version recorded, and the group the query ran in (``path``,
+        a step's); ``.npy`` and ``.csv`` keep their flat form (``quarry_row``
+        then the values)."""
         from quarry.outputs.writers import provenance, refuse_inputs, write_values
 
         refuse_inputs(path, [self.dataset.path])
         flat = path.lower().endswith((".npy", ".csv"))
         table = self.output_table(names, indices=not flat)
-        write_values(path, table, provenance(self.dataset.path, self.query))
+        picked = {"path": self.path} if self.path else {}
+        write_values(path, table, {**provenance(self.dataset.path, self.query), **picked})
 
     def interpolate(
         self,

@@ -205,6 +205,7 @@ def _write(
         at=args.at,
         grid=args.grid,
         outside=args.outside,
+        path=args.path,
     )
     write_values(args.out, table.output, attrs)
 
