@@ -421,7 +421,7 @@ def reorg_section(res: dict[str, Any]) -> str:
         (int(n), t["numpy"]["median"] / t["quarry"]["median"])
         for n, t in prep.get("small", {}).items()
     ]
-    slower = [f"{n:,} rows ({r:.2f}x)" for n, r in small if r < 1.0]
+    slower = [f"{n:,} rows ({r:.2f}x)" for n, r in small if round(r, 2) < 1.0]
     if slower:
         floor_text += (
             " On small tables it loses to that program: NumPy's time over Quarry's is "

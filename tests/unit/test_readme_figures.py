@@ -97,6 +97,7 @@ def test_the_reorg_goals_are_judged_from_its_report() -> None:
         prep[f"reorg {label} cold"] = dict(prep["read"], median=prep["read"]["median"] * 6)
     q1["index"]["median"] = q1["mdbin"]["median"] * 1.5
     q1["numpy cold"]["median"] = q1["mdbin"]["median"] * 100
+    q1["numpy warm"]["median"] = q1["mdbin"]["median"] * 60
     for j in reorg["joins"].values():
         j["numpy"]["median"], j["numpy"]["others"], j["quarry"]["others"] = (
             j["quarry"]["median"] * 30,
