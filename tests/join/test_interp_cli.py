@@ -204,30 +204,15 @@ def test_fields_past_floats_say_nothing_but_their_answer(tmp_path):
     with h5py.File(path, "w") as f:
         f["F"] = np.array([1.0, np.inf, 3.0, -np.inf])
     particles = write_particles(str(tmp_path / "p.h5"), {"x": [0.0, 1.0, 2.0, 3.0, 9.0]})
-    proc = run(
-        "interp",
-        particles,
-        "--field",
-        f"F={path}",
-        "--at",
-        "x",
-        "--grid",
-        "origin=0 spacing=1",
-        "--json",
-    )
-    assert proc.stderr == "" and json.loads(proc.stdout)["fields"]["F"]["mean"] is None
-    proc = run(
-        "interp",
-        particles,
-        "--field",
-        f"F={path}",
-        "--at",
-        "x",
-        "--grid",
-        "origin=0 spacing=1e-320",
-        "--json",
-    )
-    assert proc.stderr == "" and json.loads(proc.stdout)["fields"]["F"]["nan"] == 5  # 0 x inf
+
+    def summary(grid: str) -> dict[str, object]:
+        args = ["--field", f"F={path}", "--at", "x", "--grid", grid, "--json"]
+        proc = run("interp", particles, *args)
+        assert proc.stderr == ""
+        return json.loads(proc.stdout)["fields"]["F"]
+
+    assert summary("origin=0 spacing=1")["mean"] is None
+    assert summary("origin=0 spacing=1e-320")["nan"] == 5  # 0 x inf
 
 
 @pytest.mark.parametrize("rank", [1, 2, 3])

@@ -108,13 +108,7 @@ def count(text: str) -> int:
     Traceback (most recent call last):
     argparse.ArgumentTypeError: expected 0 or more, got -1
     """
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
-    return value
+    return _at_least(text, 0)
 
 
 def positive(text: str) -> int:
@@ -131,12 +125,17 @@ def positive(text: str) -> int:
     Traceback (most recent call last):
     argparse.ArgumentTypeError: expected 1 or more, got -5
     """
+    return _at_least(text, 1)
+
+
+def _at_least(text: str, least: int) -> int:
+    """``text`` as a whole number of ``least`` or more, or argparse's error saying which."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected 1 or more, got {value}")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"expected {least} or more, got {value}")
     return value
 
 

@@ -161,12 +161,11 @@ class OpenFiles:
         try:
             with kept.lock, refused_as_the_catalog_names(entry):
                 try:
-                    if not kept.unlocked and kept.ds.file_open:
-                        release_locks(entry.real)
-                        kept.unlocked = True
                     yield kept.ds
                 finally:
-                    if not kept.unlocked and kept.ds.file_open:  # opened by the request
+                    # Once the file is open (by the open, or by this request's
+                    # reads), the lock the HDF5 library took is dropped.
+                    if not kept.unlocked and kept.ds.file_open:
                         release_locks(entry.real)
                         kept.unlocked = True
             if fingerprint(entry.real) != watch["file"]:
