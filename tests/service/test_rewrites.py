@@ -179,3 +179,32 @@ def test_a_request_between_two_writes_of_one_update_sees_the_first_alone(tmp_pat
         assert ds.query("x > 0.5").count() == 1000
     files.close()
     catalog.close()
+
+
+def test_a_kept_netcdf4_file_does_not_stop_its_writer(tmp_path):
+    """README: NetCDF-4 files are HDF5 underneath, locked by the same library."""
+    import subprocess
+    import sys
+
+    netcdf4 = pytest.importorskip("netCDF4")
+    root = os.path.realpath(tmp_path)
+    path = os.path.join(root, "sim.nc")
+    with netcdf4.Dataset(path, "w", format="NETCDF4") as ds:
+        ds.createDimension("n", 100)
+        ds.createVariable("x", "f8", ("n",))[:] = np.arange(100.0)
+    catalog = Catalog(":memory:")
+    catalog.rescan((root,))
+    files = OpenFiles((root,))
+    with files.use(catalog.get("sim.nc")) as ds:
+        assert ds.query("x > 5").count() == 94
+    writer = (
+        "import netCDF4, sys\n"
+        "with netCDF4.Dataset(sys.argv[1], 'a') as ds:\n"
+        "    ds['x'][:10] = 50.0\n"
+    )
+    done = subprocess.run([sys.executable, "-c", writer, path], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    with files.use(catalog.get("sim.nc")) as ds:
+        assert ds.query("x > 5").count() == 100
+    files.close()
+    catalog.close()
