@@ -272,9 +272,10 @@ class Dataset:
 
     def verify(self) -> Verification:
         """Check every block the index recorded (its CRC-32) against the file
-        as it is now, on this dataset's threads; see
+        as it is now, on this dataset's threads, and the file's reorganised
+        copy whole (:func:`quarry.reorg.read.check_copy`); see
         :class:`quarry.index.verify.Verification`. When everything matches,
-        the file's current times are recorded as checked, so an index
+        the file's current times are recorded as checked, so an index or copy
         refused or checked only because they moved answers cheaply again.
 
         Examples
@@ -293,18 +294,28 @@ class Dataset:
         (False, {'/e': [1]})
         """
         from quarry.index.layout import read
-        from quarry.index.verify import verify
+        from quarry.index.verify import Verification, verify
+        from quarry.reorg.read import check_copy
 
-        if not self.has_index:
+        has_copy = self.has_copy
+        if not self.has_index and not has_copy:
             raise IndexMissingError(
-                f"{self.path} has no index at {self.index_path}; build one with: "
-                f"quarry index {self.path}"
+                f"{self.path} has no index at {self.index_path} and no reorganised copy; "
+                f"build an index with: {rebuild_command(self.path, self.index_path)}"
             )
-        files, manifest = read(self.index_path)
-        driver = self._with_derived(list(manifest.derived))
-        self._store = None  # opened again, as the check may have recorded the file as checked
-        self.driver = self._file_driver
-        return verify(self.path, self.index_path, manifest, driver, self.jobs or 0, files)
+        if self.has_index:
+            files, manifest = read(self.index_path)
+            driver = self._with_derived(list(manifest.derived))
+            self._store = None  # opened again, as the check may have recorded the file as checked
+            self.driver = self._file_driver
+            jobs = self.jobs or 0
+            report = verify(self.path, self.index_path, manifest, driver, jobs, files)
+        else:
+            report = Verification(self.path, None, 0, 0)
+        if has_copy:
+            self._copy, self._copy_absent = None, False  # opened again, as for the index
+            report.copy = check_copy(self.path, self._copy_path(), self._file_driver)
+        return report
 
     def _with_derived(self, derivations: list[Derivation]) -> Driver:
         if not derivations:
@@ -659,7 +670,7 @@ class Dataset:
             from quarry.reorg.store import open_copy
 
             given = self.index_path if self._index_given else None
-            self._copy = open_copy(self.path, given, self._file_driver.read)
+            self._copy = open_copy(self.path, given, self._file_driver)
         return self._copy
 
     def select_all(self, names: Sequence[str], path: str | None = None) -> Selection:

@@ -26,7 +26,7 @@ from quarry.reorg import find_copy, open_copy
 from quarry.reorg.binning import DEFAULT_BINS
 from quarry.reorg.build import DEFAULT_PART_ROWS
 from quarry.reorg.layout import store_manifest
-from quarry.reorg.read import verify_copy
+from quarry.reorg.read import check_copy
 
 
 def f64(lo: float, hi: float) -> Interval:
@@ -423,10 +423,12 @@ def test_a_copy_whose_manifest_misplaces_its_arrays_is_refused(particles):
 def test_verify_finds_damaged_values(particles):
     with quarry.open(particles) as ds:
         ds.reorganize(["energy", "x"], path="Step#0")
-    assert verify_copy(particles) == []
+    assert check_copy(particles, particles + ".qmd").ok
     with h5py.File(particles + ".qmd", "r+") as f:
         f["m0/columns/1"][10] = 12345.0
-    assert verify_copy(particles) == ["/Step#0/x, part 0 (rows 0 to 4999)"]
+    found = check_copy(particles, particles + ".qmd")
+    assert found.damaged == ["/Step#0/x, part 0 (rows 0 to 4999)"]
+    assert found.changed == []
 
 
 def test_the_published_copy_is_not_left_locked(particles):

@@ -46,8 +46,8 @@ COMMANDS = {
     "register": "describe a raw binary file (dtype, shape, ...) so it can be queried",
     "reorg": "write a copy of variables clustered by multi-dimensional bins (MDBin)",
     "interp": "interpolate mesh fields at the selected particles' positions",
-    "verify": "check every indexed value against the CRCs its index recorded "
-    "(exit 1 if any changed)",
+    "verify": "check every indexed value against the CRCs its index recorded, and the "
+    "reorganised copy whole (exit 1 if any changed)",
     "serve": "serve files to many clients: a catalog, an HTTP API and a web page",
     "demo": "generate a sample, index it, query it, draw a histogram",
 }

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from quarry.index.build import READ_SPAN, indexed_values
 from quarry.index.fresh import describe_blocks, record_checked, same, trusted
 from quarry.index.manifest import Manifest
 from quarry.records import field, record
+
+if TYPE_CHECKING:
+    from quarry.reorg.read import CopyCheck
 
 #: Reads ``rows [start, stop)`` of a variable, as a driver's ``read`` does.
 Reader = Callable[[str, int, int], Any]
@@ -95,32 +98,49 @@ class Verification:
     whose values no longer have the recorded CRC-32 (``changed``), the
     variables that could not be compared at all (``problems``: gone from the
     file, another shape or dtype), and those whose index bytes are damaged
-    (``damaged``: a block's header or bitmaps, with why)."""
+    (``damaged``: a block's header or bitmaps, with why); and what the check
+    of the file's reorganised copy found (``copy``, None where it has none).
+    ``index`` is None for a file with a copy and no index."""
 
     file: str
-    index: str
+    index: str | None
     variables: int
     blocks: int
     changed: dict[str, list[int]] = field(default_factory=dict)
     problems: dict[str, str] = field(default_factory=dict)
     block_counts: dict[str, int] = field(default_factory=dict)
     damaged: dict[str, str] = field(default_factory=dict)
+    copy: CopyCheck | None = None
+
+    @property
+    def index_ok(self) -> bool:
+        return not self.changed and not self.problems and not self.damaged
 
     @property
     def ok(self) -> bool:
-        return not self.changed and not self.problems and not self.damaged
+        return self.index_ok and (self.copy is None or self.copy.ok)
 
     def summary(self) -> str:
-        """One line: ``ok FILE: ...`` or ``changed FILE: VAR blocks ...; ...``."""
+        """One line: ``ok FILE: ...``, or ``changed FILE: ...`` or ``damaged
+        FILE: ...`` naming what differs and the command that builds it again."""
+        said = [] if self.index is None else [self._index_summary()]
+        if self.copy is not None:
+            said.append(self.copy.summary())
+        damaged = self.damaged or (self.copy is not None and self.copy.damaged)
+        word = "ok" if self.ok else "damaged" if damaged else "changed"
+        return f"{word} {self.file}: {'; '.join(said)}"
+
+    def _index_summary(self) -> str:
         from quarry.index.locate import rebuild_command
 
-        if self.ok:
-            return f"ok {self.file}: {self.blocks} blocks of {self.variables} variable(s) match"
+        if self.index_ok:
+            return f"{self.blocks} blocks of {self.variables} variable(s) match"
+        assert self.index is not None
         rebuild = rebuild_command(self.file, self.index)
         if self.damaged:
             parts = [f"{path} {why}" for path, why in self.damaged.items()]
             return (
-                f"damaged {self.file}: its index {self.index} is damaged at {'; '.join(parts)}; "
+                f"its index {self.index} is damaged at {'; '.join(parts)}; "
                 f"rebuild it with: {rebuild} --force"
             )
         parts = [
@@ -128,9 +148,10 @@ class Verification:
             for path, blocks in self.changed.items()
         ]
         parts += [f"{path} {why}" for path, why in self.problems.items()]
-        return f"changed {self.file}: {'; '.join(parts)}; rebuild the index with: {rebuild}"
+        return f"{'; '.join(parts)}; rebuild the index with: {rebuild}"
 
     def to_json(self) -> dict[str, Any]:
+        copy = self.copy
         return {
             "file": self.file,
             "index": self.index,
@@ -140,6 +161,15 @@ class Verification:
             "changed": self.changed,
             "problems": self.problems,
             "damaged": self.damaged,
+            "copy": None
+            if copy is None
+            else {
+                "path": copy.path,
+                "ok": copy.ok,
+                "changed": copy.changed,
+                "damaged": copy.damaged,
+                "rebuild": copy.rebuild,
+            },
         }
 
 

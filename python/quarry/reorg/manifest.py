@@ -21,7 +21,7 @@ The manifest::
 :mod:`quarry.index.fresh`), and ``source_crc32`` the CRC-32 of each part of
 each variable as read, so a copy whose source's stat cannot prove it
 unchanged is checked the way an index is. ``copy_crc32`` covers each part of
-each column and of ``rows`` (checked by :func:`quarry.reorg.read.verify_copy`);
+each column and of ``rows`` (checked by :func:`quarry.reorg.read.check_copy`);
 ``table_crc32`` covers the offset tables, checked when they are first read.
 ``binning`` is what ``--bin-size`` or ``--bins`` asked, and ``context`` the
 group the variables were named under (``--path``; null without one), so a

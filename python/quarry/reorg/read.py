@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from quarry.expr.plan import Interval
+    from quarry.formats.base import Driver
 
 INSIDE, BOUNDARY, OUTSIDE = 2, 1, 0
 
@@ -454,13 +455,92 @@ def describe_copy(source: str, index: str | None = None) -> dict[str, Any] | Non
     return {**out, **state, "tables": tables}
 
 
-def verify_copy(source: str, index: str | None = None) -> list[str]:
-    """Check every part of every column of the copy against the CRC-32s its
-    build recorded; returns what is damaged, each variable (by path) with the
-    part and the rows of its table that differ (empty: all intact)."""
-    path = find_copy(source, index)
+@record(frozen=False)
+class CopyCheck:
+    """What :func:`check_copy` found of the reorganised copy at ``path``:
+    each source variable whose values changed since it was reorganised
+    (``changed``: the parts that differ), each damaged piece of the copy
+    itself (``damaged``: a column's part, or its manifest or tables), and the
+    command that builds it again (``rebuild``)."""
+
+    path: str
+    changed: list[str]
+    damaged: list[str]
+    rebuild: str
+
+    @property
+    def ok(self) -> bool:
+        return not self.changed and not self.damaged
+
+    def summary(self) -> str:
+        """The copy's part of ``quarry verify``'s line for its file."""
+        if self.ok:
+            return f"its reorganised copy {self.path} matches"
+        said = [f"stale, the file changed since: {'; '.join(self.changed)}"] * bool(self.changed)
+        said += [f"damaged at {'; '.join(self.damaged)}"] * bool(self.damaged)
+        return (
+            f"its reorganised copy {self.path} is {' and '.join(said)}; "
+            f"build it again with: {self.rebuild}"
+        )
+
+
+def check_copy(source: str, path: str, driver: Driver | None = None) -> CopyCheck:
+    """Check the copy at ``path`` of ``source`` whole, as ``quarry verify``
+    does: every part of every variable read from the source (through
+    ``driver``, default the file opened by its format's) against the CRC-32 the
+    build recorded, and every part of every column of the copy against its
+    own. When all match, the source's stat is recorded as checked, so a copy
+    refused only because its file's times moved answers again.
+
+    Examples
+    --------
+    >>> import quarry, h5py, numpy as np, tempfile, os
+    >>> file = os.path.join(tempfile.mkdtemp(), "c.h5")
+    >>> with h5py.File(file, "w") as f:
+    ...     f["x"] = np.arange(10.0)
+    >>> with quarry.open(file) as ds:
+    ...     _ = ds.reorganize(["x"], bin_size=5.0)
+    >>> check_copy(file, file + ".qmd").ok
+    True
+    >>> with h5py.File(file + ".qmd", "r+") as f:
+    ...     f["m0/columns/0"][3] = -1.0
+    >>> check_copy(file, file + ".qmd").damaged
+    ['/x, part 0 (rows 0 to 9)']
+    """
+    import time
+
+    from quarry.errors import CorruptIndexError
+    from quarry.formats.base import fingerprint
+    from quarry.index.fresh import record_checked
+    from quarry.reorg.store import changed_parts, described_again, fresh, rebuild_command
+
+    before = fingerprint(source)
+    read_ns = time.time_ns()
+    try:
+        copy = read_copy(path, mend_for(source, path))
+    except (CorruptIndexError, OSError) as exc:
+        return CopyCheck(path, [], [str(exc)], rebuild_command(source, path, None))
+    manifest = copy.manifest
+    copy.mend = mend_for(source, path, manifest)
+    check = CopyCheck(path, [], [], rebuild_command(source, path, manifest))
+    if described_again(source, path, manifest):
+        check.changed.append(f"the description of {source} (quarry register)")
+    else:
+        check.changed.extend(changed_parts(source, manifest, driver))
+    try:
+        check.damaged.extend(_damaged_parts(copy.members))
+    except CorruptIndexError as exc:
+        check.damaged.append(str(exc))
+    if check.ok and not fresh(source, path, manifest) and fingerprint(source) == before:
+        record_checked(path, before, read_ns, frozenset({"copy"}))
+    return check
+
+
+def _damaged_parts(members: Sequence[MemberCopy]) -> list[str]:
+    """Each part of each column (and of ``rows``) whose CRC-32 is not the
+    one its build recorded, with the rows of its table it holds."""
     damaged = []
-    for member in read_copy(path).members:
+    for member in members:
         names = [*member.variables, ROWS]
         for k, name in enumerate(names):
             column = member.column(name)

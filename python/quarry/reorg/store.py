@@ -18,7 +18,7 @@ import os
 import time
 import weakref
 from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from quarry.errors import ReorgError, StaleCopyError, shell_command
 from quarry.formats.base import fingerprint
@@ -28,10 +28,8 @@ from quarry.reorg.locate import SUFFIX, find_copy
 from quarry.reorg.manifest import CopyManifest, Mend, manifest_in
 
 if TYPE_CHECKING:
+    from quarry.formats.base import Driver
     from quarry.reorg.read import MemberCopy
-
-#: Reads rows ``[start, stop)`` of a source variable, as a driver's ``read`` does.
-Reader = Callable[[str, int, int], Any]
 
 
 class ReorgCopy:
@@ -115,12 +113,12 @@ class ReorgCopy:
         return self._read[k]
 
 
-def open_copy(source: str, index: str | None = None, read: Reader | None = None) -> ReorgCopy:
+def open_copy(source: str, index: str | None = None, driver: Driver | None = None) -> ReorgCopy:
     """Open the reorganised copy of the data file ``source`` (found as
     :func:`~quarry.reorg.locate.find_copy` says), refusing a stale one
     or one whose manifest is damaged (a member's damaged tables are refused
-    when first read). ``read`` reads the source where its stat cannot prove it
-    unchanged (default: the file opened by its format's driver)."""
+    when first read). The source is read where its stat cannot prove it
+    unchanged (through ``driver``, default the file opened by its format's)."""
     path = find_copy(source, index)
     try:
         copy = read_copy(path, mend_for(source, path))
@@ -129,7 +127,7 @@ def open_copy(source: str, index: str | None = None, read: Reader | None = None)
             f"{source} has no reorganised copy at {path}; make one with: quarry reorg {source} "
             "--vars ..."
         ) from None
-    check_fresh(source, path, copy.manifest, read)
+    check_fresh(source, path, copy.manifest, driver)
     # The manifest, not the copy, in the closure: no cycle to keep its file open.
     copy.mend = mend_for(source, path, copy.manifest)
     return copy
@@ -281,7 +279,7 @@ def fresh(source: str, path: str, manifest: CopyManifest) -> bool:
     return {"copy"} <= read_checked(path, now)
 
 
-def check_fresh(source: str, path: str, manifest: CopyManifest, read: Reader | None) -> None:
+def check_fresh(source: str, path: str, manifest: CopyManifest, driver: Driver | None) -> None:
     """Refuse a copy whose source was written; check the CRCs of one whose
     stat cannot prove it unchanged (see the module notes)."""
     if fresh(source, path, manifest):
@@ -300,7 +298,7 @@ def check_fresh(source: str, path: str, manifest: CopyManifest, read: Reader | N
             f"differs); build the copy again with: {rebuild_command(source, path, manifest)}"
         )
     read_ns = time.time_ns()  # the stat above is proof only if safely older than this
-    changed = changed_parts(source, manifest, read)
+    changed = changed_parts(source, manifest, driver)
     if changed:
         raise StaleCopyError(
             f"{source} has changed since it was reorganised ({'; '.join(changed)}); build the "
@@ -309,28 +307,40 @@ def check_fresh(source: str, path: str, manifest: CopyManifest, read: Reader | N
     record_checked(path, now, read_ns, frozenset({"copy"}))
 
 
-def changed_parts(source: str, manifest: CopyManifest, read: Reader | None) -> list[str]:
+def changed_parts(source: str, manifest: CopyManifest, driver: Driver | None) -> list[str]:
     """Each variable whose values differ from those reorganised, with the
-    parts that changed (their CRC-32 against the recorded ones)."""
+    parts that changed (their CRC-32 against the recorded ones), or that is
+    gone from the file or holds other rows (read through ``driver``, default
+    the file opened by its format's)."""
     import numpy as np
 
     from quarry.reorg.layout import crc32
 
     close: Callable[[], None] | None = None
-    if read is None:
+    if driver is None:
         from quarry.formats import backend_for
 
         driver = backend_for(source).open(source)
-        read, close = driver.read, driver.close
+        close = driver.close
     try:
+        known = {v.path: v for v in driver.variables()}
         changed = []
         for member in manifest.members:
             for k, axis in enumerate(member.axes):
+                now = known.get(axis.path)
+                if now is None:
+                    changed.append(f"{axis.path} is no longer in the file")
+                    continue
+                if now.size != member.rows:
+                    changed.append(f"{axis.path} holds {now.size} values, not {member.rows}")
+                    continue
                 bad = [
                     i
                     for i, part in enumerate(member.parts)
                     if crc32(
-                        np.ascontiguousarray(read(axis.path, part.first, part.first + part.rows))
+                        np.ascontiguousarray(
+                            driver.read(axis.path, part.first, part.first + part.rows)
+                        )
                     )
                     != part.source_crc32[k]
                 ]

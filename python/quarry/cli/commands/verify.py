@@ -1,5 +1,6 @@
 """``quarry verify FILE...``: check every indexed value against the CRCs its
-index recorded; exit 1 if any changed or could not be checked."""
+index recorded, and the reorganised copy whole; exit 1 if any changed or could
+not be checked."""
 
 from __future__ import annotations
 
