@@ -161,6 +161,8 @@ class Executor:
         self._from_copy: tuple[MemberCopy, Answer] | None = None
         """The last rows the copy answered, and where in it they lie: values
         of its variables at those rows are read from its runs."""
+        self._copy_rows: _core.RowSet | None = None
+        """Those rows as the row set :meth:`rows` returned (see :meth:`ids_of`)."""
         self._whole_estimates: dict[tuple[str, Interval], Estimate | None] = {}
         self.store = store
         self.table = table
@@ -207,6 +209,13 @@ class Executor:
 
     def _full(self) -> _core.RowSet:
         return _core.RowSet.full(self.table.n_rows, self.table.block_len)
+
+    def ids_of(self, rows: _core.RowSet) -> npt.NDArray[np.int64]:
+        """The ids of ``rows``, ascending: those the copy read where it
+        answered them (no conversion), else converted from the row set."""
+        if self._from_copy is not None and rows is self._copy_rows:
+            return self._from_copy[1].ids
+        return rows.to_ids()
 
     def _from_ids(self, ids: npt.NDArray[np.int64]) -> _core.RowSet:
         return _core.RowSet.from_ids(ids, self.table.n_rows, self.table.block_len)
@@ -329,7 +338,7 @@ class Executor:
         member, answer = self._from_copy
         if var.path not in member.variables or self.table.axis_of(var) is not None:
             return None
-        if len(ids) != len(answer.ids) or not np.array_equal(ids, answer.ids):
+        if ids is not answer.ids and not np.array_equal(ids, answer.ids):
             return None
         values = member.values(var.path, answer)
         return values.astype(var.dtype, copy=False)  # as the file gives them
@@ -489,7 +498,8 @@ class Executor:
             return member.count(box, runs)
         answer = member.select(box, runs=runs)
         self._from_copy = (member, answer)
-        return self._from_ids(answer.ids)
+        self._copy_rows = self._from_ids(answer.ids)
+        return self._copy_rows
 
     def access(self) -> list[Access]:
         """How each condition evaluated so far was answered, and why."""

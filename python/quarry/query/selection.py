@@ -227,7 +227,7 @@ class Selection:
         """
         rows = self.rows
         if self._ids is None or self._ids[0] is not rows:
-            ids = rows.to_ids()
+            ids = self._executor.ids_of(rows)
             ids.flags.writeable = False  # one array shared by every caller
             self._ids = (rows, ids)
         return self._ids[1]

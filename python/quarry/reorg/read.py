@@ -110,6 +110,8 @@ class MemberCopy:
         self._block_first = np.cumsum([0, *per_part])[:-1].astype(np.int64)
         self._block_part = np.repeat(np.arange(len(per_part), dtype=np.int64), per_part)
         self._checked: dict[str, npt.NDArray[np.bool_]] = {}
+        # Each axis' bins' (low, high), made at the first query: every box asks for them.
+        self._bounds: list[tuple[npt.NDArray[Any], npt.NDArray[Any]]] | None = None
 
     @property
     def variables(self) -> list[str]:
@@ -151,8 +153,10 @@ class MemberCopy:
         """Per axis, whether each of its 1-D bins is inside, outside or on the box."""
         for name in box:
             self._axis(name)  # every named variable must be in the copy
+        if self._bounds is None:
+            self._bounds = [axis.bounds() for axis in self.entry.axes]
         states = []
-        for axis in self.entry.axes:
+        for axis, (low, high) in zip(self.entry.axes, self._bounds, strict=True):
             interval = box.get(axis.path)
             if interval is None:
                 states.append(np.full(axis.slots, INSIDE, np.int8))
@@ -161,7 +165,6 @@ class MemberCopy:
                 raise ReorgError(
                     f"{axis.path} is compared as {axis.kind}, not {interval.kind} as given"
                 )
-            low, high = axis.bounds()
             if interval.empty:
                 state = np.full(axis.count, OUTSIDE, np.int8)
             else:
