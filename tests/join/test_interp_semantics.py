@@ -380,3 +380,21 @@ def test_a_nan_node_reaches_a_point_on_the_grid_line_beside_it(tmp_path):
     got = table["bx"]
     assert got[:2].tolist() == [10.0, 15.0]
     assert np.isnan(got[2:]).all()  # x = 1 and x = 3 sit on finite nodes beside the NaN
+
+
+def test_bytes_read_count_the_values_as_decoded(tmp_path):
+    """The README: a packed field's `bytes_read` counts its values as read,
+    float64 after scale_factor, not the int16 the file stores."""
+    import netCDF4
+
+    path = str(tmp_path / "packed.nc")
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("n", 10)
+        bx = nc.createVariable("bx", "i2", ("n",))
+        bx.scale_factor = 0.5
+        bx[:] = np.arange(10) * 0.5
+    particles = write_particles(str(tmp_path / "p.h5"), {"x": np.array([2.5, 3.5])})
+    with quarry.open(particles) as ds:
+        table = ds.select_all(["x"]).interpolate({"bx": path}, ["x"], grid="origin=0 spacing=1")
+    assert table["bx"].tolist() == [1.25, 1.75]
+    assert table.bytes_read == {"bx": 3 * 8}  # nodes 2, 3 and 4 as float64

@@ -189,3 +189,20 @@ def test_stats_add_up_over_shares_of_blocks(data):
     assert parted.count() == np.count_nonzero(columns["energy"] > literal)
     assert parted.stats().rows_checked == whole.stats().rows_checked
     assert math.isclose(parted.stats().bytes_read, whole.stats().bytes_read)
+
+
+def test_bytes_read_count_values_as_decoded(tmp_path):
+    """The README: `bytes_read` counts a packed variable's values as read,
+    float64 after scale_factor, not the int16 the file stores."""
+    import netCDF4
+
+    path = str(tmp_path / "packed.nc")
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("n", 1000)
+        t = nc.createVariable("t", "i2", ("n",))
+        t.scale_factor = 0.25
+        t[:] = np.arange(1000) * 0.25
+    with quarry.open(path) as ds:
+        sel = ds.query("t > 100")
+        assert sel.count() == 599
+        assert sel.stats().bytes_read == 1000 * 8
