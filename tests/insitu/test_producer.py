@@ -73,6 +73,36 @@ def test_cli_index_afterwards_is_the_same_and_queries_need_no_rebuild(tmp_path):
     assert "up to date" in skipped.stdout
 
 
+def test_a_restarted_run_indexes_what_the_file_held_before(tmp_path):
+    """A producer restarted from a checkpoint appends to its file ("a"): the
+    steps written before, and an array written but never handed, are
+    indexed from the file at close, so the index is still the one quarry
+    index builds afterwards, and no step is left to be scanned."""
+    path = str(tmp_path / "run.h5")
+    _, data = _run(path, "/Step#{step}/{name}", steps=3)
+    rng = np.random.default_rng(8)
+    with (
+        quarry.InSituIndexer(path, block_len=BLOCK) as ix,
+        h5py.File(path, "a") as f,
+    ):
+        for step in range(3, STEPS):
+            arrays = step_arrays(rng, step, SIZE)
+            for name, values in arrays.items():
+                f[f"/Step#{step}/{name}"] = values
+            ix.add(step, arrays)
+            data[step] = arrays
+        f["/params/mass"] = rng.random(SIZE)
+    assert ix.steps_indexed == list(range(3, STEPS))
+    with quarry.open(path, index=str(tmp_path / "after.qidx")) as ds:
+        ds.build_index(block_len=BLOCK)
+    assert_same_index(path + ".qidx", str(tmp_path / "after.qidx"))
+    with quarry.open_series(path) as series:
+        sel = series.query("v0 > 1.5")
+        got = [part.ids().tolist() for part in sel.selections]
+        assert all(part.stats().blocks_scanned == 0 for part in sel.selections)
+    assert got == [oracle_ids("v0 > 1.5", data[step]).tolist() for step in range(STEPS)]
+
+
 @pytest.mark.parametrize("query", ["v0 > 1.5", "v1 <= -0.5 || v2 > 300", "v6 == 1 && v7 > 2"])
 def test_answers_equal_numpy(tmp_path, query):
     path = str(tmp_path / "run.h5")

@@ -20,7 +20,8 @@ step written to another place, an off-by-one between the file's steps and
 values would give wrong counts); a finished run whose file differs is an
 :class:`~quarry.errors.InSituMismatchError` and publishes nothing. Then the
 index is published: its blocks
-in the order ``quarry index`` writes them, its manifest recording the file's
+in the order ``quarry index`` writes them (what else the file holds, such as
+the steps written before a restart, indexed from the file), its manifest recording the file's
 fingerprint as it is then, so the index is the one ``quarry index`` builds
 afterwards from the file, byte for byte but for the moment the fingerprint
 was taken (``source.read_ns``), and a query trusts it at once.
@@ -38,13 +39,15 @@ build of the index, and ``quarry index`` indexes what the file holds.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import queue
 import sys
 import threading
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -57,7 +60,7 @@ from quarry.errors import (
 )
 from quarry.formats.base import VariableInfo, fingerprint
 from quarry.index import layout
-from quarry.index.build import VariablePart, assemble
+from quarry.index.build import VariablePart, assemble, block_count, index_blocks
 from quarry.index.fresh import FINE_RACY_NS, RACY_NS
 from quarry.index.locate import find_index, place_new_index
 from quarry.index.options import BuildOptions
@@ -254,10 +257,18 @@ class InSituIndexer:
             # The file's values are read back while the blocks are copied
             # into the index (the kernel copies; the disk syncs): nothing is
             # published before the check has passed.
-            with ThreadPoolExecutor(1, thread_name_prefix="quarry-insitu-check") as checker:
+            # A finished run's index is the one quarry index builds: what else
+            # the file holds (steps written before a restart, arrays not handed)
+            # is indexed from the file, through a driver of its own.
+            handed = {path for s in steps for path in s.parts}
+            others = [] if failed else _not_handed(in_file, handed)
+            with (
+                ThreadPoolExecutor(1, thread_name_prefix="quarry-insitu-check") as checker,
+                contextlib.closing(backend.open(self.path)) as reader,
+            ):
                 checking = checker.submit(self._holding_as_handed, driver, steps, failed)
                 with layout.writing(self.index_path) as final:
-                    parts = self._copy_in_order(steps, in_file, final)
+                    parts = self._write_in_order(steps, in_file, final, reader, others)
                     held = checking.result()
                     if len(held) == len(steps):
                         return self._commit(final, held, in_file, parts, listing, failed)
@@ -267,7 +278,7 @@ class InSituIndexer:
         if not held:  # a failed run whose file holds none of its steps as handed
             return None
         with layout.writing(self.index_path) as final:  # the steps held, copied again
-            parts = self._copy_in_order(held, in_file, final)
+            parts = self._write_in_order(held, in_file, final)
             return self._commit(final, held, in_file, parts, listing, failed)
 
     def _commit(
@@ -341,26 +352,52 @@ class InSituIndexer:
             )
         return [s for s in steps if s.step not in differing]
 
-    def _copy_in_order(
+    def _write_in_order(
         self,
         steps: list[IndexedStep],
         in_file: dict[str, VariableInfo],
         final: layout.IndexWriter,
+        reader: Any = None,
+        others: Sequence[VariableInfo] = (),
     ) -> dict[str, VariablePart]:
-        """Copy the blocks of ``steps`` from the staging file into the index
-        in the order the file lists their variables (``quarry index``'s);
-        their parts, with the spans they have there."""
+        """Write the index's blocks in the order the file lists its variables
+        (``quarry index``'s): those of ``steps`` copied from the staging file,
+        ``others`` indexed from the file through the driver ``reader``; their
+        parts, with the spans they have there."""
         handed = {p: v for s in steps for p, v in s.parts.items()}
-        order = [path for path in in_file if path in handed]
-        staged = {path: self._batch.placed(handed[path].spans) for path in order}
-        extents = [(offset, length) for path in order for _, offset, length in staged[path]]
+        from_file = {v.path: v for v in others}
+        order = [path for path in in_file if path in handed or path in from_file]
+        out: dict[str, VariablePart] = {}
+        for copied, run in itertools.groupby(order, key=lambda path: path in handed):
+            paths = list(run)
+            if copied:
+                out.update(self._copy_blocks([(p, handed[p]) for p in paths], final))
+            else:
+                chosen = [from_file[p] for p in paths]
+                runs = {v.path: (0, block_count(v, self.options)) for v in chosen}
+                out.update(index_blocks(reader, chosen, runs, self.options, final))
+        return out
+
+    def _copy_blocks(
+        self, handed: list[tuple[str, VariablePart]], final: layout.IndexWriter
+    ) -> dict[str, VariablePart]:
+        """Copy the blocks of the ``handed`` variables' parts from the staging
+        file into the index, in that order."""
+        staged = {path: self._batch.placed(part.spans) for path, part in handed}
+        extents = [(offset, length) for path, _ in handed for _, offset, length in staged[path]]
         with open(self._staging.path, "rb") as source:
             placed = iter(final.add_copied(source.fileno(), extents))
         out = {}
-        for path in order:
+        for path, part in handed:
             spans = [list(next(placed)) for _ in staged[path]]
-            out[path] = VariablePart(0, handed[path].edges, spans, handed[path].source_crc32)
+            out[path] = VariablePart(0, part.edges, spans, part.source_crc32)
         return out
+
+
+def _not_handed(in_file: dict[str, VariableInfo], handed: set[str]) -> list[VariableInfo]:
+    """The variables of the file that ``quarry index`` indexes and no step
+    handed: steps written before a restart, arrays written and not handed."""
+    return [v for v in in_file.values() if v.problem is None and v.path not in handed]
 
 
 def _check_template(template: str) -> None:
