@@ -58,6 +58,7 @@ def test_a_copy_without_an_index_is_verified(particles):
         "ok": True,
         "changed": [],
         "damaged": [],
+        "unreadable": None,
         "rebuild": f"quarry reorg {particles} --vars /energy,/x --bin-size 0.1,10",
     }
 
@@ -168,3 +169,32 @@ def test_info_reads_no_columns_a_query_and_verify_do(tmp_path):
     err = run("query", path, query, code=1).stderr
     assert "is damaged: /energy" in err and "build it again with: quarry reorg" in err
     assert "is damaged at /energy, part 0" in run("verify", path, code=1).stdout
+
+
+def _overwrite(copy: str, dataset: str, at: int, data: bytes) -> None:
+    """Bytes of the copy's HDF5 dataset overwritten in place, as a bad disk would."""
+    with h5py.File(copy, "r") as f:
+        offset = f[dataset].id.get_offset()
+    with open(copy, "r+b") as f:
+        f.seek(offset + at)
+        f.write(data)
+
+
+def test_damaged_block_checksums_are_found(particles):
+    """The per-block CRCs a query checks are verified too: the columns
+    whole, their damaged checksums would make queries refuse the copy."""
+    _overwrite(particles + ".qmd", "m0/block_crc32", 0, b"\xff\xff\xff\xff")
+    proc = run("verify", particles, code=1)
+    assert "is damaged at the block checksums of /energy, part 0 (rows 0 to 3999); " in (
+        proc.stdout
+    )
+
+
+@pytest.mark.parametrize("damaged", ["quarry_reorg", "m0/table_starts"])
+def test_an_unreadable_manifest_or_table_is_said_once(particles, damaged):
+    _overwrite(particles + ".qmd", damaged, 8, b"\x11" * 8)
+    out = run("verify", particles, code=1).stdout.strip()
+    assert out.startswith(f"damaged {particles}: the ")
+    assert out.count("build it again with") == 1 and "is damaged at the " not in out
+    report = json.loads(run("verify", particles, "--json", code=1).stdout)["files"][0]
+    assert report["copy"]["unreadable"] in out

@@ -126,7 +126,8 @@ class Verification:
         said = [] if self.index is None else [self._index_summary()]
         if self.copy is not None:
             said.append(self.copy.summary())
-        damaged = self.damaged or (self.copy is not None and self.copy.damaged)
+        copy = self.copy
+        damaged = self.damaged or (copy is not None and (copy.damaged or copy.unreadable))
         word = "ok" if self.ok else "damaged" if damaged else "changed"
         return f"{word} {self.file}: {'; '.join(said)}"
 
@@ -168,6 +169,7 @@ class Verification:
                 "ok": copy.ok,
                 "changed": copy.changed,
                 "damaged": copy.damaged,
+                "unreadable": copy.unreadable,
                 "rebuild": copy.rebuild,
             },
         }

@@ -372,6 +372,15 @@ class MemberCopy:
             touched.append(np.repeat(low - before, count) + np.arange(int(count.sum())))
         return np.unique(np.concatenate(touched))
 
+    def blocks_match(self, k: int, part: int, values: npt.NDArray[Any]) -> bool:
+        """Whether the CRC-32s recorded for the blocks of part ``part`` of
+        column ``k`` (the rows: ``len(axes)``) are those of its ``values``."""
+        size = self._layout.check_rows
+        first = int(self._block_first[part])
+        recorded = self._layout.blocks[k, first : first + -(-len(values) // size)]
+        found = [crc32(values[a : a + size]) for a in range(0, len(values), size)]
+        return bool(np.array_equal(recorded, found))
+
     def _checked_column(self, name: str, blocks: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
         """:meth:`column` ``name``, its ``blocks`` checked against their
         CRC-32s first (each block once while the copy is open), so damaged
@@ -463,17 +472,19 @@ class CopyCheck:
     """What :func:`check_copy` found of the reorganised copy at ``path``:
     each source variable whose values changed since it was reorganised
     (``changed``: the parts that differ), each damaged piece of the copy
-    itself (``damaged``: a column's part, or its manifest or tables), and the
-    command that builds it again (``rebuild``)."""
+    itself (``damaged``: a column's part, or the checksums of its blocks),
+    the error that kept its manifest or offset tables from being read
+    (``unreadable``), and the command that builds it again (``rebuild``)."""
 
     path: str
     changed: list[str]
     damaged: list[str]
     rebuild: str
+    unreadable: str | None = None
 
     @property
     def ok(self) -> bool:
-        return not self.changed and not self.damaged
+        return not self.changed and not self.damaged and self.unreadable is None
 
     def summary(self) -> str:
         """The copy's part of ``quarry verify``'s line for its file."""
@@ -481,6 +492,8 @@ class CopyCheck:
             return f"its reorganised copy {self.path} matches"
         said = [f"stale, the file changed since: {'; '.join(self.changed)}"] * bool(self.changed)
         said += [f"damaged at {'; '.join(self.damaged)}"] * bool(self.damaged)
+        if self.unreadable is not None:  # it names the copy and the command itself
+            return self.unreadable if not said else f"{self.unreadable}; it is also {said[0]}"
         return (
             f"its reorganised copy {self.path} is {' and '.join(said)}; "
             f"build it again with: {self.rebuild}"
@@ -522,7 +535,7 @@ def check_copy(source: str, path: str, driver: Driver | None = None) -> CopyChec
     try:
         copy = read_copy(path, mend_for(source, path))
     except (CorruptIndexError, OSError) as exc:
-        return CopyCheck(path, [], [str(exc)], rebuild_command(source, path, None))
+        return CopyCheck(path, [], [], rebuild_command(source, path, None), str(exc))
     manifest = copy.manifest
     copy.mend = mend_for(source, path, manifest)
     check = CopyCheck(path, [], [], rebuild_command(source, path, manifest))
@@ -532,8 +545,8 @@ def check_copy(source: str, path: str, driver: Driver | None = None) -> CopyChec
         check.changed.extend(changed_parts(source, manifest, driver))
     try:
         check.damaged.extend(_damaged_parts(copy.members))
-    except CorruptIndexError as exc:
-        check.damaged.append(str(exc))
+    except CorruptIndexError as exc:  # its offset tables
+        check.unreadable = str(exc)
     if check.ok and not fresh(source, path, manifest) and fingerprint(source) == before:
         record_checked(path, before, read_ns, frozenset({"copy"}))
     return check
@@ -541,18 +554,21 @@ def check_copy(source: str, path: str, driver: Driver | None = None) -> CopyChec
 
 def _damaged_parts(members: Sequence[MemberCopy]) -> list[str]:
     """Each part of each column (and of ``rows``) whose CRC-32 is not the
-    one its build recorded, with the rows of its table it holds."""
+    one its build recorded, with the rows of its table it holds; or, the
+    part being whole, whose blocks' checksums (those a query checks) are not
+    its blocks'."""
     damaged = []
     for member in members:
         names = [*member.variables, ROWS]
         for k, name in enumerate(names):
             column = member.column(name)
+            group = member.entry.group or "the table"
+            what = f"the row numbers of {group}" if name == ROWS else name
             for i, part in enumerate(member.entry.parts):
                 values = np.ascontiguousarray(column[part.first : part.first + part.rows])
+                rows = f"part {i} (rows {part.first} to {part.first + part.rows - 1})"
                 if crc32(values) != part.copy_crc32[k]:
-                    group = member.entry.group or "the table"
-                    what = f"the row numbers of {group}" if name == ROWS else name
-                    damaged.append(
-                        f"{what}, part {i} (rows {part.first} to {part.first + part.rows - 1})"
-                    )
+                    damaged.append(f"{what}, {rows}")
+                elif not member.blocks_match(k, i, values):
+                    damaged.append(f"the block checksums of {what}, {rows}")
     return damaged
