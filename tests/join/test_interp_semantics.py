@@ -398,3 +398,45 @@ def test_bytes_read_count_the_values_as_decoded(tmp_path):
         table = ds.select_all(["x"]).interpolate({"bx": path}, ["x"], grid="origin=0 spacing=1")
     assert table["bx"].tolist() == [1.25, 1.75]
     assert table.bytes_read == {"bx": 3 * 8}  # nodes 2, 3 and 4 as float64
+
+
+@pytest.mark.parametrize("fmt", ["raw", "hdf5", "hdf5-chunked"])
+@pytest.mark.parametrize(
+    ("part", "at"),
+    [
+        ((slice(None), slice(None), slice(None, None, 8)), ("x", "y", "z")),
+        ((slice(None, None, 4), slice(None, None, 4), slice(None, None, 4)), ("x", "y", "z")),
+        ((slice(None), 5, slice(None, None, 8)), ("x", "z")),
+        ((slice(None, None, 4), 3, 10), ("x",)),
+    ],
+)
+def test_every_nth_parts_read_their_nodes_alone(tmp_path, monkeypatch, fmt, part, at):
+    """The README: a part that picks every n-th has its nodes alone gathered
+    from a memory map (raw, contiguous HDF5); a chunked field reads, per
+    picked index along axis 0, only the rows it spans."""
+    shape = (32, 24, 40)
+    values = np.random.default_rng(3).normal(size=shape).astype("<f4")
+    reads = count_reads(monkeypatch, RawDriver if fmt == "raw" else HDF5Driver)
+    picked = values[part]
+    # The grid is the stored variable's: a kept axis' nodes lie at its stored indices.
+    coords = [
+        np.arange(n, dtype=np.float64)[p]
+        for p, n in zip(part, shape, strict=True)
+        if not isinstance(p, int)
+    ]
+    rng = np.random.default_rng(4)
+    points = [rng.uniform(c[0], c[-1], 2000) for c in coords]
+    particles = write_particles(str(tmp_path / "p.h5"), dict(zip(at, points, strict=True)))
+    field = write_field(str(tmp_path), fmt, "bx", values)
+    text = ", ".join(
+        str(p) if isinstance(p, int) else f"{p.start or ''}:{p.stop or ''}:{p.step or ''}"
+        for p in part
+    )
+    with quarry.open(particles) as ds:
+        table = ds.select_all(list(at)).interpolate({"bx": f"{field}[{text}]"}, list(at), grid=GRID)
+    assert_close(table["bx"], reference(picked, coords, points, "nan"), picked)
+    if fmt == "hdf5-chunked":
+        axis0 = range(shape[0])[part[0]]
+        assert [a // (24 * 40) for a, _ in reads] == list(axis0)
+    else:
+        assert reads == [] and table.bytes_read == {"bx": picked.size * 4}

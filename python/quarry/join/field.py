@@ -9,9 +9,11 @@ rules of every other name (:func:`quarry.expr.names.resolve`).
 
 Reading (:meth:`Field.read_box`): the box of the field that the particles'
 cells cover, through the driver's flat reads: one read per index along
-axis 0 of the box, of the rows of axis 1 the box spans (or one read of the
-whole slab when the box spans every other axis), so the field outside the
-box is never read, but for the rest of those rows.
+axis 0 of the box (per index a subarray picks there), of the rows of axis 1
+the box spans (or one read of the whole slab when the box spans every other
+axis), so the field outside the box is never read, but for the rest of those
+rows. A subarray that picks within them has its nodes alone gathered where
+the driver reads in place and that reads far less (:data:`NARROW`).
 
 Threads (:mod:`quarry.join.workers`) may read one field at once: where its
 driver does not declare ``concurrent_reads``
@@ -193,25 +195,19 @@ class Field:
 
     def read_box(self, lo: tuple[int, ...], hi: tuple[int, ...]) -> npt.NDArray[np.generic]:
         """Values of the field's box ``[lo, hi)`` (per kept axis), shaped like it."""
-        base_lo: list[int] = []
-        base_hi: list[int] = []
-        picks: list[int | slice] = []
+        picked: list[npt.NDArray[np.int64]] = []  # the stored indices, per stored axis
+        shape: list[int] = []
         kept = iter(zip(lo, hi, strict=True))
         for axis in self.subarray.axes:
             if isinstance(axis, int):
-                base_lo.append(axis)
-                base_hi.append(axis + 1)
-                picks.append(0)
+                picked.append(np.array([axis], np.int64))
                 continue
             first, stop = next(kept)
-            base_lo.append(axis.start + first * axis.step)
-            base_hi.append(axis.start + (stop - 1) * axis.step + 1)
-            picks.append(slice(None, None, axis.step))
-        # A part that picks within rows (one index along axis 2, every n-th
-        # there) keeps a sliver of each: gathered, where that reads only it.
-        within_rows = any(isinstance(a, int) or a.step != 1 for a in self.subarray.axes[2:])
-        dense = self._read_dense(tuple(base_lo), tuple(base_hi), within_rows)
-        return np.ascontiguousarray(dense[tuple(picks)])
+            picked.append(axis.start + np.arange(first, stop, dtype=np.int64) * axis.step)
+            shape.append(stop - first)
+        if not all(len(p) for p in picked):
+            return np.zeros(shape, self.info.dtype)
+        return np.ascontiguousarray(self._read_nodes(picked).reshape(shape))
 
     def read_units(self, units: npt.NDArray[np.int64], width: int) -> npt.NDArray[np.generic]:
         """The stored variable's rows ``units`` (ascending; row ``u`` is its
@@ -238,38 +234,43 @@ class Field:
         runs = zip(firsts.tolist(), stops.tolist(), strict=True)
         return np.concatenate([self._read(a * width, b * width) for a, b in runs])
 
-    def _read_dense(
-        self, lo: tuple[int, ...], hi: tuple[int, ...], within_rows: bool = False
-    ) -> npt.NDArray[np.generic]:
-        """Every value of the stored variable's box ``[lo, hi)``; gathered,
-        not read by rows, where only a sliver of each row is wanted
-        (``within_rows``, at most 1/NARROW of it) and the driver reads it in
-        place."""
+    def _read_nodes(self, picked: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.generic]:
+        """The stored variable's values at every combination of the ascending
+        stored indices ``picked`` (one array per axis), shaped by them. Read
+        by rows: per picked index along axis 0, the rows of axis 1 from the
+        first picked to the last (one read of the slab where every other
+        axis is read whole and axis 0 has no gaps). Gathered instead where a
+        subarray picks (one index along an axis, or every n-th), its nodes
+        are at most 1/NARROW of what the rows hold, and the driver reads them
+        in place."""
         shape = self.info.shape
-        if len(shape) == 1:
-            return self._read(lo[0], hi[0])
-        plane = math.prod(shape[1:])
+        nodes = math.prod(len(p) for p in picked)
+        lo = [int(p[0]) for p in picked]
+        hi = [int(p[-1]) + 1 for p in picked]
         row = math.prod(shape[2:])
-        if all(a == 0 and b == n for a, b, n in zip(lo[1:], hi[1:], shape[1:], strict=True)):
-            slab = self._read(lo[0] * plane, hi[0] * plane)
-            return slab.reshape((hi[0] - lo[0], *shape[1:]))
-        kept = math.prod(b - a for a, b in zip(lo[2:], hi[2:], strict=True))
-        if within_rows and NARROW * kept <= row and gathers_in_place(self.driver, self.info.path):
-            # A box a sliver of each row (a subarray's one index along axis 2,
-            # say): its values alone, not the whole rows around them.
+        rows_cost = len(picked[0]) * ((hi[1] - lo[1]) * row if len(shape) > 1 else 1)
+        if len(shape) == 1:
+            rows_cost = hi[0] - lo[0]
+        # Only for a part that picks (one index, every n-th): the grouped
+        # reads of a whole variable read whole rows, never more than its box.
+        picks = any(isinstance(a, int) or a.step != 1 for a in self.subarray.axes)
+        narrow = picks and NARROW * nodes <= rows_cost
+        if narrow and gathers_in_place(self.driver, self.info.path):
             strides = [math.prod(shape[k + 1 :]) for k in range(len(shape))]
-            ranges = [np.arange(a, b) * n for a, b, n in zip(lo, hi, strides, strict=True)]
-            flat = sum(np.ix_(*ranges), start=np.zeros((), np.int64))
-            return self._gather(flat.ravel()).reshape(flat.shape)
-        rows = [
-            self._read(i * plane + lo[1] * row, i * plane + hi[1] * row).reshape(
-                (hi[1] - lo[1], *shape[2:])
-            )
-            for i in range(lo[0], hi[0])
-        ]
-        stacked = np.stack(rows)
-        trailing = tuple(slice(a, b) for a, b in zip(lo[2:], hi[2:], strict=True))
-        return stacked[(slice(None), slice(None), *trailing)]
+            flat = sum(np.ix_(*[p * n for p, n in zip(picked, strides, strict=True)]), start=0)
+            return self._gather(np.asarray(flat).ravel()).reshape(flat.shape)
+        if len(shape) == 1:
+            return self._read(lo[0], hi[0])[picked[0] - lo[0]]
+        plane = math.prod(shape[1:])
+        full = all(a == 0 and b == n for a, b, n in zip(lo[1:], hi[1:], shape[1:], strict=True))
+        if full and hi[0] - lo[0] == len(picked[0]):
+            dense = self._read(lo[0] * plane, hi[0] * plane).reshape((hi[0] - lo[0], *shape[1:]))
+        else:
+            first, stop = lo[1] * row, hi[1] * row
+            rows = [self._read(i * plane + first, i * plane + stop) for i in picked[0].tolist()]
+            dense = np.stack(rows).reshape((len(picked[0]), hi[1] - lo[1], *shape[2:]))
+        within = [np.arange(len(picked[0])), picked[1] - lo[1], *picked[2:]]
+        return dense[np.ix_(*within)]
 
     def _read(self, start: int, stop: int) -> npt.NDArray[np.generic]:
         with self._one_at_a_time:
@@ -290,8 +291,8 @@ class Field:
         self.driver.close()
 
 
-#: A subarray that keeps at most 1/NARROW of each row along axis 2 and beyond has
-#: its values gathered (``driver.gather``) instead of its rows read whole.
+#: A box whose nodes are at most 1/NARROW of the values its rows hold has them
+#: gathered (``driver.gather``) instead of its rows read whole.
 NARROW = 4
 
 #: One lock per driver class whose reads must be made one at a time.
