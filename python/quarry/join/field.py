@@ -257,8 +257,9 @@ class Field:
         narrow = picks and NARROW * nodes <= rows_cost
         if narrow and gathers_in_place(self.driver, self.info.path):
             strides = [math.prod(shape[k + 1 :]) for k in range(len(shape))]
-            flat = sum(np.ix_(*[p * n for p, n in zip(picked, strides, strict=True)]), start=0)
-            return self._gather(np.asarray(flat).ravel()).reshape(flat.shape)
+            offsets = np.ix_(*[p * n for p, n in zip(picked, strides, strict=True)])
+            flat = np.asarray(sum(offsets, start=np.zeros((), np.int64)))
+            return self._gather(flat.ravel()).reshape(flat.shape)
         if len(shape) == 1:
             return self._read(lo[0], hi[0])[picked[0] - lo[0]]
         plane = math.prod(shape[1:])
