@@ -8,16 +8,19 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import h5py
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from interp_cases import write_field, write_particles
 
 import quarry
-from quarry.errors import UsageError
+from quarry.errors import JoinArgumentError, UsageError
 
 QUARRY = [sys.executable, "-m", "quarry.cli.main"]
 
@@ -204,3 +207,46 @@ def test_a_raw_field_described_in_quarry_index_path_is_found(tmp_path):
                "--grid", "origin=0 spacing=1", env=env)  # fmt: skip
     assert text.splitlines()[1:] == ["0,0.5", "1,2.0"]
     assert run("query", str(data / "bx.bin"), "bx > 3", "--count", env=env).strip() == "12"
+
+
+@pytest.mark.parametrize(
+    ("fields", "grid", "said"),
+    [
+        ({"bx": "FIELD"}, {"origin": (0,), "spacing": (1,)}, "grid is text as 'origin="),
+        ({"bx": "FIELD"}, ((0,), (1,)), "not a tuple"),
+        (["FIELD"], "origin=0 spacing=1", "fields maps each column's name to its field"),
+        ("FIELD", "origin=0 spacing=1", "got a str"),
+        ({"bx": np.zeros(3)}, "origin=0 spacing=1", "field 'bx': give its name as text"),
+    ],
+)
+def test_api_arguments_of_other_types_are_refused_saying_what_to_give(tmp_path, fields, grid, said):
+    particles = write_particles(str(tmp_path / "p.h5"), {"x": np.array([0.5, 1.5])})
+    field = write_field(str(tmp_path), "raw", "bx", np.array([0.0, 2.0, 4.0]))
+    if isinstance(fields, dict):
+        fields = {k: field if isinstance(v, str) else v for k, v in fields.items()}
+    elif fields == ["FIELD"]:
+        fields = [field]
+    else:
+        fields = field
+    with quarry.open(particles) as ds, pytest.raises(JoinArgumentError, match=re.escape(said)):
+        ds.select_all(["x"]).interpolate(fields, ["x"], grid=grid)
+
+
+def test_a_field_may_be_a_pathlib_path(tmp_path):
+    particles = write_particles(str(tmp_path / "p.h5"), {"x": np.array([0.5, 1.5])})
+    field = write_field(str(tmp_path), "raw", "bx", np.array([0.0, 2.0, 4.0]))
+    with quarry.open(particles) as ds:
+        table = ds.select_all(["x"]).interpolate(
+            {"bx": Path(field)}, ["x"], grid="origin=0 spacing=1"
+        )
+    assert table["bx"].tolist() == [1.0, 3.0]
+
+
+def test_a_grid_past_float64_is_a_usage_error_without_warnings(particles):
+    d = particles
+    err = run("interp", str(d / "p.h5"), "--field", f"b={d / 'f.h5'}:/Step#0/b", "--at", "x",
+              "--grid", "origin=1e308 spacing=1e308", code=2)  # fmt: skip
+    assert err.strip().splitlines() == [
+        "quarry: error: --grid 'origin=1e+308 spacing=1e+308': along axis 0, origin + 3 * "
+        "spacing lies past the largest float64"
+    ]

@@ -60,8 +60,16 @@ class GridSpec:
         return len(self.origin)
 
     def coordinates(self, axis: int, n: int) -> FloatArray:
-        """The coordinates of the ``n`` points along ``axis``."""
-        return self.origin[axis] + self.spacing[axis] * np.arange(n, dtype=np.float64)
+        """The coordinates of the ``n`` points along ``axis``; a grid whose
+        last point there lies past float64's range is refused."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            coords = self.origin[axis] + self.spacing[axis] * np.arange(n, dtype=np.float64)
+        if not np.all(np.isfinite(coords)):
+            raise JoinArgumentError(
+                f"--grid {self.text!r}: along axis {axis}, origin + {n - 1} * spacing lies "
+                "past the largest float64"
+            )
+        return coords
 
     @property
     def text(self) -> str:

@@ -173,6 +173,11 @@ def interpolate(
                 f"field name {name!r}: a field's name must be a plain name, other than the "
                 "--values columns and their groups"
             )
+    if not isinstance(grid, str | GridSpec | None):
+        raise JoinArgumentError(
+            f"grid is text as 'origin=0,0,0 spacing=2.6,2.6,1.04' (or a GridSpec), not a "
+            f"{type(grid).__name__}"
+        )
     spec = parse_grid(grid) if isinstance(grid, str) else grid
     opened: list[Field] = []
     try:

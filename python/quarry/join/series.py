@@ -13,6 +13,7 @@ before ``bx_10``), go to the members in order, one each.
 from __future__ import annotations
 
 import glob
+import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -42,7 +43,40 @@ def member_steps(steps: Sequence[int | None]) -> list[int]:
     return [k if step is None else step for k, step in enumerate(steps)]
 
 
-def member_fields(fields: Mapping[str, str], steps: Sequence[int]) -> list[dict[str, str]]:
+def field_texts(fields: object) -> dict[str, str]:
+    """``fields`` as a mapping of column names to field texts, a path (a
+    ``pathlib.Path``) taken as its text; anything else refused, saying what
+    to give.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> field_texts({"bx": pathlib.Path("f/bx.bin")})
+    {'bx': 'f/bx.bin'}
+    >>> field_texts(["f/bx.bin"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    quarry.errors.JoinArgumentError: fields maps each column's name to its field, ...; got a list
+    """
+    if not isinstance(fields, Mapping):
+        raise JoinArgumentError(
+            "fields maps each column's name to its field, as {'bx': 'field/bx.bin'} or "
+            f"{{'bx': 'fields.nc:bx'}}; got a {type(fields).__name__}"
+        )
+    texts = {}
+    for name, text in fields.items():
+        if not isinstance(name, str) or not isinstance(text, str | os.PathLike):
+            raise JoinArgumentError(
+                f"field {name!r}: give its name as text and its field as a path or "
+                f"'FILE[:VAR][SUBSCRIPTS]' text, not a {type(text).__name__}"
+            )
+        texts[name] = os.fspath(text)
+    return texts
+
+
+def member_fields(
+    fields: Mapping[str, str | os.PathLike[str]], steps: Sequence[int]
+) -> list[dict[str, str]]:
     """Per member (of steps ``steps``), each field's text, templates filled
     in (see the module notes).
 
@@ -52,7 +86,7 @@ def member_fields(fields: Mapping[str, str], steps: Sequence[int]) -> list[dict[
     [{'bx': 'b_3.bin', 'e': 'e.nc'}, {'bx': 'b_4.bin', 'e': 'e.nc'}]
     """
     per_member: list[dict[str, str]] = [{} for _ in steps]
-    for name, text in fields.items():
+    for name, text in field_texts(fields).items():
         match = _PATTERN.match(text)
         if "{step}" in text:
             texts = [text.replace("{step}", str(step)) for step in steps]

@@ -14,6 +14,8 @@ from quarry.query.stats import Access, QueryStats
 from quarry.records import replace
 
 if TYPE_CHECKING:
+    import os
+
     import numpy as np
     import numpy.typing as npt
 
@@ -467,7 +469,7 @@ class Selection:
 
     def interpolate(
         self,
-        fields: Mapping[str, str],
+        fields: Mapping[str, str | os.PathLike[str]],
         at: Sequence[str] = ("x", "y", "z"),
         *,
         grid: str | GridSpec | None = None,

@@ -360,7 +360,7 @@ class SeriesSelection:
 
     def interpolate(
         self,
-        fields: Mapping[str, str],
+        fields: Mapping[str, str | os.PathLike[str]],
         at: Sequence[str] = ("x", "y", "z"),
         *,
         grid: str | GridSpec | None = None,
@@ -394,7 +394,7 @@ class SeriesSelection:
         {'quarry_step': [0, 1, 1], 'quarry_row': [1, 0, 1], 'bx': [15.0, 20.0, nan]}
         """
         from quarry.errors import JoinArgumentError
-        from quarry.join.series import concatenate, member_fields, member_steps
+        from quarry.join.series import concatenate, field_texts, member_fields, member_steps
 
         if not self.members:
             raise JoinArgumentError("the series has no members to interpolate at")
@@ -411,7 +411,7 @@ class SeriesSelection:
                 raise  # the arguments are wrong for every member alike
             except QuarryError as exc:
                 raise SeriesMemberError(m.file, m.step, exc) from exc
-        return concatenate(tables, steps, [m.file for m in self.members], fields)
+        return concatenate(tables, steps, [m.file for m in self.members], field_texts(fields))
 
     def histogram(
         self,
