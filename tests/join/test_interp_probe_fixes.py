@@ -250,3 +250,14 @@ def test_a_grid_past_float64_is_a_usage_error_without_warnings(particles):
         "quarry: error: --grid 'origin=1e+308 spacing=1e+308': along axis 0, origin + 3 * "
         "spacing lies past the largest float64"
     ]
+
+
+@pytest.mark.parametrize("spec", ["{f}[:, 3", "{f}:bx[1"])
+def test_an_unclosed_bracket_is_said_with_a_caret(particles, spec):
+    d = particles
+    text = spec.format(f=d / "f.h5")
+    err = run("interp", str(d / "p.h5"), "--field", f"b={text}", "--at", "x",
+              "--grid", "origin=0 spacing=1", code=2)  # fmt: skip
+    lines = err.splitlines()
+    assert lines[0] == f"quarry: error: field {text}: its '[' is not closed"
+    assert lines[1].strip() == text and lines[2].index("^") == lines[1].index("[")

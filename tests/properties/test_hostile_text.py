@@ -280,3 +280,15 @@ def test_a_derived_definition_is_text_too(tmp_path, capsys):
     for definition in ["r=sqrt(x", "r=" + "(" * 300 + "x" + ")" * 300, "é=x*2", "=x", "r=😀"]:
         code, err = _cli(["index", str(path), "--derive", definition], capsys)
         _assert_clean(code, err, ["--derive", definition])
+
+
+@pytest.mark.parametrize(
+    ("text", "bad"),
+    [("x[?]", "?"), ("Step#0/x[:, 3, ?]", "?"), ("x[..., 3]", "."), ("x[1] !", "!")],
+)
+def test_a_variable_names_bad_spot_is_under_the_caret(text, bad):
+    """The caret of a subscript's error points at the character, whether
+    the tokenizer or the parser refuses it."""
+    with pytest.raises(QuarryError) as info:
+        parse_variable(text)
+    assert text[info.value.position] == bad

@@ -678,8 +678,8 @@ def parse_variable(text: str) -> Var:
         offset = len(written)
     if not bracket:
         return Var(name, 0)
-    parser = _Parser(text[offset:])
     try:
+        parser = _Parser(text[offset:])  # which reads the tokens, and may refuse one
         parser.accept("[")
         index = parser.subscripts()
         if parser.tok.kind != "end":

@@ -90,6 +90,15 @@ class FieldSource:
                 subscripts = _subscripts(text, opening)
         if os.path.exists(head):
             return FieldSource(head, None, subscripts)
+        opening = head.rfind("[")
+        named = head[:opening]
+        if (
+            opening > 0
+            and "]" not in head[opening:]
+            and (os.path.exists(named) or os.path.exists(named.rpartition(":")[0]))
+        ):
+            shown, caret = caret_line(text, opening)
+            raise JoinArgumentError(f"field {text}: its '[' is not closed\n  {shown}\n  {caret}^")
         file, colon, variable = head.rpartition(":")
         if colon and file and variable and os.path.exists(file):
             return FieldSource(file, variable, subscripts)
