@@ -179,3 +179,20 @@ def test_one_step_picked_by_path_reads_its_own_field_from_the_template(tmp_path)
     args = ["--field", f"bx={template}", "--at", "x", "--grid", "origin=0 spacing=1"]
     summary = json.loads(_cli("interp", path, *args, "--path", "Step#5", "--json").stdout)
     assert summary["fields"]["bx"]["mean"] == 60.0
+
+
+def test_a_series_table_goes_to_pandas_in_long_format(tmp_path):
+    """As a series selection's to_pandas: numbered rows, quarry_row a column,
+    since a row number repeats from step to step."""
+    path = str(tmp_path / "steps.h5")
+    with h5py.File(path, "w") as f:
+        f["Step#0/x"], f["Step#1/x"] = np.array([0.5, 1.5]), np.array([0.5, 2.5])
+    field = write_field(str(tmp_path), "raw", "bx", np.array([0.0, 2.0, 4.0, 6.0]))
+    with quarry.open_series(path) as series:
+        sel = series.query("x > 0")
+        frame = sel.interpolate({"bx": field}, ["x"], grid="origin=0 spacing=1").to_pandas()
+        hits = sel.to_pandas(["x"])
+    assert frame.index.tolist() == [0, 1, 2, 3] == hits.index.tolist()
+    assert frame["quarry_step"].tolist() == [0, 0, 1, 1]
+    assert frame["quarry_row"].tolist() == [0, 1, 0, 1]
+    assert frame["bx"].tolist() == [1.0, 3.0, 1.0, 5.0]

@@ -32,7 +32,7 @@ from quarry.join.field import Field
 from quarry.join.grid import GridSpec, parse_grid
 from quarry.join.groups import corner_sum, group_keys, interpolate_grouped, readable_by_rows
 from quarry.join.workers import spread
-from quarry.outputs.columns import HIT, ROW, OutputTable, output_attrs, own_name
+from quarry.outputs.columns import FILE, HIT, ROW, STEP, OutputTable, output_attrs, own_name
 from quarry.pool import jobs
 from quarry.records import field, record
 
@@ -119,7 +119,10 @@ class Interpolated:
         return out
 
     def to_pandas(self) -> Any:
-        """The table as a ``pandas.DataFrame`` indexed by ``quarry_row``."""
+        """The table as a ``pandas.DataFrame`` indexed by ``quarry_row``; a
+        series' table in long format, as :meth:`SeriesSelection.to_pandas
+        <quarry.query.series.SeriesSelection.to_pandas>` gives it: numbered
+        rows, ``quarry_row`` a column (a row number repeats from step to step)."""
         import importlib
 
         try:
@@ -128,7 +131,10 @@ class Interpolated:
             raise ImportError(
                 "this needs pandas, which is not installed: pip install pandas"
             ) from None
-        return pandas.DataFrame(self.columns).set_index(self.row)
+        frame = pandas.DataFrame(self.columns)
+        if any(name.startswith((FILE, STEP)) for name in self.output.own):
+            return frame  # a series' rows: their numbers repeat from member to member
+        return frame.set_index(self.row)
 
 
 def interpolate(
