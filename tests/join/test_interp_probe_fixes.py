@@ -261,3 +261,32 @@ def test_an_unclosed_bracket_is_said_with_a_caret(particles, spec):
     lines = err.splitlines()
     assert lines[0] == f"quarry: error: field {text}: its '[' is not closed"
     assert lines[1].strip() == text and lines[2].index("^") == lines[1].index("[")
+
+
+def test_values_of_a_2d_variable_set_the_table_of_1d_coordinates(tmp_path):
+    """Regridding onto a target grid: --at lat,lon (1-D coordinates) broadcast
+    along the axes of a 2-D --values variable, as they do for a --where."""
+    import netCDF4
+
+    with netCDF4.Dataset(tmp_path / "src.nc", "w") as nc:
+        nc.createDimension("lat", 5)
+        nc.createDimension("lon", 6)
+        nc.createVariable("lat", "f8", ("lat",))[:] = np.linspace(-90, 90, 5)
+        nc.createVariable("lon", "f8", ("lon",))[:] = np.linspace(0, 360, 6)
+        nc.createVariable("tas", "f8", ("lat", "lon"))[:] = np.arange(30.0).reshape(5, 6)
+    with netCDF4.Dataset(tmp_path / "tgt.nc", "w") as nc:
+        nc.createDimension("lat", 3)
+        nc.createDimension("lon", 4)
+        nc.createVariable("lat", "f8", ("lat",))[:] = [-45, 0, 45]
+        nc.createVariable("lon", "f8", ("lon",))[:] = [10, 100, 200, 300]
+        nc.createVariable("mask", "f4", ("lat", "lon"))[:] = np.arange(12.0).reshape(3, 4)
+    common = ["interp", str(tmp_path / "tgt.nc"), "--field", f"t={tmp_path / 'src.nc'}:tas",
+              "--at", "lat,lon", "--values", "mask"]  # fmt: skip
+    every = list(csv.DictReader(io.StringIO(run(*common))))
+    where = list(csv.DictReader(io.StringIO(run(*common, "--where", "mask >= 0"))))
+    assert len(every) == 12 and every == where
+    assert [float(r["mask"]) for r in every] == list(range(12))
+    # tas = 6 * (lat + 90) / 45 + (lon / 72): bilinear is exact on it
+    lat, lon = np.meshgrid([-45, 0, 45], [10, 100, 200, 300], indexing="ij")
+    want = 6 * (lat + 90) / 45 + lon / 72
+    assert np.allclose([float(r["t"]) for r in every], want.ravel(), rtol=1e-12)

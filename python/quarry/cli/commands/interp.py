@@ -122,6 +122,9 @@ def run(args: argparse.Namespace) -> int:
     if not at:
         raise UsageError(f"--at {args.at!r} names no variable: give 1 to 3, e.g. --at x,y,z")
     values = options.names(args.values)
+    # Without --where, every particle of the table all these variables form
+    # (1-D coordinates --at broadcast along a 2-D --values variable's axes).
+    named = list(dict.fromkeys([*at, *values]))
     files = args.files
     joins = dict(grid=args.grid, method=args.method, outside=args.outside, values=values)
     try:
@@ -130,11 +133,11 @@ def run(args: argparse.Namespace) -> int:
                 series = opened.enter_context(
                     quarry.open_series(files, index=args.index, path=args.path, si=args.si)
                 )
-                sel: Selection | SeriesSelection = _selected(series, args, at)
+                sel: Selection | SeriesSelection = _selected(series, args, named)
                 sources = list(series.files)
             else:
                 ds = opened.enter_context(quarry.open(files[0], index=args.index, si=args.si))
-                sel = _selected_in(ds, args, at, opened)
+                sel = _selected_in(ds, args, named, opened)
                 sources = [ds.path]
             table = sel.interpolate(fields, at, **joins)
     except JoinArgumentError as exc:
@@ -153,18 +156,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _selected_in(
-    ds: Dataset, args: argparse.Namespace, at: list[str], opened: contextlib.ExitStack
+    ds: Dataset, args: argparse.Namespace, named: list[str], opened: contextlib.ExitStack
 ) -> Selection | SeriesSelection:
-    """The particles of one file ``--where`` selects (every one without it):
-    one table, or each step of a file with step groups (whose series is
-    closed with ``opened``)."""
+    """The particles of one file ``--where`` selects (without it, every one
+    of the table the ``named`` variables form): one table, or each step of
+    a file with step groups (whose series is closed with ``opened``)."""
     import quarry
     from quarry.errors import AmbiguousNameError
 
     if args.where:
         return ds.query(args.where, args.path)
     try:
-        return ds.select_all(at, args.path)
+        return ds.select_all(named, args.path)
     except AmbiguousNameError:
         # Bare names held by every step group: each step's particles.
         series = opened.enter_context(
@@ -172,11 +175,12 @@ def _selected_in(
         )
         if all(m.group is None for m in series.members):
             raise
-        return _selected(series, args, at)
+        return _selected(series, args, named)
 
 
-def _selected(series: Series, args: argparse.Namespace, at: list[str]) -> SeriesSelection:
-    """The particles of every member of ``series`` that ``--where`` selects."""
+def _selected(series: Series, args: argparse.Namespace, named: list[str]) -> SeriesSelection:
+    """The particles of every member of ``series`` that ``--where`` selects
+    (without it, every one of the table the ``named`` variables form)."""
     from functools import partial
 
     from quarry.query.series import MemberSelections, SeriesSelection, at_member
@@ -186,7 +190,8 @@ def _selected(series: Series, args: argparse.Namespace, at: list[str]) -> Series
     members = series.members
 
     def every(m: Member) -> Selection:
-        chosen: Selection = at_member(m, partial(series.dataset(m.file).select_all, at, m.group))
+        everyone = partial(series.dataset(m.file).select_all, named, m.group)
+        chosen: Selection = at_member(m, everyone)
         return chosen
 
     return SeriesSelection("", members, MemberSelections(members, every))
