@@ -290,3 +290,20 @@ def test_values_of_a_2d_variable_set_the_table_of_1d_coordinates(tmp_path):
     lat, lon = np.meshgrid([-45, 0, 45], [10, 100, 200, 300], indexing="ij")
     want = 6 * (lat + 90) / 45 + lon / 72
     assert np.allclose([float(r["t"]) for r in every], want.ravel(), rtol=1e-12)
+
+
+def test_at_is_x_y_z_by_default_whatever_select_all_named(tmp_path):
+    """The README: `at=` is x, y, z by default (axis 0 first), not the order
+    the selection's names were given in."""
+    rng = np.random.default_rng(5)
+    columns = {k: rng.uniform(0, 3, 20) for k in "xyz"}
+    particles = write_particles(str(tmp_path / "p.h5"), columns)
+    values = rng.normal(size=(4, 4, 4))
+    field = write_field(str(tmp_path), "raw", "bx", values)
+    grid = "origin=0,0,0 spacing=1,1,1"
+    with quarry.open(particles) as ds:
+        default = ds.select_all(["z", "y", "x"]).interpolate({"bx": field}, grid=grid)
+        named = ds.select_all(["z", "y", "x"]).interpolate(
+            {"bx": field}, ["x", "y", "z"], grid=grid
+        )
+    assert np.array_equal(default["bx"], named["bx"])
