@@ -446,3 +446,28 @@ def test_a_raw_file_described_again_otherwise_has_a_stale_index(tmp_path, elsewh
     with quarry.open(path, index=index_dir) as ds:
         now = values.view(again)  # the same bytes, read as now described
         assert ds.query("e < 0").count() == int(np.sum(now < 0))
+
+
+def test_verify_after_a_step_was_appended_does_not_hide_it(tmp_path, monkeypatch):
+    """Verify finds the indexed columns unchanged in a file that gained a
+    step and a variable; the next open must still see them (walking the
+    file, not answering from the index's listing of it), or the new step's
+    hits would silently be left out and the new variable be unknown."""
+    racy_window(monkeypatch, 0)
+    path = str(tmp_path / "run.h5")
+    rng = np.random.default_rng(9)
+    energy = [rng.exponential(1, 3000) for _ in range(3)]
+    with h5py.File(path, "w") as f:
+        for s in range(2):
+            f[f"Step#{s}/energy"] = energy[s]
+    run("index", path, "--quiet")
+    with h5py.File(path, "a") as f:
+        f["Step#2/energy"] = energy[2]
+        f["newvar"] = np.arange(10.0)
+    with quarry.open(path) as ds:
+        assert ds.verify().ok
+    with quarry.open_series(path) as series:
+        counts = [part.count() for part in series.query("energy > 1").selections]
+    assert counts == [int((e > 1).sum()) for e in energy]
+    with quarry.open(path) as ds:
+        assert ds.query("newvar > 4.5").count() == 5

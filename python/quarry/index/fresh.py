@@ -108,13 +108,16 @@ def same(now: Mapping[str, Any], recorded: Mapping[str, Any], fields: tuple[str,
 @record
 class Freshness:
     """What opening an index found: the source's stat now, the variables
-    whose values must be checked against their CRCs before they answer, and
+    whose values must be checked against their CRCs before they answer,
     whether a walk of the file at this stat found its listing as recorded
-    (:data:`LISTING`)."""
+    (:data:`LISTING`), and whether the stat alone proves the file unchanged
+    (``proven``). Columns checked at a new stat prove nothing of the rest of
+    the file: it may hold a step or a variable more."""
 
     now: dict[str, int]
     unchecked: frozenset[str]
     listed: bool = False
+    proven: bool = False
 
 
 def assess(index_path: str, source_path: str, manifest: Manifest) -> Freshness:
@@ -128,7 +131,7 @@ def assess(index_path: str, source_path: str, manifest: Manifest) -> Freshness:
     if manifest.follow is not None:
         return _assess_followed(index_path, source_path, manifest, now)
     if same(now, recorded, STAT_FIELDS) and trusted(recorded, manifest.source.read_ns):
-        return Freshness(now, frozenset())
+        return Freshness(now, frozenset(), proven=True)
     every = frozenset(manifest.variables)
     checked = read_checked(index_path, now)
     if not same(now, recorded, WRITE_FIELDS) and not every <= checked:
@@ -188,7 +191,7 @@ def _assess_followed(
             f"{source_path} has changed since it was followed ({'; '.join(moved)}); "
             f"rebuild the index with: {rebuild_command(source_path, index_path)}"
         )
-    return Freshness(now, frozenset())
+    return Freshness(now, frozenset(), proven=True)
 
 
 def _index_identity(index_path: str) -> list[int]:

@@ -51,8 +51,10 @@ class IndexStore:
     def listing_trusted(self) -> bool:
         """Whether the manifest's listing of the file's variables is the
         file's own: the stat proves the file unchanged, or an open at this
-        stat walked the file and found it so (:meth:`confirm_listing`)."""
-        return self.trusted or self._freshness.listed
+        stat walked the file and found it so (:meth:`confirm_listing`); not
+        merely because every column matched its CRCs at this stat (the file
+        may have gained a step since)."""
+        return self._freshness.proven or self._freshness.listed
 
     def confirm_listing(self, same: Callable[[], bool]) -> None:
         """Record beside the index, where ``same()`` (walking the file, now)
