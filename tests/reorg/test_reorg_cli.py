@@ -85,6 +85,8 @@ def test_reorg_into_an_index_directory(steps, tmp_path):
         (["--vars", "x", "--bins", "four"], 2, "comma-separated int"),
         (["--vars", "x", "--bins", "0"], 2, "whole numbers of 1 or more"),
         (["--vars", "x,y", "--bin-size", "1,-2"], 2, "bin sizes must be positive numbers"),
+        (["--vars", "x,y", "--bin-size", "-1"], 2, "must be positive numbers: -1.0\n"),
+        (["--vars", "x", "--bins", "1,2,3"], 2, "--bins gives 3 values for 1 variable: give one"),
         (["--vars", "x", "--bin-size", "nan"], 2, "bin sizes must be positive numbers"),
         (["--vars", "x", "--bin-size", "1e-30"], 1, "more than 16777216 bins"),
         # The first edge as a multiple of the size overflowed (a traceback).
@@ -97,7 +99,9 @@ def test_reorg_into_an_index_directory(steps, tmp_path):
 def test_reorg_errors_are_one_line(steps, args, code, message):
     """One line (argparse's own mistakes after its usage lines), no traceback."""
     proc = run("reorg", steps, *args, code=code)
-    assert message in proc.stderr.strip().splitlines()[-1]
+    assert message.rstrip("\n") in proc.stderr.strip().splitlines()[-1]
+    if message.endswith("\n"):  # said to the end of the line
+        assert proc.stderr.strip().endswith(message.rstrip("\n"))
 
 
 def test_a_derived_variable_is_refused_for_what_it_is(tmp_path):

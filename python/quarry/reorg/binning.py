@@ -657,7 +657,14 @@ def _listed(values: Sequence[float]) -> str:
 
 def _per_variable(n_vars: int, given: Sequence[Any] | Any, what: str) -> list[float]:
     """One number per variable: ``given`` for all, or one each (a list, a
-    tuple, an array); anything but real numbers is refused."""
+    tuple, an array); anything but real numbers is refused.
+
+    Examples
+    --------
+    >>> _per_variable(1, [1, 2], "bin size")
+    Traceback (most recent call last):
+    quarry.errors.ReorgError: give one bin size for the variable, not 2
+    """
     given = [given] if isinstance(given, str) or not hasattr(given, "__len__") else list(given)
     values: list[float] = []
     for value in given:
@@ -667,12 +674,14 @@ def _per_variable(n_vars: int, given: Sequence[Any] | Any, what: str) -> list[fl
     if len(values) == 1:
         values = values * n_vars
     if len(values) != n_vars:
-        raise ReorgError(f"give one {what} for every variable ({n_vars}), not {len(values)}")
+        every = "the variable" if n_vars == 1 else f"every variable ({n_vars})"
+        raise ReorgError(f"give one {what} for {every}, not {len(values)}")
     return values
 
 
 def _shown(values: list[float]) -> str:
-    return ", ".join(map(str, values))
+    """The values given, each once (one given for all is repeated per variable)."""
+    return ", ".join(map(str, dict.fromkeys(values)))
 
 
 def mdbin_strides(axes: list[Axis]) -> list[int]:
@@ -684,14 +693,22 @@ def mdbin_strides(axes: list[Axis]) -> list[int]:
     >>> axes = [Axis(p, "<f8", 0.0, 1.0, 0.0, 0.5, 2, False) for p in "ab"]
     >>> mdbin_strides(axes + [Axis("c", "<f8", 0.0, 1.0, 0.0, 0.5, 2, True)])
     [6, 3, 1]
+    >>> wide = Axis("w", "<f8", 0.0, 1.0, 0.0, 0.5, 2**21 - 1, True)
+    >>> mdbin_strides([wide] * 3)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    quarry.errors.ReorgError: the variables' bins multiply to 2097152 x 2097152 x 2097152 = \
+9223372036854775808 multi-dimensional bins (a variable holding NaN has one bin more, for them), ...
     """
     strides = [1] * len(axes)
     for k in range(len(axes) - 2, -1, -1):
         strides[k] = strides[k + 1] * axes[k + 1].slots
     total = strides[0] * axes[0].slots if axes else 1
     if total >= 2**63:
+        counts = " x ".join(str(a.slots) for a in axes)
+        nan = " (a variable holding NaN has one bin more, for them)" * any(a.nan_bin for a in axes)
         raise ReorgError(
-            f"the variables' bins multiply to {total} multi-dimensional bins, more than a "
-            "64-bit number holds: give larger --bin-size or fewer --bins"
+            f"the variables' bins multiply to {counts} = {total} multi-dimensional bins"
+            f"{nan}, more than the 2**63 - 1 a bin number may be: give larger --bin-size or "
+            "fewer --bins"
         )
     return strides

@@ -82,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
     names = options.names(args.vars)
     for option, given in (("--bin-size", args.bin_size), ("--bins", args.bins)):
         if given is not None and len(given) not in (1, len(names)):
+            if len(names) == 1:
+                raise UsageError(f"{option} gives {len(given)} values for 1 variable: give one")
             raise UsageError(
                 f"{option} gives {len(given)} values for {len(names)} variables: give one "
                 "for all of them or one for each"
