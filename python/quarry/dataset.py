@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -659,17 +659,21 @@ class Dataset:
         )
         return Selection(self, query, executor, planned, path=path)
 
-    def _reorganised(self) -> ReorgCopy | None:
+    def _reorganised(self, variables: Collection[str] = ()) -> ReorgCopy | None:
         """The file's reorganised copy (:mod:`quarry.reorg`), opened and
-        checked once, when a query could read it; None where it has none. A
-        stale or damaged copy is refused as a stale index is."""
+        checked once, when a query could read it: where a table of it holds
+        all of ``variables`` (full paths); None where it has none. A stale or
+        damaged copy is refused as a stale index is, by the queries it could
+        answer alone: one of other variables is answered without it."""
         if self._copy is None and not self._copy_absent:
             if not self.has_copy:
                 self._copy_absent = True  # looked for once per open
                 return None
-            from quarry.reorg.store import open_copy
+            from quarry.reorg.store import copy_holds, open_copy
 
             given = self.index_path if self._index_given else None
+            if not copy_holds(self.path, given, variables):
+                return None
             self._copy = open_copy(self.path, given, self._file_driver)
         return self._copy
 

@@ -184,6 +184,24 @@ def test_a_stale_copy_is_refused_like_a_stale_index(tmp_path):
         ds.query("x < 10 && y < 10").count()
 
 
+def test_a_stale_copy_does_not_refuse_queries_it_could_not_answer(tmp_path):
+    """A write to a variable the copy does not hold: queries of that
+    variable (or of others beside the copy's) answer without the copy; a box
+    over the copy's own variables is still refused until it is rebuilt or verified."""
+    path = str(tmp_path / "s.h5")
+    with h5py.File(path, "w") as f:
+        f["x"], f["y"], f["c"] = np.arange(100.0), np.arange(100.0), np.arange(100.0)
+    with quarry.open(path) as ds:
+        ds.reorganize(["x", "y"], bins=4)
+    with h5py.File(path, "a") as f:
+        f["c"][0] = 99.0
+    with quarry.open(path) as ds:
+        assert ds.query("c > 50").count() == 50
+        assert ds.query("c > 50 && x < 60").count() == 10
+        with pytest.raises(StaleCopyError, match="quarry reorg"):
+            ds.query("x < 10 && y < 10").count()
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_values_through_the_copy_equal_numpy_and_the_index(tmp_path, seed, forced):
     """README: values at the hits of a box the copy answered: its variables' read from

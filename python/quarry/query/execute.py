@@ -13,7 +13,7 @@ arithmetic runs on the surviving rows only.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from quarry import _core
@@ -152,12 +152,13 @@ class Executor:
         *,
         blocks: tuple[int, int] | None = None,
         shared: _Shared | None = None,
-        copies: Callable[[], ReorgCopy | None] | None = None,
+        copies: Callable[[Collection[str]], ReorgCopy | None] | None = None,
     ) -> None:
         self.driver = driver
         self._copies = copies
-        """The file's reorganised copy (see :mod:`quarry.reorg`), opened when
-        a plan could read it; None or giving None: there is none."""
+        """The file's reorganised copy (see :mod:`quarry.reorg`) where it holds
+        the variables given, opened when a plan could read it; None or giving
+        None: there is none."""
         self._from_copy: tuple[MemberCopy, Answer] | None = None
         """The last rows the copy answered, and where in it they lie: values
         of its variables at those rows are read from its runs."""
@@ -442,8 +443,7 @@ class Executor:
         its whole bins' row numbers read; the first time, its tables read)
         is below the index's and a scan's; None where no copy serves or it
         would cost more."""
-        copy = self._copies() if self._copies is not None and self.blocks is None else None
-        if copy is None:
+        if self._copies is None or self.blocks is not None:
             return None
         leaves = [plan] if isinstance(plan, RangeLeaf) else []
         if isinstance(plan, AndNode) and all(isinstance(x, RangeLeaf) for x in plan.items):
@@ -453,6 +453,11 @@ class Executor:
         ):
             return None
         box = {leaf.var.path: leaf.interval for leaf in leaves}
+        # Opened (and proven fresh) only for a box over its variables: a stale
+        # copy refuses the queries it would answer, not those it never could.
+        copy = self._copies(box)
+        if copy is None:
+            return None
         k = copy.holding(box, self.table.n_rows)
         if k is None or len(box) != len(leaves):
             return None

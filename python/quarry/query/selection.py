@@ -536,14 +536,14 @@ class Selection:
         this table that holds them all (see :mod:`quarry.join.groups`); None
         where there is none. A stale or damaged copy is refused, as a query
         refuses it."""
-        copy = self.dataset._reorganised()
-        if copy is None:
-            return None
         try:
             paths = [self._table_variable(a) for a in at]
         except QuarryError:
             return None  # the join says what is wrong with them
         if any(v.subarray is not None for v in paths):
+            return None
+        copy = self.dataset._reorganised([v.path for v in paths])
+        if copy is None:
             return None
         for member in copy.members:
             axes = {axis.path: axis for axis in member.entry.axes}

@@ -133,6 +133,23 @@ def open_copy(source: str, index: str | None = None, driver: Driver | None = Non
     return copy
 
 
+def copy_holds(source: str, index: str | None, variables: Collection[str]) -> bool:
+    """Whether a table of the reorganised copy of ``source`` holds all of
+    ``variables`` (full paths), from its manifest alone (read once per state
+    of its file), stale or not; a damaged manifest is an error, as
+    :func:`open_copy` makes it."""
+    path = find_copy(source, index)
+    file = CopyFile(path)
+    try:
+        manifest = _manifest_in(
+            file.fileno(), f"the reorganised copy {path}", mend_for(source, path)
+        )
+    finally:
+        file.close()
+    wanted = set(variables)
+    return any(wanted <= set(m.variables) for m in manifest.members)
+
+
 def read_copy(path: str, mend: Mend | None = None) -> ReorgCopy:
     """The copy at ``path`` as it is: its file held open and its manifest
     read, not yet proven fresh (:func:`open_copy` does that); a manifest that
