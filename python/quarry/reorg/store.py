@@ -137,13 +137,26 @@ def copy_holds(source: str, index: str | None, variables: Collection[str]) -> bo
     """Whether a table of the reorganised copy of ``source`` holds all of
     ``variables`` (full paths), from its manifest alone (read once per state
     of its file), stale or not; a damaged manifest is an error, as
-    :func:`open_copy` makes it."""
+    :func:`open_copy` makes it.
+
+    Examples
+    --------
+    >>> import quarry, h5py, numpy as np, tempfile, os
+    >>> file = os.path.join(tempfile.mkdtemp(), "h.h5")
+    >>> with h5py.File(file, "w") as f:
+    ...     f["x"], f["y"] = np.arange(10.0), np.arange(10.0)
+    >>> with quarry.open(file) as ds:
+    ...     _ = ds.reorganize(["x"], bins=2)
+    >>> copy_holds(file, None, ["/x"]), copy_holds(file, None, ["/x", "/y"])
+    (True, False)
+    """
     path = find_copy(source, index)
-    file = CopyFile(path)
     try:
-        manifest = _manifest_in(
-            file.fileno(), f"the reorganised copy {path}", mend_for(source, path)
-        )
+        file, where = CopyFile(path), f"the reorganised copy {path}"
+    except FileNotFoundError:  # removed since it was looked for
+        return False
+    try:
+        manifest = _manifest_in(file.fileno(), where, mend_for(source, path))
     finally:
         file.close()
     wanted = set(variables)
