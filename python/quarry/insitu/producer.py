@@ -58,7 +58,7 @@ from quarry.errors import (
     SourceError,
     UnsupportedVariableError,
 )
-from quarry.formats.base import VariableInfo, fingerprint
+from quarry.formats.base import Driver, VariableInfo, fingerprint
 from quarry.index import layout
 from quarry.index.build import VariablePart, assemble, block_count, index_blocks
 from quarry.index.fresh import FINE_RACY_NS, RACY_NS
@@ -357,7 +357,7 @@ class InSituIndexer:
         steps: list[IndexedStep],
         in_file: dict[str, VariableInfo],
         final: layout.IndexWriter,
-        reader: Any = None,
+        reader: Driver | None = None,
         others: Sequence[VariableInfo] = (),
     ) -> dict[str, VariablePart]:
         """Write the index's blocks in the order the file lists its variables
@@ -373,6 +373,7 @@ class InSituIndexer:
             if copied:
                 out.update(self._copy_blocks([(p, handed[p]) for p in paths], final))
             else:
+                assert reader is not None, "variables to index from the file need its driver"
                 chosen = [from_file[p] for p in paths]
                 runs = {v.path: (0, block_count(v, self.options)) for v in chosen}
                 out.update(index_blocks(reader, chosen, runs, self.options, final))
