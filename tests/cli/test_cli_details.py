@@ -6,22 +6,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import h5py
 import numpy as np
 import pytest
 
 import quarry
-
-QUARRY = [sys.executable, "-m", "quarry.cli.main"]
-
-
-def run(*args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([*QUARRY, *args], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == code, (proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr
-    return proc
+from cli_run import QUARRY, run
 
 
 @pytest.fixture(scope="module")

@@ -5,25 +5,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import h5py
 import numpy as np
 import pytest
 
 import quarry
+from cli_run import run
 from quarry.errors import StaleCopyError
 from quarry.index import fresh
-
-QUARRY = [sys.executable, "-m", "quarry.cli.main"]
-
-
-def run(*args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([*QUARRY, *args], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == code, (proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr
-    return proc
 
 
 @pytest.fixture

@@ -257,9 +257,8 @@ class Field:
         lo = [int(p[0]) for p in picked]
         hi = [int(p[-1]) + 1 for p in picked]
         row = math.prod(shape[2:])
-        rows_cost = len(picked[0]) * ((hi[1] - lo[1]) * row if len(shape) > 1 else 1)
-        if len(shape) == 1:
-            rows_cost = hi[0] - lo[0]
+        one_run = len(shape) == 1  # what reading by rows would bring:
+        rows_cost = hi[0] - lo[0] if one_run else len(picked[0]) * (hi[1] - lo[1]) * row
         # Only for a part that picks (one index, every n-th): the grouped
         # reads of a whole variable read whole rows, never more than its box.
         picks = any(isinstance(a, int) or a.step != 1 for a in self.subarray.axes)

@@ -399,7 +399,8 @@ class SeriesSelection:
         if not self.members:
             raise JoinArgumentError("the series has no members to interpolate at")
         steps = member_steps([m.step for m in self.members])
-        per_member = member_fields(fields, steps)
+        texts = field_texts(fields)
+        per_member = member_fields(texts, steps)
         tables = []
         for (m, sel), own in zip(self, per_member, strict=True):
             join = partial(
@@ -411,7 +412,7 @@ class SeriesSelection:
                 raise  # the arguments are wrong for every member alike
             except QuarryError as exc:
                 raise SeriesMemberError(m.file, m.step, exc) from exc
-        return concatenate(tables, steps, [m.file for m in self.members], field_texts(fields))
+        return concatenate(tables, steps, [m.file for m in self.members], texts)
 
     def histogram(
         self,

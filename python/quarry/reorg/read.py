@@ -372,20 +372,31 @@ class MemberCopy:
             touched.append(np.repeat(low - before, count) + np.arange(int(count.sum())))
         return np.unique(np.concatenate(touched))
 
-    def blocks_match(self, k: int, part: int, values: npt.NDArray[Any]) -> bool:
-        """Whether the CRC-32s recorded for the blocks of part ``part`` of
-        column ``k`` (the rows: ``len(axes)``) are those of its ``values``."""
-        size = self._layout.check_rows
+    def blocks_match(self, k: int, part: int, column: npt.NDArray[Any]) -> bool:
+        """Whether every block of part ``part`` of ``column`` (column ``k``;
+        the rows: ``len(axes)``) has the CRC-32 recorded for it."""
         first = int(self._block_first[part])
-        recorded = self._layout.blocks[k, first : first + -(-len(values) // size)]
-        found = [crc32(values[a : a + size]) for a in range(0, len(values), size)]
-        return bool(np.array_equal(recorded, found))
+        count = -(-self.entry.parts[part].rows // self._layout.check_rows)
+        return all(self._block_intact(k, b, column) for b in range(first, first + count))
+
+    def _block_intact(self, k: int, block: int, column: npt.NDArray[Any]) -> bool:
+        """Whether ``block`` of ``column`` (column ``k``) has its recorded CRC-32."""
+        start, stop = self._block_rows(block)
+        return bool(
+            crc32(np.ascontiguousarray(column[start:stop])) == self._layout.blocks[k, block]
+        )
+
+    def _block_rows(self, block: int) -> tuple[int, int]:
+        """The copy's rows ``[start, stop)`` that ``block`` covers."""
+        owner = int(self._block_part[block])
+        first = int(self._firsts[owner])
+        start = first + (block - int(self._block_first[owner])) * self._layout.check_rows
+        return start, min(start + self._layout.check_rows, first + self.entry.parts[owner].rows)
 
     def _checked_column(self, name: str, blocks: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
         """:meth:`column` ``name``, its ``blocks`` checked against their
         CRC-32s first (each block once while the copy is open), so damaged
         bytes are an error, never a wrong answer."""
-        size = self._layout.check_rows
         checked = self._checked.get(name)
         if checked is None:
             checked = self._checked[name] = np.zeros(len(self._block_part), bool)
@@ -394,10 +405,8 @@ class MemberCopy:
         if len(todo):
             k = len(self.entry.axes) if name == ROWS else self._axis(name)
             for block in todo.tolist():
-                owner = int(self._block_part[block])
-                start = int(self._firsts[owner]) + (block - int(self._block_first[owner])) * size
-                stop = min(start + size, int(self._firsts[owner]) + self.entry.parts[owner].rows)
-                if crc32(np.ascontiguousarray(column[start:stop])) != self._layout.blocks[k, block]:
+                if not self._block_intact(k, block, column):
+                    start, stop = self._block_rows(block)
                     raise CorruptCopyError(
                         f"the reorganised copy {self.path} is damaged: {name} of "
                         f"{self.entry.group or 'its table'}, rows {start} to {stop - 1}; "
@@ -569,6 +578,6 @@ def _damaged_parts(members: Sequence[MemberCopy]) -> list[str]:
                 rows = f"part {i} (rows {part.first} to {part.first + part.rows - 1})"
                 if crc32(values) != part.copy_crc32[k]:
                     damaged.append(f"{what}, {rows}")
-                elif not member.blocks_match(k, i, values):
+                elif not member.blocks_match(k, i, column):
                     damaged.append(f"the block checksums of {what}, {rows}")
     return damaged
