@@ -16,6 +16,7 @@ __all__ = [
     "Tally",
     "__version__",
     "add_bins",
+    "box_runs",
     "build_blocks",
     "cluster_part",
     "corner_sum",
@@ -234,6 +235,22 @@ def corner_sum(
     corner's weight, the product over the axes of ``1 - t[a][i]`` or
     ``t[a][i]``, times its node ``values[planes[p][i] + offset]``, corner
     ``k`` being ``corners[k] = (p, offset)``; in float64, as NumPy would."""
+
+def box_runs(
+    keys: npt.NDArray[np.uint64],
+    starts: npt.NDArray[np.int64],
+    ends: npt.NDArray[np.int64],
+    parts: list[tuple[int, int]],
+    strides: list[int],
+    states: list[npt.NDArray[np.uint8]],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The runs of a reorganised copy's table that a box reads: ``keys``
+    (MDBin numbers, ascending within each part), ``starts`` and ``ends``
+    (each entry's rows within its part) every part's laid end to end,
+    ``parts`` each part's ``(first, count)`` entries, ``strides`` each axis'
+    and ``states`` each of its 1-D bins' (0 outside, 1 boundary, 2 inside).
+    The ``(part, offset, length)`` runs of whole rows and of boundary rows,
+    each an ``(n, 3)`` array, in table order."""
 
 def crc32(data: npt.NDArray[np.uint8], start: int = 0) -> int:
     """The CRC-32 of ``data``'s bytes continuing from ``start`` (``zlib.crc32``'s)."""

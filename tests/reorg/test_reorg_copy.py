@@ -564,43 +564,69 @@ def test_wide_mdbin_numbers_sort_the_same(tmp_path, bins, key):
     np.testing.assert_array_equal(copy.select(box).ids, hits)
 
 
-def test_narrow_boxes_find_their_bins_by_binary_search(tmp_path):
-    """A box covering few bins finds them by binary search in each part's
-    table (a wide one classifies every entry, as in the small tables of
-    test_reorg_differential), and answers as NumPy does."""
+def _runs_by_decoding(member, box):
+    """A box's runs found the plain way: every table entry's state from its
+    MDBin number decoded axis by axis, consecutive entries of one part and
+    state merged."""
+    states = member._states(box)
+    bins = member._layout.bins.astype(np.int64)
+    state = np.full(len(bins), 2, np.uint8)
+    for axis, stride, axis_state in zip(member.entry.axes, member._strides, states, strict=True):
+        np.minimum(state, axis_state[(bins // stride) % axis.slots], out=state)
+    found = {1: [], 2: []}
+    for p, part in enumerate(member.entry.parts):
+        first, count = part.table
+        ends = [*member._layout.starts[first + 1 : first + count].tolist(), part.rows]
+        for e in range(first, first + count):
+            s = int(state[e])
+            if not s:
+                continue
+            start, end = int(member._layout.starts[e]), ends[e - first]
+            runs = found[s]
+            if runs and runs[-1][3] == e and runs[-1][0] == p:
+                runs[-1][2] = end - runs[-1][1]
+                runs[-1][3] = e + 1
+            else:
+                runs.append([p, start, end - start, e + 1])
+    return [np.array([r[:3] for r in found[s]], np.int64).reshape(-1, 3) for s in (2, 1)]
+
+
+def test_boxes_narrow_and_wide_find_their_runs(tmp_path):
+    """Boxes of every width, over several parts: the runs the core's descent
+    through each part's table finds are those of every entry decoded, and the
+    answer is NumPy's."""
     path = str(tmp_path / "n.h5")
     rng = np.random.default_rng(9)
     columns = {"a": rng.normal(size=30_011), "b": rng.uniform(-5, 5, 30_011)}
     columns["c"] = rng.integers(-40, 40, 30_011).astype("i8")
+    columns["a"][rng.choice(30_011, 300)] = np.nan
     with h5py.File(path, "w") as f:
         for name, values in columns.items():
             f[name] = values
     with quarry.open(path) as ds:
         ds.reorganize(list(columns), bins=[20, 20, 16], part_rows=7000)
     member = open_copy(path).members[0]
-    searched = 0
-    for _ in range(40):
+    assert len(member.entry.parts) == 5
+    for _ in range(60):
         lo_a, lo_b = rng.uniform(-3, 3), rng.uniform(-6, 6)
         lo_c = int(rng.integers(-45, 45))
         box = {
             "/a": f64(lo_a, lo_a + rng.choice([0.05, 0.5, 5.0])),
             "/b": f64(lo_b, lo_b + rng.choice([0.1, 1.0, 20.0])),
-            "/c": Interval("i64", lo_c, True, lo_c + int(rng.integers(0, 30)), True),
+            "/c": Interval("i64", lo_c, True, lo_c + int(rng.integers(0, 90)), True),
         }
+        for name in rng.choice(list(box), int(rng.integers(0, 3)), replace=False):
+            del box[name]
+        runs = member.runs(box)
+        whole, boundary = _runs_by_decoding(member, box)
+        np.testing.assert_array_equal(runs.whole, whole)
+        np.testing.assert_array_equal(runs.boundary, boundary)
         a, b, c = columns["a"], columns["b"], columns["c"]
-        expected = np.flatnonzero(
-            (a >= box["/a"].lo)
-            & (a < box["/a"].hi)
-            & (b >= box["/b"].lo)
-            & (b < box["/b"].hi)
-            & (c >= box["/c"].lo)
-            & (c <= box["/c"].hi)
-        )
-        np.testing.assert_array_equal(member.select(box).ids, expected)
-        states = member._states(box)
-        kept = [int((s != 0).sum()) for s in states]
-        searched += kept[0] * kept[1] * 4 <= len(member._bins)
-    assert searched == 40
+        expected = np.ones(len(a), bool)
+        for name, values in (("/a", a), ("/b", b), ("/c", c)):
+            if name in box:
+                expected &= box[name].mask(values)
+        np.testing.assert_array_equal(member.select(box).ids, np.flatnonzero(expected))
 
 
 def test_a_later_build_removes_what_a_killed_one_left(particles):

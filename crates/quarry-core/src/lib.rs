@@ -24,6 +24,7 @@ pub mod key;
 pub mod pieces;
 pub mod portable;
 pub mod rowset;
+pub mod runs;
 pub mod scan;
 
 pub use error::CoreError;

@@ -2,12 +2,12 @@
 //! CRC-32 a reorganised copy records of its parts.
 
 use numpy::{
-    IntoPyArray, PyArray1, PyArrayDescrMethods, PyArrayMethods, PyReadonlyArray1, PyUntypedArray,
-    PyUntypedArrayMethods,
+    IntoPyArray, PyArray1, PyArray2, PyArrayDescrMethods, PyArrayMethods, PyReadonlyArray1,
+    PyUntypedArray, PyUntypedArrayMethods,
 };
 use pyo3::exceptions::{PyOSError, PyTypeError};
 use pyo3::prelude::*;
-use quarry_core::cluster;
+use quarry_core::{cluster, runs};
 
 use crate::conversions::contiguous;
 use crate::errors::Result;
@@ -640,4 +640,54 @@ fn sync_range(file: &std::fs::File, offset: u64, len: u64) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = (file.as_raw_fd(), offset, len);
+}
+
+/// A copy's box as runs: `keys` (uint64), `starts` and `ends` (int64) its
+/// offset table, every part's laid end to end, `parts` each part's `(first,
+/// count)` entries, `strides` each axis' and `states` (uint8, per axis) each
+/// 1-D bin's state (0 outside, 1 boundary, 2 inside). The `(part, offset,
+/// length)` runs of whole rows and of boundary rows, each an `(n, 3)` int64
+/// array.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+pub fn box_runs<'py>(
+    py: Python<'py>,
+    keys: PyReadonlyArray1<'py, u64>,
+    starts: PyReadonlyArray1<'py, i64>,
+    ends: PyReadonlyArray1<'py, i64>,
+    parts: Vec<(usize, usize)>,
+    strides: Vec<u64>,
+    states: Vec<PyReadonlyArray1<'py, u8>>,
+) -> Result<(Bound<'py, PyArray2<i64>>, Bound<'py, PyArray2<i64>>)> {
+    let wrong = |why: &str| PyTypeError::new_err(format!("box_runs: {why}"));
+    let (keys, starts, ends) = (keys.as_slice()?, starts.as_slice()?, ends.as_slice()?);
+    if starts.len() != keys.len() || ends.len() != keys.len() {
+        return Err(wrong("one start and one end per key").into());
+    }
+    if parts
+        .iter()
+        .any(|&(first, count)| first + count > keys.len())
+    {
+        return Err(wrong("parts within the table").into());
+    }
+    if strides.len() != states.len() {
+        return Err(wrong("one stride per axis").into());
+    }
+    let states = states
+        .iter()
+        .map(PyReadonlyArray1::as_slice)
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let table = runs::Table {
+        keys,
+        starts,
+        ends,
+        parts: &parts,
+    };
+    let found = runs::box_runs(&table, &strides, &states);
+    let as_array = |rows: Vec<[i64; 3]>| -> PyResult<Bound<'py, PyArray2<i64>>> {
+        let n = rows.len();
+        let flat: Vec<i64> = rows.into_iter().flatten().collect();
+        PyArray1::from_vec(py, flat).reshape([n, 3])
+    };
+    Ok((as_array(found.whole)?, as_array(found.boundary)?))
 }

@@ -6,7 +6,7 @@
 //! - [`pool`] — worker threads per Python thread; calls run there without the GIL.
 //! - [`rowset`] — `RowSet`.
 //! - [`column`] — `IndexFile`, `Column` and `Tally`: reading an index.
-//! - [`cluster`] — clustering rows by `MDBin` number (`add_bins`, `stable_order`, `crc32`).
+//! - [`cluster`] — clustering rows by `MDBin` number (`add_bins`, `stable_order`, `crc32`), and a box's runs (`box_runs`).
 //! - [`build`] — building an index (`build_blocks`, `variable_edges`).
 //! - [`scan`] — evaluating on values (`scan_range`, `scan_compare`, `count_ranges`, `evaluate`).
 
@@ -39,6 +39,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cluster::add_bins, m)?)?;
     m.add_function(wrap_pyfunction!(cluster::stable_order, m)?)?;
     m.add_function(wrap_pyfunction!(cluster::crc32, m)?)?;
+    m.add_function(wrap_pyfunction!(cluster::box_runs, m)?)?;
     m.add_function(wrap_pyfunction!(cluster::cluster_part, m)?)?;
     m.add_function(wrap_pyfunction!(cluster::reserve_space, m)?)?;
     m.add_function(wrap_pyfunction!(interp::corner_sum, m)?)?;

@@ -9,18 +9,22 @@ box does not name is inside everywhere, and a NaN bin is outside any
 interval (NaN compares unknown). An MDBin is inside when all its axes are,
 outside when any is, and a boundary bin otherwise. Consecutive inside bins
 of one part are one run of whole rows; consecutive boundary bins are one run
-whose rows are filtered by their values. Ids come from the copy's ``rows``
-column, so answers are the source's row numbers, in ascending order.
+whose rows are filtered by their values. The core finds the runs
+(:func:`quarry._core.box_runs`), descending through each part's sorted table
+axis by axis, so the work follows what the box touches, not the table's
+length. Ids come from the copy's ``rows`` column, so answers are the
+source's row numbers, in ascending order.
 """
 
 from __future__ import annotations
 
 import mmap
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from quarry._core import box_runs
 from quarry.errors import CorruptCopyError, ReorgError, StaleCopyError
 from quarry.records import record
 from quarry.reorg.binning import mdbin_strides
@@ -41,6 +45,10 @@ if TYPE_CHECKING:
     from quarry.expr.plan import Interval
     from quarry.formats.base import Driver
 
+#: Which end of equal values a binary search stops at.
+Side = Literal["left", "right"]
+
+#: A 1-D bin's state, as the core's box_runs reads it.
 INSIDE, BOUNDARY, OUTSIDE = 2, 1, 0
 
 
@@ -94,14 +102,13 @@ class MemberCopy:
         self.entry: MemberEntry = layout.entry
         self._layout = layout
         self._firsts = np.array([p.first for p in self.entry.parts], np.int64)
-        # Per table entry: its part, and where its bin ends in the part.
+        # Each part's (first, count) table entries, and where each entry's bin ends in its part.
         counts = np.array([p.table[1] for p in self.entry.parts], np.int64)
-        self._part_of = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+        self._tables = [p.table for p in self.entry.parts]
         self._ends = np.empty_like(layout.starts)
         self._ends[:-1] = layout.starts[1:]
         lasts = np.cumsum(counts)[counts > 0] - 1
         self._ends[lasts] = np.array([p.rows for p in self.entry.parts if p.table[1]], np.int64)
-        self._bins = layout.bins.astype(np.int64)
         self._strides = mdbin_strides(list(self.entry.axes))
         self._mapped: dict[str, npt.NDArray[Any]] = {}
         # Blocks of check_rows rows counted from each part's first: each
@@ -149,8 +156,11 @@ class MemberCopy:
             f"the reorganised copy {self.path} holds {', '.join(self.variables)}, not {name}"
         )
 
-    def _states(self, box: Mapping[str, Interval]) -> list[npt.NDArray[np.int8]]:
-        """Per axis, whether each of its 1-D bins is inside, outside or on the box."""
+    def _states(self, box: Mapping[str, Interval]) -> list[npt.NDArray[np.uint8]]:
+        """Per axis, whether each of its 1-D bins is inside, outside or on the
+        box. Bins are ordered, so each state is one range of them, found by
+        binary search in the bins' bounds: those outside below, those inside,
+        those outside above."""
         for name in box:
             self._axis(name)  # every named variable must be in the copy
         if self._bounds is None:
@@ -158,23 +168,24 @@ class MemberCopy:
         states = []
         for axis, (low, high) in zip(self.entry.axes, self._bounds, strict=True):
             interval = box.get(axis.path)
-            if interval is None:
-                states.append(np.full(axis.slots, INSIDE, np.int8))
+            state = np.full(axis.slots, INSIDE if interval is None else OUTSIDE, np.uint8)
+            if interval is None or interval.empty:
+                states.append(state)
                 continue
             if interval.kind != axis.kind:
                 raise ReorgError(
                     f"{axis.path} is compared as {axis.kind}, not {interval.kind} as given"
                 )
-            if interval.empty:
-                state = np.full(axis.count, OUTSIDE, np.int8)
-            else:
-                inside = interval.mask(low) & interval.mask(high)
-                below = (high < interval.lo) | ((high == interval.lo) & (not interval.lo_incl))
-                above = (low > interval.hi) | ((low == interval.hi) & (not interval.hi_incl))
-                state = np.where(inside, INSIDE, np.where(below | above, OUTSIDE, BOUNDARY))
-            if axis.nan_bin:
-                state = np.append(state, OUTSIDE)
-            states.append(state.astype(np.int8))
+            lo_side: Side = "left" if interval.lo_incl else "right"
+            hi_side: Side = "right" if interval.hi_incl else "left"
+            # Bins [below, above) are not outside; bins [first, last) lie inside.
+            below = int(np.searchsorted(high, interval.lo, lo_side))
+            above = int(np.searchsorted(low, interval.hi, hi_side))
+            first = int(np.searchsorted(low, interval.lo, lo_side))
+            last = int(np.searchsorted(high, interval.hi, hi_side))
+            state[below:above] = BOUNDARY
+            state[first:last] = INSIDE
+            states.append(state)
         return states
 
     def runs(self, box: Mapping[str, Interval]) -> Runs:
@@ -202,57 +213,11 @@ class MemberCopy:
         [2, 3, 4, 5]
         >>> drv.close()
         """
-        states = self._states(box)
-        at = self._candidates(states)
-        state = np.full(len(at), INSIDE, np.int8)
-        bins = self._bins[at]
-        for axis, stride, axis_state in zip(self.entry.axes, self._strides, states, strict=True):
-            np.minimum(state, axis_state[(bins // stride) % axis.slots], out=state)
-        return Runs(self._merged(at[state == INSIDE]), self._merged(at[state == BOUNDARY]))
-
-    def _candidates(self, states: list[npt.NDArray[np.int8]]) -> npt.NDArray[np.int64]:
-        """The table entries whose bins are not outside on any axis, ascending.
-        The bins not outside form a product of ranges: each combination of
-        the leading axes' bins gives one range of MDBin numbers per run of the
-        last axis' bins, found in each part's sorted table by binary search.
-        Where the combinations outnumber the table, every entry is a candidate."""
-        keep = [np.flatnonzero(st != OUTSIDE) for st in states]
-        if any(not len(k) for k in keep):
-            return np.zeros(0, np.int64)
-        combinations = float(np.prod([len(k) for k in keep[:-1]], dtype=np.float64))
-        if combinations * 4 > len(self._bins):
-            return np.arange(len(self._bins), dtype=np.int64)
-        base = np.zeros(1, np.int64)
-        for kept, stride in zip(keep[:-1], self._strides[:-1], strict=True):
-            base = (base[:, None] + kept[None, :] * stride).ravel()
-        last = keep[-1]
-        breaks = np.flatnonzero(np.diff(last) != 1) + 1
-        run_lo = last[np.concatenate([[0], breaks])]
-        run_hi = last[np.concatenate([breaks - 1, [len(last) - 1]])] + 1
-        lows = (base[:, None] + run_lo[None, :]).ravel()
-        highs = (base[:, None] + run_hi[None, :]).ravel()
-        found = [np.zeros(0, np.int64)]
-        for part in self.entry.parts:
-            first, count = part.table
-            own = self._bins[first : first + count]
-            a = np.searchsorted(own, lows) + first
-            b = np.searchsorted(own, highs) + first
-            lengths = b - a
-            before = np.cumsum(lengths) - lengths
-            found.append(np.repeat(a - before, lengths) + np.arange(int(lengths.sum())))
-        return np.concatenate(found).astype(np.int64)
-
-    def _merged(self, at: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """Runs of consecutive table entries ``at`` (ascending) of one part,
-        as ``(part, offset, length)`` rows."""
-        if not len(at):
-            return np.zeros((0, 3), np.int64)
-        part_of, starts, ends = self._part_of, self._layout.starts, self._ends
-        new = np.ones(len(at), bool)
-        new[1:] = (np.diff(at) != 1) | (part_of[at[1:]] != part_of[at[:-1]])
-        first = at[new]
-        last = at[np.append(new[1:], True)]
-        return np.stack([part_of[first], starts[first], ends[last] - starts[first]], axis=1)
+        layout = self._layout
+        whole, boundary = box_runs(
+            layout.bins, layout.starts, self._ends, self._tables, self._strides, self._states(box)
+        )
+        return Runs(whole, boundary)
 
     def positions(self, runs: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """The copy's rows that ``(part, offset, length)`` runs cover, in order."""
