@@ -158,7 +158,7 @@ def test_a_netcdf_field_brings_its_grid(tmp_path):
     ("change", "code", "message"),
     [
         (["--field", "bz=missing.bin"], 1, "no such field file: missing.bin"),
-        (["--at", "x,y"], 2, "has 3 dimension.*--at gives 2"),
+        (["--at", "x,y"], 2, "has 3 dimension.*--at .*gives 2"),
         (["--grid", "origin=0,0,0 spacing=1,1"], 2, "origin has 3 numbers but spacing has 2"),
         (["--grid", "origin=0,0,0 step=1,1,1"], 2, "cannot read 'step=1,1,1'"),
         (["--field", "nothing"], 2, "write NAME=FILE"),

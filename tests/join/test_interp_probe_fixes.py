@@ -160,7 +160,7 @@ def test_a_field_named_like_a_group_of_a_values_column_is_refused_before_work(pa
         err = run("interp", str(d / "p.h5"), "--field", f"g={d / 'f.h5'}:/Step#0/b", "--at", "x",
                   "--grid", "origin=0 spacing=1", "--values", "/x,/g/x", "--out",
                   str(d / f"o{ext}"), code=2)  # fmt: skip
-        assert "other than the --values columns and their groups" in err
+        assert "other than the --values columns (values= in Python) and their groups" in err
         assert not os.path.exists(d / f"o{ext}")
 
 

@@ -173,15 +173,17 @@ def test_no_hits_give_an_empty_table(tmp_path):
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        ({"at": ["x", "y"]}, JoinArgumentError, "has 1 dimension.*gives 2 coordinate"),
-        ({"method": "bilinear"}, JoinArgumentError, "bilinear interpolation takes 2"),
+        ({"at": ["x", "y"]}, JoinArgumentError, r"has 1 dimension.*\(at= in Python\) gives 2"),
+        ({"at": []}, JoinArgumentError, r"position variables \(--at x,y,z; at= in Python\)"),
+        ({"method": "bilinear"}, JoinArgumentError, r"takes 2 .*\(at= in Python\) gives 1"),
+        ({"fields": {}}, JoinArgumentError, r"fields=\{'bx': 'field/bx.bin'\} in Python"),
         ({"method": "cubic"}, JoinArgumentError, "use one of linear, bilinear, trilinear"),
         ({"outside": "wrap"}, JoinArgumentError, "use nan or clamp"),
         ({"grid": "origin=0 spacing=1,2"}, JoinArgumentError, "origin has 1 numbers"),
         ({"grid": "origin=0,0 spacing=1,2"}, JoinArgumentError, "gives 2 axes but /bx"),
         ({"grid": "origin=a spacing=1"}, JoinArgumentError, "takes numbers"),
         ({"grid": None}, JoinArgumentError, "no coordinate variables; give its grid"),
-        ({"fields": {"x": "FIELD"}}, JoinArgumentError, "other than the --values columns"),
+        ({"fields": {"x": "FIELD"}}, JoinArgumentError, r"--values columns \(values= in Python"),
     ],
 )
 def test_bad_arguments_are_refused_with_a_clear_message(tmp_path, kwargs, error, message):

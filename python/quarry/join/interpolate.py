@@ -155,20 +155,24 @@ def interpolate(
     at = name_list(at)
     if not 1 <= len(at) <= 3:
         raise JoinArgumentError(
-            f"give 1 to 3 position variables (--at x,y,z), got {len(at)}: {', '.join(at)}"
+            f"give 1 to 3 position variables (--at x,y,z; at= in Python), got {len(at)}: "
+            f"{', '.join(at)}"
         )
     rank = len(at)
     if method is not None and METHODS.get(method) != rank:
         if method not in METHODS:
             raise JoinArgumentError(f"method {method!r}: use one of {', '.join(METHODS)}")
         raise JoinArgumentError(
-            f"{method} interpolation takes {METHODS[method]} coordinate(s), but --at gives "
-            f"{rank} ({', '.join(at)})"
+            f"{method} interpolation takes {METHODS[method]} coordinate(s), but --at (at= in "
+            f"Python) gives {rank} ({', '.join(at)})"
         )
     if outside not in OUTSIDE:
         raise JoinArgumentError(f"outside={outside!r}: use nan or clamp")
     if not fields:
-        raise JoinArgumentError("give at least one field, e.g. --field bx=field/bx.bin")
+        raise JoinArgumentError(
+            "give at least one field, e.g. --field bx=field/bx.bin "
+            "(fields={'bx': 'field/bx.bin'} in Python)"
+        )
     chosen = list(dict.fromkeys(name_list(values)))
     base = selection.output_table(chosen, indices=False)
     names = [n for n in base.columns if n not in base.own]
@@ -177,7 +181,7 @@ def interpolate(
         if not name or "/" in name or any(n == name or n.startswith(f"{name}/") for n in names):
             raise JoinArgumentError(
                 f"field name {name!r}: a field's name must be a plain name, other than the "
-                "--values columns and their groups"
+                "--values columns (values= in Python) and their groups"
             )
     if not isinstance(grid, str | GridSpec | None):
         raise JoinArgumentError(
@@ -193,7 +197,8 @@ def interpolate(
             if len(field.shape) != rank:
                 raise JoinArgumentError(
                     f"field {field.where} has {len(field.shape)} dimension(s), shape "
-                    f"{field.shape}, but --at gives {rank} coordinate(s) ({', '.join(at)}); "
+                    f"{field.shape}, but --at (at= in Python) gives {rank} coordinate(s) "
+                    f"({', '.join(at)}); "
                     "give one position variable per axis, axis 0 first"
                 )
         stored = [selection.values(a) for a in at]
