@@ -104,6 +104,47 @@ def test_reorg_errors_are_one_line(steps, args, code, message):
         assert proc.stderr.strip().endswith(message.rstrip("\n"))
 
 
+def test_bins_past_what_the_dtype_holds_make_a_copy_that_answers(tmp_path):
+    """Bins of 1e39 over float32 values put the first edge (-1e39) past what
+    float32 holds: the copy was written damaged and ``reorg`` ended in a
+    traceback. The first bin now starts at the first edge float32 holds (and
+    takes every value below, as a first bin does): one bin here."""
+    path = str(tmp_path / "s.h5")
+    x = np.random.default_rng(0).uniform(-50, 150, 2000).astype("f4")
+    with h5py.File(path, "w") as f:
+        f["x"] = x
+    run("reorg", path, "--vars", "x", "--bin-size", "1e39")
+    info = json.loads(run("info", path, "--json").stdout)["reorganised"]
+    assert info["state"] == "fresh"
+    assert [v["bins"] for t in info["tables"] for v in t["variables"]] == [1]
+    assert run("query", path, "x < 0", "--count").stdout.strip() == str(int((x < 0).sum()))
+
+
+@pytest.mark.parametrize(
+    ("x", "binning"),
+    [
+        # One bin over more than float32 holds: its size was inf in float32, and
+        # (v - origin) / size NaN where v - origin overflowed, the NaN bin.
+        (np.array([np.nan, 3e38, -3e38, 2.0, 0.5] * 40_000, "f4"), ["--bins", "1,1000"]),
+        # One bin of a size float32 rounds to 0: 0 / 0 for every value.
+        (np.full(200_000, 5.0, "f4"), ["--bin-size", "1e-50,1"]),
+    ],
+)
+def test_one_bin_holds_every_value_whatever_its_size_in_the_dtype(tmp_path, x, binning):
+    """A wrong answer: rows binned as NaN were left out of every range on x."""
+    path = str(tmp_path / "s.h5")
+    y = np.arange(len(x)) % 1000
+    with h5py.File(path, "w") as f:
+        f["x"], f["y"] = x, y
+    run("reorg", path, "--vars", "x,y", *binning)
+    for query, hits in (("x > 1e38 && y == 1", (x > 1e38) & (y == 1)),
+                        ("x > 1 && y == 3", (x > 1) & (y == 3))):  # fmt: skip
+        proc = run("query", path, query, "--ids", "--json", "--explain")
+        got = json.loads(proc.stdout)
+        assert got["ids"] == np.flatnonzero(hits).tolist(), query
+        assert [p["access"] for p in got["plan"]] == ["mdbin"], got["plan"]
+
+
 def test_a_derived_variable_is_refused_for_what_it_is(tmp_path):
     """``r`` is the index's (``--derive``): a copy holds stored values, and
     the message said 'no variable r' while info and queries knew it."""

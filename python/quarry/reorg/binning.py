@@ -560,11 +560,22 @@ def make_axis(
             f"{path} would have more than {MAX_AXIS_BINS} bins of size {step} over "
             f"[{low}, {high}]: give a larger --bin-size or fewer --bins"
         )
-    if kind == "f64" and count > 1 and not np.dtype(dtype).type(step) > 0:
-        raise ReorgError(
-            f"bins of size {step} are too small for {path}'s dtype {dtype}: "
-            "give a larger --bin-size or fewer --bins"
-        )
+    if kind == "f64":
+        origin, count = _within_dtype(np.dtype(dtype), origin, step, count)
+        native = np.dtype(dtype).type
+        with np.errstate(over="ignore", under="ignore"):
+            size_in_dtype, origin_in_dtype = native(step), native(origin)
+        if count == 1 and not (size_in_dtype > 0 and math.isfinite(size_in_dtype)):
+            # One bin takes every value, but a size of 0 or inf in the values' own
+            # dtype would make (v - origin) / size NaN, the NaN bin's number.
+            step = 1.0
+        if count == 1 and not math.isfinite(origin_in_dtype):
+            origin = float(top)  # a value of the dtype: -inf - origin is no NaN
+        elif count > 1 and not size_in_dtype > 0:
+            raise ReorgError(
+                f"bins of size {step} are too small for {path}'s dtype {dtype}: "
+                "give a larger --bin-size or fewer --bins"
+            )
     nan_bin = extent.has_nan and kind == "f64"
     axis = Axis(path, dtype.str, low, high, origin, step, count, nan_bin)
     if size is not None and kind == "f64" and count > 1:
@@ -574,6 +585,34 @@ def make_axis(
             if _decimal_edges_fit(decimal):
                 return decimal
     return axis
+
+
+def _within_dtype(
+    dtype: np.dtype[Any], origin: float, step: float, count: int
+) -> tuple[float, int]:
+    """``origin`` and ``count`` of float bins of ``step`` moved up by whole
+    bins until the origin is a value of ``dtype`` (its first bin then takes
+    every value below, as it takes them anyway): an origin past the dtype's
+    lowest value, -inf in it, made ``-inf - origin`` NaN, the NaN bin's
+    number, and every other value's bin the last.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> _within_dtype(np.dtype("f4"), -3.5e38, 1e37, 69)
+    (-3.4e+38, 68)
+    >>> _within_dtype(np.dtype("f4"), -1e39, 1e39, 2)
+    (0.0, 1)
+    >>> _within_dtype(np.dtype("f8"), -50.0, 10.0, 21)
+    (-50.0, 21)
+    """
+    import numpy as np
+
+    native = dtype.newbyteorder("=").type
+    with np.errstate(over="ignore"):
+        while count > 1 and not math.isfinite(native(origin)):  # once, but for rounding
+            origin, count = origin + step, count - 1
+    return origin, count
 
 
 @record

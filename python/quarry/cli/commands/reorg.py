@@ -138,10 +138,13 @@ def describe(
     """What ``quarry reorg --json`` says of one file's copy: what ``quarry
     info`` says of it (:func:`quarry.reorg.read.describe_copy`), with the
     variables, the rows and the time taken."""
+    from quarry.errors import CorruptCopyError
     from quarry.reorg.read import describe_copy
 
     copy = describe_copy(file, index)
     assert copy is not None  # just written
+    if copy["state"] == "damaged":  # a copy failing its own checks must not pass for written
+        raise CorruptCopyError(copy["error"])
     return {
         "file": file,
         "copy": copy["path"],
