@@ -677,10 +677,15 @@ class Dataset:
             self._copy = open_copy(self.path, given, self._file_driver)
         return self._copy
 
-    def select_all(self, names: Sequence[str], path: str | None = None) -> Selection:
+    def select_all(
+        self, names: Sequence[str], path: str | None = None
+    ) -> Selection | SeriesSelection:
         """Every row of the table the variables ``names`` form (bare names
         resolving under ``path``): a selection with no condition, for what
         takes a selection (values, extracts, :meth:`~quarry.Selection.interpolate`).
+        Where the bare names mean one variable in each step group, every row
+        of every step, as :meth:`query` spreads over them: a
+        :class:`quarry.SeriesSelection`.
 
         Examples
         --------
@@ -688,11 +693,22 @@ class Dataset:
         >>> path = os.path.join(tempfile.mkdtemp(), "all.h5")
         >>> with h5py.File(path, "w") as f:
         ...     f["x"] = np.array([1.0, np.nan, 3.0])
+        ...     f["Step#0/e"], f["Step#1/e"] = np.array([1.0]), np.array([2.0, 3.0])
         >>> with quarry.open(path) as ds:
-        ...     sel = ds.select_all(["x"])
-        ...     sel.count(), sel.values("x").tolist()
-        (3, [1.0, nan, 3.0])
+        ...     sel, steps = ds.select_all(["x"]), ds.select_all(["e"])
+        ...     sel.count(), sel.values("x").tolist(), steps.counts()
+        (3, [1.0, nan, 3.0], [1, 2])
         """
+        try:
+            return self.select_table(names, path)
+        except AmbiguousNameError as exc:
+            return self._over_steps(path, exc).select_all(names)
+
+    def select_table(self, names: Sequence[str], path: str | None = None) -> Selection:
+        """Every row of one table of this file that the variables ``names``
+        form, their names resolved as written (under ``path``), never spread
+        over step groups: what :meth:`select_all` and each member of a
+        series run."""
         names = name_list(names)
         if not names:
             raise UsageError("select_all: give at least one variable, e.g. ['x', 'y', 'z']")

@@ -38,6 +38,7 @@ from quarry.errors import (
     SeriesError,
     SeriesMemberError,
     UnknownPathError,
+    UsageError,
 )
 from quarry.formats.sources import Sources, expand_sources
 from quarry.index.layout import index_size, remove_debris
@@ -182,6 +183,38 @@ class Series:
         if runner is not None:
             answer.answer(runner)
         return answer
+
+    def select_all(self, names: Sequence[str]) -> SeriesSelection:
+        """Every row of each member's table that the variables ``names`` form
+        (each member resolving them in its own step group): a selection with
+        no condition, as :meth:`quarry.Dataset.select_all` of each step, for
+        what takes a selection (values, extracts, interpolation).
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "steps.h5")
+        >>> with h5py.File(path, "w") as f:
+        ...     f["Step#0/x"], f["Step#1/x"] = np.array([1.0, 2.0]), np.array([3.0])
+        >>> with quarry.open_series(path) as series:
+        ...     sel = series.select_all(["x"])
+        ...     sel.counts(), [step.tolist() for step in sel.values("x")]
+        ([2, 1], [[1.0, 2.0], [3.0]])
+        """
+        from quarry.expr.names import name_list
+
+        names = name_list(names)
+        if not names:
+            raise UsageError("select_all: give at least one variable, e.g. ['x', 'y', 'z']")
+        members = list(self.members)
+
+        def every(m: Member) -> Selection:
+            chosen: Selection = at_member(
+                m, partial(self.dataset(m.file).select_table, names, m.group)
+            )
+            return chosen
+
+        return SeriesSelection("", members, MemberSelections(members, every))
 
     def _check_outside_steps(self, tree: Cond) -> None:
         """The :class:`~quarry.errors.AmbiguousNameError` of a bare name of

@@ -197,6 +197,27 @@ def test_a_coordinate_variable_of_the_wrong_length_is_named(tmp_path):
     assert "field F" in last and "/x has 4 points where axis 0 has 5" in last, last
 
 
+def test_coordinates_on_some_axes_only_are_named(tmp_path):
+    """It was 'has no coordinate variables': the axes that have them, and the
+    one that lacks them, are named, with the --grid that would do instead."""
+    import netCDF4
+
+    path = str(tmp_path / "half.nc")
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("x", 4)
+        nc.createDimension("q", 3)
+        nc.createVariable("x", "f8", ("x",))[:] = np.arange(4.0)
+        nc.createVariable("t", "f8", ("x", "q"))[:] = np.zeros((4, 3))
+    particles = write_particles(str(tmp_path / "p.h5"), {"x": [1.0], "y": [1.0]})
+    proc = run("interp", particles, "--field", f"t={path}:t", "--at", "x,y", code=2)
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"quarry: error: field t ({path}:t): /t has coordinate variables for axis 0 (/x) but "
+        "none for axis 1; a grid from the file needs one for every axis; or give its grid, "
+        'one number per axis of /t (shape (4, 3)), axis 0 first: --grid "origin=0,0 '
+        'spacing=1,1" (grid= in Python)'
+    )
+
+
 def test_fields_past_floats_say_nothing_but_their_answer(tmp_path):
     """A field holding inf and -inf (whose mean is NaN), and a grid so fine that the
     far particles' fractions overflow: NumPy's RuntimeWarnings reached stderr."""

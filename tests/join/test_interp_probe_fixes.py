@@ -252,6 +252,19 @@ def test_a_grid_past_float64_is_a_usage_error_without_warnings(particles):
     ]
 
 
+def test_a_grid_whose_points_float64_cannot_tell_apart_is_a_usage_error(particles):
+    """Spacing 1 at origin 2**53 makes points 0 and 1 the same float64: it was
+    blamed on the field's coordinates (exit 1), not on the --grid given."""
+    d = particles
+    err = run("interp", str(d / "p.h5"), "--field", f"b={d / 'f.h5'}:/Step#0/b", "--at", "x",
+              "--grid", f"origin={2**53} spacing=1", code=2)  # fmt: skip
+    assert err.strip().splitlines() == [
+        "quarry: error: --grid 'origin=9007199254740992.0 spacing=1.0': along axis 0, points 0 "
+        "and 1 (origin + 0 * spacing and origin + 1 * spacing) are the same float64: the "
+        "spacing is below float64's resolution there"
+    ]
+
+
 @pytest.mark.parametrize("spec", ["{f}[:, 3", "{f}:bx[1"])
 def test_an_unclosed_bracket_is_said_with_a_caret(particles, spec):
     d = particles

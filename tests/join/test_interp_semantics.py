@@ -4,13 +4,16 @@ read, how a field is named, and the errors."""
 
 from __future__ import annotations
 
+import json
+
 import h5py
 import numpy as np
 import pytest
 from interp_cases import assert_close, count_reads, reference, write_field, write_particles
 
 import quarry
-from quarry.errors import JoinArgumentError, JoinError, SourceError
+from cli_run import run
+from quarry.errors import JoinArgumentError, JoinError, SourceError, UsageError
 from quarry.formats.hdf5 import HDF5Driver
 from quarry.formats.raw import RawDriver
 
@@ -195,6 +198,54 @@ def test_bad_arguments_are_refused_with_a_clear_message(tmp_path, kwargs, error,
     args["fields"] = {k: field if v == "FIELD" else v for k, v in args["fields"].items()}
     with quarry.open(particles) as ds, pytest.raises(error, match=message):
         ds.select_all(["x"]).interpolate(values=["x"], **args)
+
+
+@pytest.mark.parametrize(("values", "at"), [(None, ["x"]), (["x"], None), (3, ["x"])])
+def test_names_that_are_not_a_list_are_refused_saying_what_to_give(tmp_path, values, at):
+    """``values=None`` (or ``at=None``) was a TypeError from deep inside."""
+    particles = write_particles(str(tmp_path / "p.h5"), {"x": np.array([0.5])})
+    field = write_field(str(tmp_path), "raw", "bx", np.array([0.0, 2.0, 4.0]))
+    with quarry.open(particles) as ds, pytest.raises(UsageError, match=r"or \[\] for none"):
+        ds.select_all(["x"]).interpolate(
+            {"bx": field}, at, grid="origin=0 spacing=1", values=values
+        )
+
+
+@pytest.mark.parametrize("dtype", ["i8", "u8"])
+def test_an_integer_position_float64_cannot_hold_is_refused(tmp_path, dtype):
+    """README: an integer position beyond 2**53 is an error, never a particle
+    placed in another cell (2**53 + 1 became 2**53, a node, answering 0.0
+    where the point lies half-way, 0.5). 2**53 itself is exact and joins."""
+    x = np.array([2**53 + 1, 2**53, 2**53 - 1], dtype)
+    particles = write_particles(str(tmp_path / "p.h5"), {"x": x})
+    field = write_field(str(tmp_path), "raw", "bx", np.array([0.0, 1.0, 2.0]))
+    grid = f"origin={2**53} spacing=2"
+    with quarry.open(particles) as ds, pytest.raises(JoinError, match="holds 9007199254740993"):
+        ds.select_all(["x"]).interpolate({"bx": field}, ["x"], grid=grid)
+    with quarry.open(particles) as ds:
+        exact = ds.query(f"x <= {2**53}").interpolate({"bx": field}, ["x"], grid=grid)
+    assert exact["quarry_row"].tolist() == [1, 2]
+    assert exact["bx"][0] == 0.0 and np.isnan(exact["bx"][1])  # on node 0; outside
+
+
+def test_every_particle_of_every_step_from_python_as_from_the_cli(tmp_path):
+    """README: select_all on a file with step groups spreads over them (it was
+    an AmbiguousNameError advising --per-step), and a series has select_all:
+    the same table as ``quarry interp`` without --where."""
+    path = str(tmp_path / "steps.h5")
+    with h5py.File(path, "w") as f:
+        f["Step#0/x"], f["Step#1/x"] = np.array([0.5, 1.5]), np.array([1.0, 2.5])
+    field = write_field(str(tmp_path), "raw", "bx", np.array([0.0, 2.0, 4.0, 6.0]))
+    grid = "origin=0 spacing=1"
+    with quarry.open(path) as ds:
+        from_file = ds.select_all(["x"]).interpolate({"bx": field}, ["x"], grid=grid)
+    with quarry.open_series(path) as series:
+        from_series = series.select_all(["x"]).interpolate({"bx": field}, ["x"], grid=grid)
+    cli = run("interp", path, "--field", f"bx={field}", "--at", "x", "--grid", grid, "--json")
+    assert json.loads(cli.stdout)["count"] == 4
+    for table in (from_file, from_series):
+        assert table["quarry_step"].tolist() == [0, 0, 1, 1]
+        assert table["bx"].tolist() == [1.0, 3.0, 2.0, 5.0]
 
 
 def test_coordinates_that_are_not_monotonic_are_a_data_error(tmp_path):

@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 import operator
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from fnmatch import fnmatchcase
 
 from quarry.errors import (
@@ -456,10 +456,19 @@ def name_list(names: Sequence[str]) -> list[str]:
     Traceback (most recent call last):
     quarry.errors.UsageError: give the variables as a list of names, e.g. ['energy', 'x'], \
 not the string 'energy,x'
+    >>> name_list(None)
+    Traceback (most recent call last):
+    quarry.errors.UsageError: give the variables as a list of names, e.g. ['energy', 'x'] \
+(or [] for none), not None
     """
     if isinstance(names, str):
         raise UsageError(
             f"give the variables as a list of names, e.g. ['energy', 'x'], not the string {names!r}"
+        )
+    if not isinstance(names, Iterable):
+        raise UsageError(
+            f"give the variables as a list of names, e.g. ['energy', 'x'] (or [] for none), "
+            f"not {names!r}"
         )
     listed = list(names)
     wrong = [n for n in listed if not isinstance(n, str)]

@@ -86,10 +86,36 @@ def require_exact(
     ...
     quarry.errors.InexactDecodingError: /k holds 9007199254740993, ...
     """
+    value = inexact_in_float64(stored, present)
+    if value is not None:
+        article = "an" if stored.dtype.kind == "i" else "a"
+        raise InexactDecodingError(
+            f"{name} holds {value}, beyond 2**53: {article} {stored.dtype} variable "
+            "that declares missing values (_FillValue, missing_value or valid_*) is read "
+            "as float64 with NaN where values are missing, and float64 cannot hold that "
+            "integer exactly, so comparisons with it would be rounded. Quarry reads 64-bit "
+            "integers exactly where their variable declares no missing values"
+        )
+
+
+def inexact_in_float64(
+    stored: npt.NDArray[Any], present: npt.NDArray[np.bool_] | None = None
+) -> int | None:
+    """The first (present) value of the integer array ``stored`` that float64
+    cannot hold exactly (``|v| > 2**53``); None where there is none.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> inexact_in_float64(np.array([-(2**53), 2**53], "i8")) is None
+    True
+    >>> inexact_in_float64(np.array([3, 2**53 + 1, 2**63 - 1], "i8"))
+    9007199254740993
+    """
     import numpy as np
 
     if stored.dtype.kind not in "iu" or stored.dtype.itemsize < 8 or stored.size == 0:
-        return
+        return None
     wide = (
         (stored > _EXACT_IN_FLOAT64)
         if stored.dtype.kind == "u"
@@ -97,16 +123,9 @@ def require_exact(
     )
     if present is not None:
         wide &= present
-    if wide.any():
-        value = stored.reshape(-1)[int(np.flatnonzero(wide.reshape(-1))[0])]
-        article = "an" if stored.dtype.kind == "i" else "a"
-        raise InexactDecodingError(
-            f"{name} holds {int(value)}, beyond 2**53: {article} {stored.dtype} variable "
-            "that declares missing values (_FillValue, missing_value or valid_*) is read "
-            "as float64 with NaN where values are missing, and float64 cannot hold that "
-            "integer exactly, so comparisons with it would be rounded. Quarry reads 64-bit "
-            "integers exactly where their variable declares no missing values"
-        )
+    if not wide.any():
+        return None
+    return int(stored.reshape(-1)[int(np.flatnonzero(wide.reshape(-1))[0])])
 
 
 def numbers(attrs: Mapping[str, Any], attr: str, name: str) -> list[Any]:

@@ -65,6 +65,10 @@ def coordinate_variables(
     Traceback (most recent call last):
     quarry.errors.JoinArgumentError: /mesh/by has no coordinate variable of the length of \
 each axis: the file's /mesh/r has 3 points where axis 0 has 4
+    >>> coordinate_variables(drv, by, [0, 1], ["q", "r"])  # no /mesh/q
+    Traceback (most recent call last):
+    quarry.errors.JoinArgumentError: /mesh/by has coordinate variables for axis 1 \
+(/mesh/r) but none for axis 0; a grid from the file needs one for every axis
     >>> drv.close()
     """
     listed = {v.path: v for v in driver.variables() if v.problem is None and len(v.shape) == 1}
@@ -96,16 +100,25 @@ each axis: the file's /mesh/r has 3 points where axis 0 has 4
     if len(at) == len(kept):
         by_axis = dict(zip(kept, at, strict=True))
         rules.append(lambda k: fits(k, f"{group}/{by_axis[k]}"))
+    most: dict[int, VariableInfo] = {}
     for rule in rules:
-        found = {k: rule(k) for k in kept}
-        if all(v is not None for v in found.values()):
-            return {k: v for k, v in found.items() if v is not None}
-    if misfits:
+        found = {k: v for k, v in ((k, rule(k)) for k in kept) if v is not None}
+        if len(found) == len(kept):
+            return found
+        most = max(most, found, key=len)
+    if misfits or most:
         from quarry.errors import JoinArgumentError
 
+        if misfits:
+            raise JoinArgumentError(
+                f"{info.path} has no coordinate variable of the length of each axis: the "
+                f"file's {misfits[0]}"
+            )
+        having = ", ".join(f"axis {k} ({v.path})" for k, v in most.items())
+        lacking = ", ".join(str(k) for k in kept if k not in most)
         raise JoinArgumentError(
-            f"{info.path} has no coordinate variable of the length of each axis: the "
-            f"file's {misfits[0]}"
+            f"{info.path} has coordinate variables for {having} but none for axis "
+            f"{lacking}; a grid from the file needs one for every axis"
         )
     return None
 

@@ -393,17 +393,17 @@ def _axes(
             "axis 0 first, also when a subarray of it is interpolated"
         )
     kept = [k for k, axis in enumerate(subarray.axes) if not isinstance(axis, int)]
+    zeros, ones = ",".join(["0"] * rank), ",".join(["1"] * rank)
+    give_grid = (
+        f"give its grid, one number per axis of {info.path} (shape {info.shape}), axis 0 "
+        f'first: --grid "origin={zeros} spacing={ones}" (grid= in Python)'
+    )
     try:
         coordinates = None if grid is not None else coordinate_variables(driver, info, kept, at)
     except JoinArgumentError as exc:
-        raise JoinArgumentError(f"{where}: {exc}") from None
+        raise JoinArgumentError(f"{where}: {exc}; or {give_grid}") from None
     if grid is None and coordinates is None:
-        zeros, ones = ",".join(["0"] * rank), ",".join(["1"] * rank)
-        raise JoinArgumentError(
-            f"{where} has no coordinate variables; give its grid, one number per axis of "
-            f"{info.path} (shape {info.shape}), axis 0 first: "
-            f'--grid "origin={zeros} spacing={ones}" (grid= in Python)'
-        )
+        raise JoinArgumentError(f"{where} has no coordinate variables; {give_grid}")
     axes = []
     for k, (n, axis) in enumerate(zip(info.shape, subarray.axes, strict=True)):
         if isinstance(axis, int):

@@ -61,13 +61,31 @@ class GridSpec:
 
     def coordinates(self, axis: int, n: int) -> FloatArray:
         """The coordinates of the ``n`` points along ``axis``; a grid whose
-        last point there lies past float64's range is refused."""
+        last point there lies past float64's range, or whose neighbouring
+        points float64 cannot tell apart, is refused.
+
+        Examples
+        --------
+        >>> GridSpec((2.0**53,), (1.0,)).coordinates(0, 3)
+        Traceback (most recent call last):
+        quarry.errors.JoinArgumentError: --grid 'origin=9007199254740992.0 spacing=1.0': \
+along axis 0, points 0 and 1 (origin + 0 * spacing and origin + 1 * spacing) are the \
+same float64: the spacing is below float64's resolution there
+        """
         with np.errstate(over="ignore", invalid="ignore"):
             coords = self.origin[axis] + self.spacing[axis] * np.arange(n, dtype=np.float64)
         if not np.all(np.isfinite(coords)):
             raise JoinArgumentError(
                 f"--grid {self.text!r}: along axis {axis}, origin + {n - 1} * spacing lies "
                 "past the largest float64"
+            )
+        steps = np.diff(coords) * np.sign(self.spacing[axis])
+        if len(steps) and not steps.min() > 0:
+            i = int(np.argmin(steps))
+            raise JoinArgumentError(
+                f"--grid {self.text!r}: along axis {axis}, points {i} and {i + 1} (origin + "
+                f"{i} * spacing and origin + {i + 1} * spacing) are the same float64: the "
+                "spacing is below float64's resolution there"
             )
         return coords
 

@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from quarry.errors import JoinArgumentError
+from quarry.errors import JoinArgumentError, JoinError
 from quarry.expr.names import name_list
+from quarry.formats.cf import inexact_in_float64
 from quarry.join.field import Field
 from quarry.join.grid import GridSpec, parse_grid
 from quarry.join.groups import corner_sum, group_keys, interpolate_grouped, readable_by_rows
@@ -202,6 +203,14 @@ def interpolate(
                     "give one position variable per axis, axis 0 first"
                 )
         stored = [selection.values(a) for a in at]
+        for name, column in zip(at, stored, strict=True):
+            inexact = inexact_in_float64(np.asarray(column))
+            if inexact is not None:
+                raise JoinError(
+                    f"position variable {name} holds {inexact}, beyond 2**53: positions are "
+                    "interpolated in float64, which cannot hold that integer exactly, so the "
+                    "particle could be placed in another cell"
+                )
         positions = [np.asarray(p, dtype=np.float64) for p in stored]
         groups = None if clusters is None else group_keys(clusters, stored)
         workers = selection.jobs or jobs()

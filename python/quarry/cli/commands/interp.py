@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from quarry.dataset import Dataset
     from quarry.join import Interpolated
     from quarry.query.selection import Selection
-    from quarry.query.series import Member, SeriesSelection
+    from quarry.query.series import SeriesSelection
     from quarry.series import Series
 
 
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
                 sources = list(series.files)
             else:
                 ds = opened.enter_context(quarry.open(files[0], index=args.index, si=args.si))
-                sel = _selected_in(ds, args, named, opened)
+                sel = _selected(ds, args, named)
                 sources = [ds.path]
             table = sel.interpolate(fields, at, **joins)
     except JoinArgumentError as exc:
@@ -155,46 +155,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _selected_in(
-    ds: Dataset, args: argparse.Namespace, named: list[str], opened: contextlib.ExitStack
+def _selected(
+    source: Dataset | Series, args: argparse.Namespace, named: list[str]
 ) -> Selection | SeriesSelection:
-    """The particles of one file ``--where`` selects (without it, every one
-    of the table the ``named`` variables form): one table, or each step of
-    a file with step groups (whose series is closed with ``opened``)."""
-    import quarry
-    from quarry.errors import AmbiguousNameError
+    """The particles ``--where`` selects in one file or a series (without it,
+    every one of the table the ``named`` variables form; a file's step
+    groups spread over as a query spreads over them)."""
+    from quarry.series import Series
 
+    if isinstance(source, Series):
+        return source.query(args.where) if args.where else source.select_all(named)
     if args.where:
-        return ds.query(args.where, args.path)
-    try:
-        return ds.select_all(named, args.path)
-    except AmbiguousNameError:
-        # Bare names held by every step group: each step's particles.
-        series = opened.enter_context(
-            quarry.open_series([ds.path], index=args.index, path=args.path, si=args.si)
-        )
-        if all(m.group is None for m in series.members):
-            raise
-        return _selected(series, args, named)
-
-
-def _selected(series: Series, args: argparse.Namespace, named: list[str]) -> SeriesSelection:
-    """The particles of every member of ``series`` that ``--where`` selects
-    (without it, every one of the table the ``named`` variables form)."""
-    from functools import partial
-
-    from quarry.query.series import MemberSelections, SeriesSelection, at_member
-
-    if args.where:
-        return series.query(args.where)
-    members = series.members
-
-    def every(m: Member) -> Selection:
-        everyone = partial(series.dataset(m.file).select_all, named, m.group)
-        chosen: Selection = at_member(m, everyone)
-        return chosen
-
-    return SeriesSelection("", members, MemberSelections(members, every))
+        return source.query(args.where, args.path)
+    return source.select_all(named, args.path)
 
 
 def _write(
