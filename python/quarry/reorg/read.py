@@ -164,7 +164,7 @@ class MemberCopy:
         for name in box:
             self._axis(name)  # every named variable must be in the copy
         if self._bounds is None:
-            self._bounds = [axis.bounds() for axis in self.entry.axes]
+            self._bounds = [_ordered(*axis.bounds()) for axis in self.entry.axes]
         states = []
         for axis, (low, high) in zip(self.entry.axes, self._bounds, strict=True):
             interval = box.get(axis.path)
@@ -379,6 +379,26 @@ class MemberCopy:
                     )
             checked[todo] = True
         return column
+
+
+def _ordered(
+    low: npt.NDArray[Any], high: npt.NDArray[Any]
+) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    """An axis' bin bounds made ascending, for binary search: a first bin
+    left empty by rounding has the least value as its low above the next
+    bin's, and a last bin its high below the one before. Every value lies
+    in ``[low[0], high[-1]]``, so each bin's bounds narrow to the greatest
+    low and the least high at or beside it, and still hold its values.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> [b.tolist() for b in _ordered(np.array([5.0, 4.0, 6.0]), np.array([3.9, 5.9, 5.5]))]
+    [[5.0, 5.0, 6.0], [3.9, 5.5, 5.5]]
+    """
+    import numpy as np
+
+    return np.maximum.accumulate(low), np.minimum.accumulate(high[::-1])[::-1]
 
 
 def describe_copy(source: str, index: str | None = None) -> dict[str, Any] | None:
