@@ -222,6 +222,9 @@ def test_an_integer_position_float64_cannot_hold_is_refused(tmp_path, dtype):
     grid = f"origin={2**53} spacing=2"
     with quarry.open(particles) as ds, pytest.raises(JoinError, match="holds 9007199254740993"):
         ds.select_all(["x"]).interpolate({"bx": field}, ["x"], grid=grid)
+    args = ["--field", f"bx={field}", "--at", "x", "--grid", grid]
+    refused = run("interp", particles, *args, code=1)
+    assert "position variable x holds 9007199254740993, beyond 2**53" in refused.stderr
     with quarry.open(particles) as ds:
         exact = ds.query(f"x <= {2**53}").interpolate({"bx": field}, ["x"], grid=grid)
     assert exact["quarry_row"].tolist() == [1, 2]
