@@ -18,9 +18,8 @@ from quarry.errors import (
     ReorgError,
     StaleIndexError,
     UnknownVariableError,
-    UsageError,
 )
-from quarry.expr.names import name_list, resolve
+from quarry.expr.names import name_list, names_to_select, resolve
 from quarry.expr.parser import parse_variable
 from quarry.formats import BACKENDS, backend_for
 from quarry.formats.base import Driver, VariableInfo
@@ -145,7 +144,8 @@ class Dataset:
         # This file's step groups as a series, per context path: found once.
         self._steps: dict[str | None, Series] = {}
         self._copy: ReorgCopy | None = None
-        self._copy_absent = False
+        # The variables of each table of the file's copy, read once per open ([]: none).
+        self._copy_tables: list[frozenset[str]] | None = None
 
     def _open_file(self) -> tuple[Driver, str]:
         """The file's driver and its format. Where a fresh index recorded the
@@ -313,7 +313,7 @@ class Dataset:
         else:
             report = Verification(self.path, None, 0, 0)
         if has_copy:
-            self._copy, self._copy_absent = None, False  # opened again, as for the index
+            self._copy, self._copy_tables = None, None  # opened again, as for the index
             report.copy = check_copy(self.path, self._copy_path(), self._file_driver)
         return report
 
@@ -500,7 +500,7 @@ class Dataset:
         target = place_new_index(self.path, find_copy(self.path, given), self._index_given, SUFFIX)
         binning = Binning.of(len(variables), bin_size, bins)
         rows = DEFAULT_PART_ROWS if part_rows is None else part_rows
-        self._copy, self._copy_absent = None, False  # the next query opens the new copy
+        self._copy, self._copy_tables = None, None  # the next query opens the new copy
         index = None
         with contextlib.suppress(QuarryError, OSError):  # stale, unreadable: ranges read
             index = self._open_store()
@@ -665,14 +665,14 @@ class Dataset:
         all of ``variables`` (full paths); None where it has none. A stale or
         damaged copy is refused as a stale index is, by the queries it could
         answer alone: one of other variables is answered without it."""
-        if self._copy is None and not self._copy_absent:
-            if not self.has_copy:
-                self._copy_absent = True  # looked for once per open
-                return None
-            from quarry.reorg.store import copy_holds, open_copy
+        if self._copy is None:
+            from quarry.reorg.store import copy_tables, open_copy
 
             given = self.index_path if self._index_given else None
-            if not copy_holds(self.path, given, variables):
+            if self._copy_tables is None:  # looked for once per open
+                self._copy_tables = copy_tables(self.path, given) if self.has_copy else []
+            wanted = set(variables)
+            if not any(wanted <= table for table in self._copy_tables):
                 return None
             self._copy = open_copy(self.path, given, self._file_driver)
         return self._copy
@@ -709,9 +709,7 @@ class Dataset:
         form, their names resolved as written (under ``path``), never spread
         over step groups: what :meth:`select_all` and each member of a
         series run."""
-        names = name_list(names)
-        if not names:
-            raise UsageError("select_all: give at least one variable, e.g. ['x', 'y', 'z']")
+        names = names_to_select(names)
         store = self._open_store()
         planner = self._planning(store)
         table = planner.table([self.variable(n, path) for n in names])

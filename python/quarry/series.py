@@ -38,7 +38,6 @@ from quarry.errors import (
     SeriesError,
     SeriesMemberError,
     UnknownPathError,
-    UsageError,
 )
 from quarry.formats.sources import Sources, expand_sources
 from quarry.index.layout import index_size, remove_debris
@@ -201,11 +200,9 @@ class Series:
         ...     sel.counts(), [step.tolist() for step in sel.values("x")]
         ([2, 1], [[1.0, 2.0], [3.0]])
         """
-        from quarry.expr.names import name_list
+        from quarry.expr.names import names_to_select
 
-        names = name_list(names)
-        if not names:
-            raise UsageError("select_all: give at least one variable, e.g. ['x', 'y', 'z']")
+        names = names_to_select(names)
         members = list(self.members)
 
         def every(m: Member) -> Selection:

@@ -475,3 +475,20 @@ not the string 'energy,x'
     if wrong:
         raise UsageError(f"variable names are strings, not {wrong[0]!r}")
     return listed
+
+
+def names_to_select(names: Sequence[str]) -> list[str]:
+    """:func:`name_list` of the variables a ``select_all`` is given: at least one.
+
+    Examples
+    --------
+    >>> names_to_select(["x"])
+    ['x']
+    >>> names_to_select([])
+    Traceback (most recent call last):
+    quarry.errors.UsageError: select_all: give at least one variable, e.g. ['x', 'y', 'z']
+    """
+    listed = name_list(names)
+    if not listed:
+        raise UsageError("select_all: give at least one variable, e.g. ['x', 'y', 'z']")
+    return listed

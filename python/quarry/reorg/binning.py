@@ -565,17 +565,19 @@ def make_axis(
         native = np.dtype(dtype).type
         with np.errstate(over="ignore", under="ignore"):
             size_in_dtype, origin_in_dtype = native(step), native(origin)
-        if count == 1 and not (size_in_dtype > 0 and math.isfinite(size_in_dtype)):
-            # One bin takes every value, but a size of 0 or inf in the values' own
-            # dtype would make (v - origin) / size NaN, the NaN bin's number.
-            step = 1.0
-        if count == 1 and not math.isfinite(origin_in_dtype):
-            origin = float(top)  # a value of the dtype: -inf - origin is no NaN
-        elif count > 1 and not size_in_dtype > 0:
+        if count > 1 and not size_in_dtype > 0:
             raise ReorgError(
                 f"bins of size {step} are too small for {path}'s dtype {dtype}: "
                 "give a larger --bin-size or fewer --bins"
             )
+        if count == 1:
+            # One bin takes every value, but a size of 0 or inf, or an origin of
+            # -inf, in the values' own dtype would make (v - origin) / size NaN
+            # (the NaN bin's number) for some of them.
+            if not (size_in_dtype > 0 and math.isfinite(size_in_dtype)):
+                step = 1.0
+            if not math.isfinite(origin_in_dtype):
+                origin = float(top)
     nan_bin = extent.has_nan and kind == "f64"
     axis = Axis(path, dtype.str, low, high, origin, step, count, nan_bin)
     if size is not None and kind == "f64" and count > 1:
@@ -608,7 +610,7 @@ def _within_dtype(
     """
     import numpy as np
 
-    native = dtype.newbyteorder("=").type
+    native = dtype.type
     with np.errstate(over="ignore"):
         while count > 1 and not math.isfinite(native(origin)):  # once, but for rounding
             origin, count = origin + step, count - 1

@@ -133,11 +133,11 @@ def open_copy(source: str, index: str | None = None, driver: Driver | None = Non
     return copy
 
 
-def copy_holds(source: str, index: str | None, variables: Collection[str]) -> bool:
-    """Whether a table of the reorganised copy of ``source`` holds all of
-    ``variables`` (full paths), from its manifest alone (read once per state
-    of its file), stale or not; a damaged manifest is an error, as
-    :func:`open_copy` makes it.
+def copy_tables(source: str, index: str | None) -> list[frozenset[str]]:
+    """The variables (full paths) of each table of the reorganised copy of
+    ``source``, from its manifest alone (read once per state of its file),
+    stale or not; none where the copy was removed since it was looked for.
+    A damaged manifest is an error, as :func:`open_copy` makes it.
 
     Examples
     --------
@@ -147,20 +147,19 @@ def copy_holds(source: str, index: str | None, variables: Collection[str]) -> bo
     ...     f["x"], f["y"] = np.arange(10.0), np.arange(10.0)
     >>> with quarry.open(file) as ds:
     ...     _ = ds.reorganize(["x"], bins=2)
-    >>> copy_holds(file, None, ["/x"]), copy_holds(file, None, ["/x", "/y"])
-    (True, False)
+    >>> copy_tables(file, None), copy_tables(file + ".gone", None)
+    ([frozenset({'/x'})], [])
     """
     path = find_copy(source, index)
     try:
         file, where = CopyFile(path), f"the reorganised copy {path}"
     except FileNotFoundError:  # removed since it was looked for
-        return False
+        return []
     try:
         manifest = _manifest_in(file.fileno(), where, mend_for(source, path))
     finally:
         file.close()
-    wanted = set(variables)
-    return any(wanted <= set(m.variables) for m in manifest.members)
+    return [frozenset(m.variables) for m in manifest.members]
 
 
 def read_copy(path: str, mend: Mend | None = None) -> ReorgCopy:
