@@ -174,3 +174,59 @@ def test_a_variable_of_another_length_than_the_ids_is_an_error(tmp_path):
     assert run.returncode == 1 and "Traceback" not in run.stderr
     said = "step 1: /Step#1/y has shape (4,) but the ids (/Step#1/id) have shape (10,)"
     assert said in run.stderr
+
+
+@pytest.mark.parametrize("through_index", [False, True])
+@pytest.mark.parametrize("dtype", ["i1", "u1", ">i2", "u2", "i4", ">u4", "i8", ">i8", "u8"])
+def test_rows_of_ids_match_a_dictionary_whichever_way_they_are_found(
+    tmp_path, monkeypatch, dtype, through_index
+):
+    """find_rows against a dict lookup, for ids of every integer dtype: the
+    dtype's extremes, ids alike in their low 32 bits (hashed alike unless
+    the hash mixes every bit), ids the variable cannot hold, absent ones,
+    asked as int64 and as uint64; through the whole column and through the
+    index, on 1,037 rows."""
+    from quarry.query import track as tracking
+
+    rng = np.random.default_rng(sum(map(ord, dtype)) + through_index)
+    own = np.dtype(dtype)
+    info = np.iinfo(own)
+    pool = {int(info.min), int(info.max), 0, 1, 2}
+    native = own.newbyteorder("=")
+    pool |= set(rng.integers(info.min, info.max, 3000, dtype=native, endpoint=True).tolist())
+    if info.bits == 64:
+        pool |= {int(np.array(k << 32 | 7).astype(own)) for k in range(1, 40)}
+    values = rng.permutation(np.array(sorted(pool), dtype=own))[:1037]
+    path = str(tmp_path / "ids.h5")
+    with h5py.File(path, "w") as f:
+        f["id"] = values
+    if through_index:
+        with quarry.open(path) as ds:
+            ds.build_index(block_len=128)
+        monkeypatch.setattr(tracking, "ROWS_PER_LOOKUP", 1)
+        monkeypatch.setattr(tracking, "INDEX_LOOKUP_SHARE", 1e9)
+    row_of = {v: r for r, v in enumerate(values.tolist())}
+    present = rng.choice(values, 60, replace=False).tolist()
+    absent = [2**64 - 1, -(2**63), 2**63 + 5, -129, 256, int(info.max) - 1, int(info.min) + 1]
+    asked = present + [v for v in absent if v not in row_of]
+    with quarry.open(path) as ds:
+        assert ds.has_index == through_index
+        for kind in ("i8", "u8"):
+            bounds = np.iinfo(kind)
+            ids = np.array([v for v in asked if bounds.min <= v <= bounds.max], kind)
+            got = tracking.find_rows(ds, ds.variable("id"), ids)
+            assert got.tolist() == [row_of.get(v, -1) for v in ids.tolist()]
+
+
+def test_hashing_ids_keeps_every_wanted_one_and_few_others():
+    from quarry.query.track import maybe_wanted
+
+    rng = np.random.default_rng(3)
+    values = rng.integers(-(2**63), 2**63 - 1, 200_000, dtype=np.int64)
+    values[::1000] = np.arange(200) << 40  # low bits all zero
+    wanted = np.unique(np.concatenate([values[::997], np.arange(50) << 40]))
+    maybe = maybe_wanted(values, wanted)
+    assert np.isin(values, wanted).nonzero()[0].tolist() == [
+        int(i) for i in maybe if values[i] in set(wanted.tolist())
+    ]
+    assert len(maybe) < 2 * np.isin(values, wanted).sum() + len(values) // 100
