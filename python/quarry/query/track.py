@@ -256,7 +256,7 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 def maybe_wanted(
-    values: npt.NDArray[np.integer[Any]], wanted: npt.NDArray[np.integer[Any]]
+    values: npt.NDArray[Any], wanted: npt.NDArray[np.integer[Any]]
 ) -> npt.NDArray[np.int64]:
     """The positions of ``values`` that may be among ``wanted`` (of the same
     dtype): every one that is, and about one in 256 of the others. A table of
@@ -276,7 +276,7 @@ def maybe_wanted(
     return np.flatnonzero(table.take(_id_hash(values, bits)))
 
 
-def _id_hash(values: npt.NDArray[np.integer[Any]], bits: int) -> npt.NDArray[np.int64]:
+def _id_hash(values: npt.NDArray[Any], bits: int) -> npt.NDArray[np.int64]:
     """Each value's ``bits``-bit hash (negative ones wrap to uint64 alike)."""
     wide = values.dtype.itemsize == 8 and values.dtype.isnative
     hashed = (values.view(np.uint64) if wide else values.astype(np.uint64)) * _GOLDEN
