@@ -52,6 +52,7 @@ from quarry.query.series import (
     step_groups,
     steps_holding,
 )
+from quarry.query.track import IdTables, Tracks
 
 if TYPE_CHECKING:
     from quarry.dataset import Dataset
@@ -60,7 +61,6 @@ if TYPE_CHECKING:
     from quarry.index.verify import Verification
     from quarry.query.histogram import Bins, Histogram, Range
     from quarry.query.selection import Runner, Selection
-    from quarry.query.track import Tracks
     from quarry.reorg.manifest import CopyManifest
 
 __all__ = ["Series", "open_series"]
@@ -90,6 +90,8 @@ class Series:
         self._datasets: dict[str, Dataset] = {ds.path: ds for ds in opened}
         self._borrowed = frozenset(self._datasets)
         self._members: list[Member] | None = None
+        self.id_tables = IdTables()
+        """Id variables' tables, kept for tracks after the first (:meth:`track`)."""
         self._names_in_steps: set[tuple[str, str]] = set()
         """(file, name) pairs found held by the file's steps alone, checked once
         (:meth:`_check_outside_steps`: 3.6 ms a query over 720 steps, else)."""
@@ -473,6 +475,7 @@ class Series:
                 if file not in self._borrowed:
                     ds.close()
         self._datasets = {f: ds for f, ds in self._datasets.items() if f in self._borrowed}
+        self.id_tables = IdTables()  # files opened again may have changed
 
     def __enter__(self) -> Series:
         return self

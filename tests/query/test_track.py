@@ -230,3 +230,88 @@ def test_hashing_ids_keeps_every_wanted_one_and_few_others():
         int(i) for i in maybe if values[i] in set(wanted.tolist())
     ]
     assert len(maybe) < 2 * np.isin(values, wanted).sum() + len(values) // 100
+
+
+@pytest.mark.parametrize("end", ["bottom", "top"])
+@pytest.mark.parametrize("dtype", ["i1", "u1", ">i2", "i4", ">u4", "i8", "u8"])
+def test_a_series_tables_of_ids_match_a_dictionary(tmp_path, dtype, end):
+    """Dense ids at either end of their dtype (offsets that wrap in 8 bits,
+    uint64 ids past 2**63), 10 % of them missing: the first two lookups
+    hash the column, the second keeps its table, the third and fourth use
+    it; all four agree with a dict, for ids present, missing, below and
+    above the table's range, asked as int64 and as uint64."""
+    from quarry.query.track import IdTables, find_rows
+
+    info = np.iinfo(np.dtype(dtype))
+    n = min(200, info.max - info.min + 1)
+    start = info.min if end == "bottom" else info.max - n + 1
+    rng = np.random.default_rng(n + len(dtype))
+    values = rng.permutation(np.arange(n, dtype="u8").astype(object) + start)
+    values = np.array(values[rng.random(n) > 0.1].tolist(), dtype=dtype)
+    path = str(tmp_path / "ids.h5")
+    with h5py.File(path, "w") as f:
+        f["id"] = values
+    row_of = {v: r for r, v in enumerate(values.tolist())}
+    near = [start - 3, start - 1, start, start + n // 2, start + n - 1, start + n, start + n + 9]
+    tables = IdTables()
+    with quarry.open(path) as ds:
+        var = ds.variable("id")
+        for _ in range(4):
+            for kind in ("i8", "u8"):
+                bounds = np.iinfo(kind)
+                ids = np.array([v for v in near if bounds.min <= v <= bounds.max], kind)
+                got = find_rows(ds, var, ids, tables)
+                assert got.tolist() == [row_of.get(v, -1) for v in ids.tolist()]
+    assert tables.rows((path, "/id"), values[:1]) is not None  # the table was kept
+
+
+def test_id_tables_keep_only_unique_dense_ids_within_their_budget(tmp_path):
+    from quarry.query.track import IdTables, find_rows
+
+    path = str(tmp_path / "ids.h5")
+    with h5py.File(path, "w") as f:
+        f["dense"] = np.random.default_rng(1).permutation(1000)
+        f["sparse"] = np.arange(1000) * 5  # span 4,996: over 4 times the rows
+        f["twice"] = np.array([*range(999), 7])
+    tables = IdTables(budget=6000)  # one int32 table of 1,000 rows, not two
+    with quarry.open(path) as ds:
+        for name in ("dense", "sparse", "twice", "dense"):
+            for _ in range(2):
+                find_rows(ds, ds.variable(name), np.array([3, 10]), tables)
+        assert [
+            tables.rows((path, f"/{k}"), np.array([3])) is not None
+            for k in ("dense", "sparse", "twice")
+        ] == [True, False, False]
+        for _ in range(3):  # the repeated id is refused however often it is asked
+            with pytest.raises(TrackingError, match="id 7 appears 2 times"):
+                find_rows(ds, ds.variable("twice"), np.array([7]), tables)
+        with h5py.File(str(tmp_path / "more.h5"), "w") as f:
+            f["dense"] = np.arange(1000)[::-1]
+    with quarry.open(str(tmp_path / "more.h5")) as other:
+        for _ in range(2):
+            find_rows(other, other.variable("dense"), np.array([3]), tables)
+    assert tables.rows((path, "/dense"), np.array([3])) is None  # dropped: the budget holds one
+    assert tables.rows((str(tmp_path / "more.h5"), "/dense"), np.array([3])).tolist() == [996]
+
+
+def test_tracking_again_gives_the_same_answer_and_a_closed_series_forgets_its_tables(
+    tmp_path, monkeypatch
+):
+    path = str(tmp_path / "run.h5")
+    write_run(path)
+    with quarry.open_series(path) as series:
+        first = series.track("energy > 1", 1, "id", ["energy"]).to_dict()
+        for _ in range(3):
+            assert series.track("energy > 1", 1, "id", ["energy"]).to_dict() == first
+        key = (series.members[0].file, "/Step#0/id")
+        assert series.id_tables.rows(key, np.array([0])) is not None
+        driver = series.dataset(series.members[0].file).driver
+        whole_reads = []
+        read = driver.read
+        monkeypatch.setattr(
+            driver, "read", lambda var, a, b: whole_reads.append(var) or read(var, a, b)
+        )
+        assert series.track("energy > 1", 1, "id", ["energy"]).to_dict() == first
+        # The README: ids looked up without reading the column (the query reads energy).
+        assert whole_reads == ["/Step#1/energy"]
+    assert series.id_tables.rows(key, np.array([0])) is None

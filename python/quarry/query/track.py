@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 
 #: Above this many ids per bin of the index, reading the whole id column is cheaper.
 INDEX_LOOKUP_SHARE = 0.25
+#: Bytes of id tables a series keeps between its tracks (:class:`IdTables`).
+ID_TABLES_BUDGET = 256 << 20
+#: Ids span at most this many times a table's rows to be kept in a table.
+DENSE_IDS = 4
 #: One id through the index (its lookup, its union with the others', its
 #: bin's rows gathered) costs about as much as hashing this many rows of the
 #: whole column (:func:`maybe_wanted`): some 60 µs against 2-3 ns a row.
@@ -154,7 +158,7 @@ def track(
     for member in members:
         mds = series.dataset(member.file)
         info = _id_variable(mds, id_var, member)
-        rows = find_rows(mds, info, ids)
+        rows = find_rows(mds, info, ids, series.id_tables)
         values, variables = {}, {}
         for name in names:
             var = mds.variable(name, member.group)
@@ -284,19 +288,98 @@ def _id_hash(values: npt.NDArray[Any], bits: int) -> npt.NDArray[np.int64]:
     return hashed.view(np.int64)  # below 2**bits: the index type take wants, without a cast
 
 
+class IdTables:
+    """Where each id lies, ``rows[id - low]`` (-1: no particle has it), per
+    id variable (by file and path) that a series has read whole to track
+    through more than once, so later tracks look ids up instead of hashing
+    the column again. Kept only for ids that are unique and dense (spanning
+    at most :data:`DENSE_IDS` times the rows), within
+    :data:`ID_TABLES_BUDGET` bytes, the least recently used dropped first;
+    as of when they were read, as an open dataset's index is.
+
+    Examples
+    --------
+    >>> tables, key = IdTables(), ("run.h5", "/Step#0/id")
+    >>> for _ in range(2):  # the second read of the column keeps its table
+    ...     tables.offer(key, np.array([12, 10, 11, 15]))
+    >>> tables.rows(key, np.array([10, 13, 15, 99])).tolist()
+    [1, -1, 3, -1]
+    """
+
+    def __init__(self, budget: int = ID_TABLES_BUDGET) -> None:
+        self.budget = budget
+        self._read: set[tuple[str, str]] = set()
+        self._tables: dict[tuple[str, str], tuple[int, npt.NDArray[Any]]] = {}
+
+    def rows(
+        self, key: tuple[str, str], wanted: npt.NDArray[np.integer[Any]]
+    ) -> npt.NDArray[np.int64] | None:
+        """The row of each of ``wanted`` (in the variable's dtype), or None
+        where no table is kept for ``key``."""
+        kept = self._tables.pop(key, None)
+        if kept is None:
+            return None
+        self._tables[key] = kept  # the most recently used, last
+        low, table = kept
+        above = np.flatnonzero(wanted >= wanted.dtype.type(low))
+        offsets = _offsets(wanted[above], low)
+        inside = offsets < len(table)
+        out = np.full(len(wanted), -1, dtype=np.int64)
+        out[above[inside]] = table[offsets[inside]]
+        return out
+
+    def offer(self, key: tuple[str, str], values: npt.NDArray[Any]) -> None:
+        """``values``, the whole id variable ``key``, just read: its table is
+        made the second time, if the ids are unique and dense."""
+        if key not in self._read:
+            self._read.add(key)
+            return
+        if key in self._tables or not len(values):
+            return
+        low, high = values.min(), values.max()
+        span = int(high) - int(low) + 1
+        kind = np.int32 if len(values) < 2**31 else np.int64
+        size = span * np.dtype(kind).itemsize
+        if span > DENSE_IDS * len(values) or size > self.budget:
+            return
+        table: npt.NDArray[Any] = np.full(span, -1, dtype=kind)
+        table[_offsets(values, int(low))] = np.arange(len(values), dtype=kind)
+        if np.count_nonzero(table >= 0) != len(values):
+            return  # an id held twice: each lookup finds it, and says so
+        self._tables[key] = (int(low), table)
+        while sum(t.nbytes for _, t in self._tables.values()) > self.budget:
+            del self._tables[next(iter(self._tables))]
+
+
+def _offsets(values: npt.NDArray[np.integer[Any]], low: int) -> npt.NDArray[np.intp]:
+    """``values - low`` exactly (each value at least ``low``), in 64 bits,
+    where an 8-bit ``127 - (-128)`` would wrap."""
+    wide = values if values.dtype.itemsize == 8 else values.astype(np.int64)
+    return (wide - wide.dtype.type(low)).astype(np.intp)
+
+
 def find_rows(
-    ds: Dataset, info: VariableInfo, ids: npt.NDArray[np.integer[Any]]
+    ds: Dataset,
+    info: VariableInfo,
+    ids: npt.NDArray[np.integer[Any]],
+    tables: IdTables | None = None,
 ) -> npt.NDArray[np.int64]:
     """The row holding each of ``ids`` in the id variable ``info``, -1 where
     none does (ids compared exactly whatever the two dtypes: in the
     variable's own, those it can hold); the index answers when it has the
-    variable and the set is small, one read of the column otherwise."""
+    variable and the set is small, one read of the column otherwise (or
+    ``tables``, where they hold the variable's)."""
     store = ds.index if ds.has_index else None
     held = held_by(ids, info.dtype)
     own = ids[held].astype(info.dtype)
     wanted = np.unique(own)
     out = np.full(len(ids), -1, dtype=np.int64)
     if not len(wanted):
+        return out
+    key = (ds.path, info.path)
+    kept = tables.rows(key, wanted) if tables is not None else None
+    if kept is not None:
+        out[held] = kept[np.searchsorted(wanted, own)]
         return out
     candidates: npt.NDArray[np.int64] | None = None
     if store is not None and info.path in store.variables:
@@ -314,6 +397,8 @@ def find_rows(
             candidates = found[0].to_ids()
     if candidates is None:
         values = ds.driver.read(info.path, 0, info.size)
+        if tables is not None:
+            tables.offer(key, values)
         maybe = maybe_wanted(values, wanted)
         positions = maybe
     else:
