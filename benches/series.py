@@ -463,7 +463,9 @@ def render(res: dict[str, Any]) -> str:
         "Quarry's plan cache keeps each step's aggregate values (`std(x)`, `std(y)`, "
         "`mean(t)`) with the plan, so a warm Quarry call does not recompute them, while "
         "warm NumPy computes `std` and `mean` at every call; the cold rows compute them on "
-        "both sides.",
+        "both sides. Likewise a warm series keeps, from its second track on, a table from id "
+        "to row of each step (the warm NumPy program's inverse indexes, made once); a cold "
+        "call finds the ids by hashing each step's id column.",
         "",
         f"Checks: Quarry's slice counts equal exact NumPy counts at Quarry's `mean(t)`; "
         f"`np.histogram`'s uniform bins differ from exact counts at NumPy's `t.mean()` in "

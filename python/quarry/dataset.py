@@ -513,11 +513,12 @@ class Dataset:
             )
         return reorganize(driver, plans, target, binning, rows, None, progress, index, path)
 
-    def reorganize_again(self) -> CopyManifest | None:
+    def reorganize_again(self, force: bool = False) -> CopyManifest | None:
         """Build this file's reorganised copy again as it was made (its
-        variables, binning and ``path``), when it is stale; returns the new
-        manifest, or None where there is no copy or it is fresh. What ``POST
-        /api/v1/index`` does for a copy, whose refusal names that request.
+        variables, binning and ``path``), when it is stale (or with ``force``
+        whatever it is: damage is found only where a query reads it); returns
+        the new manifest, or None where there is no copy or it is fresh. What
+        ``POST /api/v1/index`` does for a copy, whose refusal names that request.
 
         Examples
         --------
@@ -542,7 +543,8 @@ class Dataset:
             return None
         try:
             self._reorganised()
-            return None
+            if not force:
+                return None
         except (StaleCopyError, CorruptCopyError):
             pass  # its manifest says how it was made (a damaged one raises here)
         given = self.index_path if self._index_given else None

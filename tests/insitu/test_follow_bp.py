@@ -76,6 +76,22 @@ def query(path, text=QUERY, *extra):
     return json.loads(done.stdout)
 
 
+def served_count(path):
+    """The data service's per-step count of ``QUERY`` over the run at ``path``."""
+    from quarry.service.answers import OpenFiles, count
+    from quarry.service.catalog import Catalog
+
+    root = os.path.dirname(os.path.realpath(path))
+    catalog, files = Catalog(":memory:"), OpenFiles((root,))
+    try:
+        catalog.rescan((root,))
+        found = count(files, catalog.get(os.path.basename(path)), QUERY, None, per_step=True)
+    finally:
+        files.close()
+        catalog.close()
+    return {**found, "per_step": [{**s, "file": path} for s in found["per_step"]]}
+
+
 def expected(steps):
     return [len(oracle_ids(QUERY, step_values(s))) for s in range(steps)]
 
@@ -91,6 +107,7 @@ def test_queries_during_the_run_answer_for_the_steps_indexed(tmp_path):
     answer = query(path)
     assert answer["steps_indexed"] == 2 and answer["writer_closed"] is False
     assert [r["count"] for r in answer["per_step"]] == expected(2)
+    assert served_count(path) == answer  # the service's answer says the same
     # A step begun and not ended is never read: neither indexed nor answered for.
     assert writer.do("half") == "half 2"
     answer = query(path)

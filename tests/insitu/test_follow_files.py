@@ -180,6 +180,28 @@ def test_a_file_that_moved_after_its_index_and_did_not_settle_again_is_reported(
     assert "index is stale" in capsys.readouterr().err
 
 
+def test_a_file_that_never_became_complete_is_named_and_the_command_exits_1(
+    tmp_path, monkeypatch, capsys
+):
+    """A matching file that never opens (or never holds still) while the
+    follower runs was left out of the report, and the command exited 0."""
+    done, never = str(tmp_path / "run_0.h5"), str(tmp_path / "run_1.h5")
+    _rewrite(done, np.arange(50.0))
+    with open(never, "wb") as f:
+        f.write(b"not yet an HDF5 file")
+    report = follow_files(str(tmp_path / "run_*.h5"), idle_timeout=0.2, settle=0)
+    assert report.indexed == [done] and report.incomplete == [never] and report.stale == []
+    assert report.to_json()["incomplete"] == [never]
+    from quarry.cli.main import main
+
+    monkeypatch.setattr("quarry.insitu.follow_files.follow_files", lambda *a, **k: report)
+    assert main(["index", "--follow", str(tmp_path / "run_*.h5")]) == 1
+    assert (
+        f"never became complete (still for --settle 2 s, and open) while the follower ran ({never})"
+        in capsys.readouterr().err
+    )
+
+
 def test_files_finished_before_the_follower_started_are_indexed_whatever_the_idle_timeout(
     tmp_path,
 ):

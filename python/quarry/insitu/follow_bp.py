@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from quarry.formats.base import VariableInfo
+    from quarry.query.series import SeriesSelection
 
 #: Steps indexed before the index is published, when more are waiting.
 MAX_BATCH_STEPS = 4
@@ -406,3 +407,28 @@ def followed_steps(manifest: Manifest, path: str) -> dict[str, Any] | None:
     if manifest.follow is None:
         return None
     return {"steps_indexed": manifest.follow.steps, "closed": manifest.follow.writer_closed(path)}
+
+
+def followed_report(sel: SeriesSelection) -> dict[str, Any]:
+    """For a run indexed while it is written (``quarry index --follow``),
+    what a query's answer adds: the steps its index covers, which are the
+    steps answered for (``steps_indexed``), and whether its writer has
+    closed it (``writer_closed``); nothing for other files. The CLI's
+    ``--json`` and the service's counts say the same."""
+    found: dict[str, dict[str, Any]] = {}
+    for part in sel.selections:
+        ds = part.dataset
+        if ds.path in found or not ds.has_index:
+            continue
+        try:
+            state = followed_steps(ds.index.manifest, ds.path)
+        except QuarryError:  # stale or damaged: the query has said so already
+            continue
+        if state is not None:
+            found[ds.path] = state
+    if not found:
+        return {}
+    return {
+        "steps_indexed": sum(s["steps_indexed"] for s in found.values()),
+        "writer_closed": all(s["closed"] for s in found.values()),
+    }

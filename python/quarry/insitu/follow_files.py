@@ -17,7 +17,8 @@ the only guard: a writer that pauses longer than ``settle`` has its file
 indexed too early. So the follower remembers the stat each index was built
 from and indexes a file again when it moves; a file that moved since its
 index and was not complete again when the follower stopped is reported in
-:attr:`FilesReport.stale` (its index is stale).
+:attr:`FilesReport.stale` (its index is stale), and one that never became
+complete in :attr:`FilesReport.incomplete` (it has no index).
 
 A file whose index is already up to date is passed over, so running the
 follower again resumes where it stopped. A file that changes while it is
@@ -55,6 +56,9 @@ class FilesReport:
     #: Files indexed (or found up to date) that moved since and had not
     #: become complete again when the follower stopped: their index is stale.
     stale: list[str] = field(default_factory=list)
+    #: Files that matched but never became complete (kept moving, or never
+    #: opened) while the follower ran: they have no index.
+    incomplete: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -62,6 +66,7 @@ class FilesReport:
             "indexed": self.indexed,
             "up_to_date": self.up_to_date,
             "stale": self.stale,
+            "incomplete": self.incomplete,
         }
 
 
@@ -138,6 +143,7 @@ def follow_files(
                 published(path, status)
         if time.monotonic() - last_progress >= patience:
             report.stale = [p for p, key in done.items() if not _still_at(p, key)]
+            report.incomplete = [p for p in still if p not in done and os.path.exists(p)]
             return report
         time.sleep(poll)  # a file system gives no word when a file is complete: look again
 

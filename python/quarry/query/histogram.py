@@ -96,6 +96,8 @@ def combine(parts: Sequence[Part], bins: Bins = 10, range: Range = None) -> Hist
     """
     import numpy as np
 
+    if parts:
+        _estimator_of_one(bins, len(parts[0].variables))
     if len(parts) == 1:
         (one,) = parts
         return compute(one.executor, one.rows, one.variables, bins, range, one.weights)
@@ -147,6 +149,7 @@ def compute(
     weights: VariableInfo | None = None,
 ) -> Histogram:
     """The histogram of ``variables`` over ``rows`` (all rows when None)."""
+    _estimator_of_one(bins, len(variables))
     with _bins_errors():
         # The index bins stored values: values in other units are binned as read.
         if len(variables) == 1 and weights is None and executor.scales(variables[0]) is None:
@@ -156,6 +159,25 @@ def compute(
                 if fast is not None:
                     return fast
         return _from_data(executor, rows, variables, bins, range, weights)
+
+
+def _estimator_of_one(bins: Bins, n_variables: int) -> None:
+    """A :class:`HistogramError` for one of NumPy's bin estimators (``"fd"``)
+    asked of several variables, which ``numpy.histogramdd`` has none of.
+
+    Examples
+    --------
+    >>> try:
+    ...     _estimator_of_one("fd", 2)
+    ... except HistogramError as exc:
+    ...     print(exc)
+    bins='fd': NumPy's estimators bin one variable, not 2; give a number of bins or edges for each
+    """
+    if isinstance(bins, str) and n_variables > 1:
+        raise HistogramError(
+            f"bins={bins!r}: NumPy's estimators bin one variable, not {n_variables}; give a "
+            "number of bins or edges for each"
+        )
 
 
 @contextlib.contextmanager

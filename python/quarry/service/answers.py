@@ -16,6 +16,7 @@ client learns nothing of the server's directories.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -218,7 +219,8 @@ def count(
 ) -> dict[str, Any]:
     """``{"count": N}``, with ``per_step`` each member's count too (a file
     without step groups is one member, step None), as ``quarry query
-    --count --json`` and ``--per-step`` answer.
+    --count --json`` and ``--per-step`` answer (over a run indexed as it is
+    written, with ``steps_indexed`` and ``writer_closed``).
 
     Examples
     --------
@@ -235,11 +237,16 @@ def count(
     (5, {'file': 's.h5', 'step': 1, 'count': 4})
     >>> files.close(); catalog.close()
     """
+    from quarry.insitu.follow_bp import followed_report
+    from quarry.query.series import SeriesSelection
+
     with files.use(entry) as ds:
         sel = ds.query(query, context)
         result: dict[str, Any] = {"count": sel.count()}
         if per_step:
             result["per_step"] = _per_step(sel, entry)
+        if isinstance(sel, SeriesSelection):
+            result.update(followed_report(sel))
     return result
 
 
@@ -291,20 +298,42 @@ class Hits:
 
     def to_arrow(self) -> bytes:
         """The hits as an Arrow IPC stream of one table: ``quarry_row`` and a
-        column per variable, led over a series by ``quarry_step``."""
+        column per variable, led over a series by ``quarry_step``; each of
+        Quarry's names gains a ``_`` where a variable asked for has it (as in
+        every output: :func:`quarry.outputs.columns.own_name`). The schema's
+        metadata ``quarry`` (JSON) names those two columns and gives each
+        member's number of rows, in order: members whose step numbers are
+        alike (``Step#1`` and ``Step#01``) stay apart.
+
+        Examples
+        --------
+        >>> import json, numpy as np, pyarrow as pa
+        >>> hits = Hits([Member(1, np.array([4]), {"quarry_step": np.array([7.0])})], True)
+        >>> table = pa.ipc.open_stream(hits.to_arrow()).read_all()
+        >>> table.column_names
+        ['quarry_step_', 'quarry_row', 'quarry_step']
+        >>> json.loads(table.schema.metadata[b"quarry"])
+        {'row': 'quarry_row', 'step': 'quarry_step_', 'counts': [1]}
+        """
         import numpy as np
         import pyarrow as pa
 
+        from quarry.outputs.columns import ROW, STEP, own_name
+
+        names = list(self.members[0].values) if self.members else []
         columns: dict[str, Any] = {}
+        about: dict[str, Any] = {"row": own_name(ROW, names)}
         if self.series:
+            about["step"] = own_name(STEP, names)
             steps = [np.full(len(m.ids), -1 if m.step is None else m.step) for m in self.members]
             joined = np.concatenate(steps) if steps else np.empty(0, np.int64)
-            columns["quarry_step"] = pa.array(joined.astype(np.int64))
+            columns[about["step"]] = pa.array(joined.astype(np.int64))
+        about["counts"] = [len(m.ids) for m in self.members]
         ids = [m.ids for m in self.members]
-        columns["quarry_row"] = pa.array(np.concatenate(ids).astype(np.int64))
-        for name in self.members[0].values if self.members else ():
+        columns[about["row"]] = pa.array(np.concatenate(ids).astype(np.int64))
+        for name in names:
             columns[name] = pa.array(np.concatenate([m.values[name] for m in self.members]))
-        table = pa.table(columns)
+        table = pa.table(columns, metadata={"quarry": json.dumps(about)})
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, table.schema) as writer:
             writer.write_table(table)
@@ -328,6 +357,10 @@ def hits(
 
     with files.use(entry) as ds:
         sel = ds.query(query, context)
+        parts = [part for _, part in sel] if isinstance(sel, SeriesSelection) else [sel]
+        for part in parts:  # an unknown name is a 404 whatever the answer's size
+            for name in variables:
+                part.dataset.variable(name, part.path)
         n = sel.count()
         least = n * 8 * (1 + len(variables))  # no encoding holds a value in less
         if n > limits.rows or least > limits.result_bytes:
@@ -386,8 +419,6 @@ def json_bytes(content: Any) -> bytes:
     >>> json_bytes({"e": [1.5, None]})
     b'{"e":[1.5,null]}'
     """
-    import json
-
     text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     return text.encode("utf-8")
 
@@ -397,15 +428,24 @@ def histogram(
     entry: Entry,
     variables: list[str],
     where: str | None,
-    bins: int | list[float],
+    bins: int | str | list[float],
     value_range: Any,
     context: str | None,
+    most_bins: int,
 ) -> dict[str, Any]:
     """``{"counts", "edges", "path", "values_read"}`` of ``variables`` over the
-    rows where ``where`` is true, as ``quarry hist --json`` gives it."""
+    rows where ``where`` is true, as ``quarry hist --json`` gives it; 413
+    where one of NumPy's estimators (``bins="fd"``) made more than
+    ``most_bins`` bins."""
     with files.use(entry) as ds:
         target: str | list[str] = variables[0] if len(variables) == 1 else variables
         hist = ds.histogram(target, where=where, bins=bins, range=value_range, path=context)
+    if hist.counts.size > most_bins:
+        raise ServiceError(
+            413,
+            f"bins={bins!r} made {hist.counts.size} bins, more than this server gives "
+            f"({most_bins}); ask for a number of bins",
+        )
     ready: dict[str, Any] = json_ready(hist.to_json())
     return ready
 

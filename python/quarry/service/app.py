@@ -223,8 +223,14 @@ async def query(request: Request) -> Response:
         )
     if output == "values" and not variables:
         raise ServiceError(400, "'values' needs 'variables', the names to fetch at the hits")
+    if output != "values" and variables:
+        raise ServiceError(
+            400,
+            f'\'variables\' goes with "output": "values", not {output!r}; drop it, or ask '
+            "for the values",
+        )
     limits = service.config.limits
-    chosen = variables if output == "values" else []
+    chosen = list(dict.fromkeys(variables)) if output == "values" else []
     arrow = fields.wants_arrow(request.headers.get("accept", ""), ARROW)
 
     def found() -> tuple[int, bytes]:
@@ -260,7 +266,7 @@ async def histogram(request: Request) -> Response:
     return await answer_json(
         service,
         lambda: answers.histogram(
-            service.files, entry, variables, where, bins, value_range, context
+            service.files, entry, variables, where, bins, value_range, context, limits.bins
         ),
     )
 

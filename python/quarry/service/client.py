@@ -24,6 +24,7 @@ Only the standard library's HTTP client is used; pyarrow decodes the hits.
 from __future__ import annotations
 
 import json
+import operator
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -165,24 +166,28 @@ class RemoteDataset:
         self,
         names: str | list[str],
         where: str | None = None,
-        bins: int | list[float] | list[list[float]] = 10,
+        bins: Any = 10,
         range: Any = None,
         path: str | None = None,
     ) -> Histogram:
         """Histogram of ``names`` over the rows where ``where`` is true, as
-        :meth:`quarry.Dataset.histogram` makes it."""
+        :meth:`quarry.Dataset.histogram` makes it; ``bins`` as it takes them
+        (a number, one of NumPy's estimators, the edges, or edges per variable)."""
         import numpy as np
 
         from quarry.query.histogram import Histogram
 
         body: dict[str, Any] = {"dataset": self.path, "variables": names, "context": path}
         body["where"] = where
-        if not isinstance(bins, list | tuple):
-            body["bins"] = bins
-        elif bins and isinstance(bins[0], list | tuple | np.ndarray):  # a list per variable
-            body["edges"] = [np.asarray(axis, float).tolist() for axis in bins]
+        given = bins.tolist() if isinstance(bins, np.ndarray) else bins  # as lists travel
+        if isinstance(given, str):
+            body["bins"] = given  # one of NumPy's estimators
+        elif not isinstance(given, list | tuple):
+            body["bins"] = operator.index(given)  # a NumPy integer too
+        elif given and isinstance(given[0], list | tuple | np.ndarray):  # a list per variable
+            body["edges"] = [np.asarray(axis, float).tolist() for axis in given]
         else:
-            body["edges"] = np.asarray(bins, float).tolist()
+            body["edges"] = np.asarray(given, float).tolist()
         if range is not None:
             body["range"] = [list(map(float, r)) for r in range] if _pairs(range) else list(range)
         answer = self.conn.request("POST", "/api/v1/histogram", body)
@@ -241,18 +246,22 @@ class RemoteSelection:
         body = self._body(output=output, variables=names)
         return self.dataset.conn.request("POST", "/api/v1/query", body, arrow=True)
 
-    def _split(self, table: Any, column: str) -> Any:  # an array, or a list of them
-        """``column`` of the hits: an array, or over a series one per member."""
-        values = table[column].to_numpy(zero_copy_only=False)
-        if not self.series:
+    def _split(self, table: Any, column: str | None) -> Any:  # an array, or a list of them
+        """``column`` of the hits (None: their rows): an array, or over a
+        series one per member, cut where the answer's metadata says each
+        member's rows end."""
+        import numpy as np
+
+        about = json.loads(table.schema.metadata[b"quarry"])
+        values = table[column or about["row"]].to_numpy(zero_copy_only=False)
+        if "step" not in about:
             return values
-        steps = table["quarry_step"].to_numpy()
-        return [values[steps == (-1 if m["step"] is None else m["step"])] for m in self.per_step()]
+        return np.split(values, np.cumsum(about["counts"])[:-1]) if about["counts"] else []
 
     def ids(self) -> npt.NDArray[np.int64] | list[npt.NDArray[np.int64]]:
         """Flat row-major positions of the hits, ascending (per member over a series)."""
         ids: npt.NDArray[np.int64] | list[npt.NDArray[np.int64]]
-        ids = self._split(self._hits([]), "quarry_row")
+        ids = self._split(self._hits([]), None)
         return ids
 
     def values(self, name: str) -> npt.NDArray[Any] | list[npt.NDArray[Any]]:

@@ -35,7 +35,8 @@ def refusal(exc: QuarryError, real: str, shown: str) -> ServiceError:
     """The refusal of a request that made quarry raise ``exc`` on the file
     ``real``, with the CLI's message (a bad query's caret included) naming
     the file ``shown`` instead, and the status that fits: 400 a bad query,
-    404 an unknown variable or path, 409 a stale index or copy, 400 else.
+    404 an unknown variable or path, 409 a stale or damaged index or copy
+    (naming the request that rebuilds it), 400 else.
 
     Examples
     --------
@@ -52,8 +53,13 @@ def refusal(exc: QuarryError, real: str, shown: str) -> ServiceError:
     >>> stale = StaleIndexError("/srv/a.h5 changed; rebuild the index with: quarry index /srv/a.h5")
     >>> refusal(stale, "/srv/a.h5", "a.h5").message
     'a.h5 changed; rebuild it with POST /api/v1/index {"dataset": "a.h5"}'
+    >>> from quarry.errors import CorruptIndexError
+    >>> damaged = CorruptIndexError("a.qidx is damaged; rebuild it with: quarry index /srv/a.h5")
+    >>> refusal(damaged, "/srv/a.h5", "a.h5").message
+    'a.qidx is damaged; rebuild it with POST /api/v1/index {"dataset": "a.h5", "force": true}'
     """
     from quarry.errors import (
+        CorruptIndexError,
         QuerySyntaxError,
         StaleIndexError,
         UnknownPathError,
@@ -65,13 +71,20 @@ def refusal(exc: QuarryError, real: str, shown: str) -> ServiceError:
         return ServiceError(400, text, query=exc.query, position=exc.position)
     if isinstance(exc, UnknownVariableError | UnknownPathError):
         return ServiceError(404, text)
-    if isinstance(exc, StaleIndexError):
+    if isinstance(exc, StaleIndexError | CorruptIndexError):
         # The CLI's command would run on the server, in a directory the client
-        # does not see: a client rebuilds through the API (a copy with the index).
-        for said in ("; rebuild the index with: ", "; build the copy again with: "):
+        # does not see: a client rebuilds through the API (a copy with the
+        # index); damage, which a fresh stat hides, only when forced.
+        force = ', "force": true' if isinstance(exc, CorruptIndexError) else ""
+        for said in (
+            "; rebuild the index with: ",
+            "; build the copy again with: ",
+            "; rebuild it with: ",
+            "; build it again with: ",
+        ):
             head, command, _ = text.partition(said)
             if command:
-                text = f'{head}; rebuild it with POST /api/v1/index {{"dataset": "{shown}"}}'
+                text = f'{head}; rebuild it with POST /api/v1/index {{"dataset": "{shown}"{force}}}'
         return ServiceError(409, text)
     return ServiceError(400, text)
 

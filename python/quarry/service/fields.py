@@ -132,7 +132,8 @@ def text(fields: dict[str, Any], key: str, required: bool = True) -> str | None:
 
 
 def names(fields: dict[str, Any], key: str) -> list[str]:
-    """The field ``key`` as a list of names: one string, or a list of them.
+    """The field ``key`` as a list of names: one string, or a list of them,
+    as given (a histogram of ``["x", "x"]`` is 2-D, as locally).
 
     Examples
     --------
@@ -145,7 +146,7 @@ def names(fields: dict[str, Any], key: str) -> list[str]:
     if isinstance(value, str):
         return [value]
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return list(dict.fromkeys(value))
+        return list(value)
     raise ServiceError(400, f"{key!r} must be a name or a list of names")
 
 
@@ -196,12 +197,26 @@ def number(value: Any, key: str) -> float:
     return out
 
 
-def bins(fields: dict[str, Any], limits: Limits, axes: int = 1) -> int | list[Any]:
-    """``bins`` (a count per axis, default 10) or ``edges`` (ascending numbers;
-    with two or three variables, one list per variable) of a histogram of
-    ``axes`` variables; 413 when the bins of every axis together are more
-    than the server's row limit."""
+#: NumPy's bin estimators (``numpy.histogram_bin_edges``), which one variable's bins may name.
+ESTIMATORS = ("auto", "fd", "doane", "scott", "stone", "rice", "sturges", "sqrt")
+
+
+def bins(fields: dict[str, Any], limits: Limits, axes: int = 1) -> int | str | list[Any]:
+    """``bins`` (a count per axis, default 10; for one variable, or one of
+    NumPy's :data:`ESTIMATORS`) or ``edges`` (ascending numbers; with two or
+    three variables, one list per variable) of a histogram of ``axes``
+    variables; 413 when the bins of every axis together are more than the
+    server's row limit (an estimator's, once its bins are made)."""
     edges = fields.get("edges")
+    if edges is None and isinstance(fields.get("bins"), str):
+        named: str = fields["bins"]
+        if named not in ESTIMATORS or axes != 1:
+            raise ServiceError(
+                400,
+                f"'bins' must be a whole number, or for one variable one of NumPy's "
+                f"estimators: {', '.join(ESTIMATORS)}; not {named!r} for {axes}",
+            )
+        return named
     if edges is None:
         chosen = whole(fields, "bins", 1, limits.bins)
         count = 10 if chosen is None else chosen

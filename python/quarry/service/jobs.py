@@ -124,7 +124,7 @@ class Builds:
             # A stale copy refuses every query of its file, as a stale index
             # does, and its 409 names this request: build it again as it was.
             with open_dataset(entry.real) as ds:
-                if ds.reorganize_again() is not None:
+                if ds.reorganize_again(force=bool(options.get("force"))) is not None:
                     result["copy"] = "rebuilt"
             state = "done"
         except (QuarryError, OSError) as exc:

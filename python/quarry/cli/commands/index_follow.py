@@ -8,7 +8,7 @@ import argparse
 import os
 from typing import Any
 
-from quarry.errors import StaleIndexError, UsageError
+from quarry.errors import IndexMissingError, StaleIndexError, UsageError
 from quarry.outputs.json_text import json_text
 
 
@@ -114,5 +114,12 @@ def run_follow(args: argparse.Namespace) -> int:
             f"{len(files.stale)} file(s) changed after their index was built and were not "
             f"complete again when the follower stopped ({', '.join(files.stale)}): their "
             f"index is stale; run 'quarry index --follow' again once the writer is done"
+        )
+    if files.incomplete:
+        raise IndexMissingError(
+            f"{len(files.incomplete)} file(s) matched but never became complete (still for "
+            f"--settle {args.settle:g} s, and open) while the follower ran "
+            f"({', '.join(files.incomplete)}): they have no index; run 'quarry index --follow' "
+            "again once the writer is done"
         )
     return 0

@@ -125,30 +125,10 @@ def _explained_steps(sel: SeriesSelection) -> dict[str, Any]:
 
 
 def _followed(sel: SeriesSelection) -> dict[str, Any]:
-    """For a run indexed while it is written (``quarry index --follow``):
-    the steps its index covers, which are the steps answered for
-    (``steps_indexed``), and whether its writer has closed it
-    (``writer_closed``); nothing for other files."""
-    from quarry.errors import QuarryError
-    from quarry.insitu.follow_bp import followed_steps
+    """:func:`~quarry.insitu.follow_bp.followed_report`, imported only when asked."""
+    from quarry.insitu.follow_bp import followed_report
 
-    found: dict[str, dict[str, Any]] = {}
-    for part in sel.selections:
-        ds = part.dataset
-        if ds.path in found or not ds.has_index:
-            continue
-        try:
-            state = followed_steps(ds.index.manifest, ds.path)
-        except QuarryError:  # stale or damaged: the query has said so already
-            continue
-        if state is not None:
-            found[ds.path] = state
-    if not found:
-        return {}
-    return {
-        "steps_indexed": sum(s["steps_indexed"] for s in found.values()),
-        "writer_closed": all(s["closed"] for s in found.values()),
-    }
+    return followed_report(sel)
 
 
 def _print_rows(
