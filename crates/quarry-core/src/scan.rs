@@ -6,6 +6,8 @@
 //! vectorise and nothing the size of a column is allocated. Only rows of the
 //! domain are read, so a scan under an AND touches just the surviving rows.
 
+use std::cmp::Ordering;
+
 use rayon::prelude::*;
 use roaring::RoaringBitmap;
 
@@ -138,6 +140,19 @@ pub enum Cmp {
 }
 
 impl Cmp {
+    /// Whether values in the order `order` satisfy this comparison.
+    #[inline]
+    fn holds(self, order: Ordering) -> bool {
+        match self {
+            Cmp::Lt => order == Ordering::Less,
+            Cmp::Le => order != Ordering::Greater,
+            Cmp::Gt => order == Ordering::Greater,
+            Cmp::Ge => order != Ordering::Less,
+            Cmp::Eq => order == Ordering::Equal,
+            Cmp::Ne => order != Ordering::Equal,
+        }
+    }
+
     #[inline]
     fn apply(self, a: f64, b: f64) -> bool {
         match self {
@@ -201,6 +216,14 @@ impl Program {
     fn constant(&self) -> Option<f64> {
         match self.ops[..] {
             [Op::Const(c)] => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The column this program only loads, if that is all it does.
+    fn loaded(&self) -> Option<usize> {
+        match self.ops[..] {
+            [Op::Load(i)] => Some(i),
             _ => None,
         }
     }
@@ -350,7 +373,20 @@ where
 }
 
 /// Rows (of `domain`, or all) where the comparison is true, and where it is
-/// unknown (a side is NaN).
+/// unknown (a side is NaN). Two variables compared as they are (`a == b`)
+/// compare their stored values exactly, whatever their dtypes (an int64
+/// beyond 2^53 against another, or against a float64); any arithmetic is
+/// float64's.
+///
+/// # Examples
+/// ```
+/// use quarry_core::scan::{scan_compare, Cmp, Comparison, Op, Program, Values};
+/// let (a, b) = ([(1i64 << 53) + 1, 5], [9_007_199_254_740_992.0f64, 5.0]);
+/// let load = |k| Program::new(vec![Op::Load(k)], 2).unwrap();
+/// let equal = Comparison { left: load(0), cmp: Cmp::Eq, right: load(1) };
+/// let (sure, _) = scan_compare(&[Values::I64(&a), Values::F64(&b)], &equal, 2, 2, None).unwrap();
+/// assert_eq!(sure.to_ids(), vec![1]);
+/// ```
 pub fn scan_compare(
     columns: &[Values<'_>],
     comparison: &Comparison,
@@ -359,6 +395,12 @@ pub fn scan_compare(
     domain: Option<&RowSet>,
 ) -> Result<(RowSet, RowSet)> {
     check_inputs(columns, n_rows, domain, block_len)?;
+    if let (Some(l), Some(r)) = (comparison.left.loaded(), comparison.right.loaded()) {
+        let (a, b, cmp) = (&columns[l], &columns[r], comparison.cmp);
+        return per_block(n_rows, block_len, domain, |base, rows, t, u| {
+            each_values!(a, x => each_values!(b, y => compare_exactly(x, y, cmp, base, rows, t, u)));
+        });
+    }
     let depth = comparison.left.depth.max(comparison.right.depth);
     per_block(n_rows, block_len, domain, |base, rows, t, u| {
         // Small per-chunk buffers; allocation is amortised over CHUNK rows.
@@ -379,6 +421,86 @@ pub fn scan_compare(
             }
         }
     })
+}
+
+/// A stored value as it compares exactly: any integer dtype's, or a float's.
+#[derive(Clone, Copy, Debug)]
+enum Exact {
+    Int(i128),
+    Float(f64),
+}
+
+/// A stored value of one dtype, as it compares exactly.
+trait ToExact: Copy + Sync {
+    fn exact(self) -> Exact;
+}
+
+macro_rules! to_exact {
+    ($variant:ident: $($t:ty),*) => {$(
+        impl ToExact for $t {
+            #[inline]
+            fn exact(self) -> Exact {
+                Exact::$variant(self.into())
+            }
+        }
+    )*};
+}
+to_exact!(Int: i8, i16, i32, i64, u8, u16, u32, u64);
+to_exact!(Float: f32, f64);
+
+impl Exact {
+    /// The order of two stored values (None where either is NaN).
+    fn order(self, other: Exact) -> Option<Ordering> {
+        match (self, other) {
+            (Exact::Int(a), Exact::Int(b)) => Some(a.cmp(&b)),
+            (Exact::Float(a), Exact::Float(b)) => a.partial_cmp(&b),
+            (Exact::Int(a), Exact::Float(b)) => int_against_float(a, b),
+            (Exact::Float(a), Exact::Int(b)) => int_against_float(b, a).map(Ordering::reverse),
+        }
+    }
+}
+
+/// The order of the integer `int` (of at most 64 bits) and the float
+/// `float`, exactly: neither rounded to the other's type.
+fn int_against_float(int: i128, float: f64) -> Option<Ordering> {
+    const BEYOND: f64 = 18_446_744_073_709_551_616.0; // 2^64: past every 64-bit integer
+    if float.is_nan() {
+        return None;
+    }
+    if float >= BEYOND {
+        return Some(Ordering::Less);
+    }
+    if float <= -BEYOND {
+        return Some(Ordering::Greater);
+    }
+    let whole = float.trunc();
+    // Whole and below 2^64 in size: exact in i128.
+    #[allow(clippy::cast_possible_truncation)]
+    let truncated = whole as i128;
+    // Equal whole parts: the float's fraction (of its sign) decides.
+    Some(int.cmp(&truncated).then(0.0f64.total_cmp(&(float - whole))))
+}
+
+/// [`scan_compare`] of two columns as they are: each row's stored values
+/// ordered exactly.
+fn compare_exactly<A: ToExact, B: ToExact>(
+    a: &[A],
+    b: &[B],
+    cmp: Cmp,
+    base: usize,
+    rows: Rows<'_>,
+    t: &mut Vec<u32>,
+    u: &mut Vec<u32>,
+) {
+    for i in 0..rows.len() {
+        let row = rows.row(i);
+        let at = base + row as usize;
+        match a[at].exact().order(b[at].exact()) {
+            None => u.push(row),
+            Some(order) if cmp.holds(order) => t.push(row),
+            Some(_) => {}
+        }
+    }
 }
 
 /// Rows one worker evaluates at a time (a [`CHUNK`] at a time): a few
@@ -561,6 +683,105 @@ pub fn count_ranges<K: Key, T: Widen<K>>(values: &[T], intervals: &[Interval<K>]
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Values near 2^53, 2^63 and 2^64, where float64 cannot tell integers apart.
+    fn awkward() -> impl Strategy<Value = (i64, u64, f64)> {
+        let near = |at: f64| (at - 3.0..at + 3.0).prop_map(f64::trunc);
+        (
+            prop_oneof![
+                any::<i64>(),
+                (1i64 << 53) - 3..(1i64 << 53) + 3,
+                i64::MAX - 3..=i64::MAX
+            ],
+            prop_oneof![
+                any::<u64>(),
+                (1u64 << 53) - 3..(1u64 << 53) + 3,
+                u64::MAX - 3..=u64::MAX
+            ],
+            prop_oneof![
+                any::<f64>(),
+                near(9_007_199_254_740_992.0),
+                Just(9_223_372_036_854_775_808.0),
+                Just(18_446_744_073_709_551_616.0),
+                Just(-9_223_372_036_854_775_808.0),
+                Just(f64::NAN),
+                Just(0.5),
+                Just(-0.5),
+                Just(0.0),
+                Just(5e-324),
+                Just(-5e-324),
+            ],
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn two_columns_compare_exactly(rows in prop::collection::vec(awkward(), 1..60)) {
+            let ints: Vec<i64> = rows.iter().map(|r| r.0).collect();
+            let unsigned: Vec<u64> = rows.iter().map(|r| r.1).collect();
+            let floats: Vec<f64> = rows.iter().map(|r| r.2).collect();
+            let columns = [Values::I64(&ints), Values::U64(&unsigned), Values::F64(&floats)];
+            let n = rows.len() as u64;
+            // The oracle: integers as i128, and a float against an integer through
+            // an exact rational comparison (a float is m * 2^e).
+            let exact = |k: usize, i: usize| -> Option<(i128, i128, i32)> {
+                match k {
+                    0 => Some((i128::from(ints[i]), 1, 0)),
+                    1 => Some((i128::from(unsigned[i]), 1, 0)),
+                    _ => {
+                        let f = floats[i];
+                        if f.is_nan() { return None; }
+                        if f.is_infinite() { return Some((if f > 0.0 { 1 } else { -1 }, 0, 0)); }
+                        // f = mantissa * 2^exp exactly.
+                        let bits = f.to_bits();
+                        let exp = ((bits >> 52) & 0x7ff) as i32;
+                        let frac = i128::from(bits & ((1 << 52) - 1));
+                        let (m, e) = if exp == 0 { (frac, -1074) } else { (frac | (1 << 52), exp - 1075) };
+                        Some((if f < 0.0 { -m } else { m }, 1, e))
+                    }
+                }
+            };
+            let order = |x: (i128, i128, i32), y: (i128, i128, i32)| -> Ordering {
+                // (m, finite, e): infinities have finite == 0 and m the sign.
+                match (x.1, y.1) {
+                    (0, 0) => x.0.cmp(&y.0),
+                    (0, _) => x.0.cmp(&0),
+                    (_, 0) => 0.cmp(&y.0),
+                    _ => {
+                        let e = x.2.min(y.2);
+                        let scale = |m: i128, at: i32| -> Option<i128> {
+                            let shift = u32::try_from(at - e).ok()?;
+                            if shift >= 126 { None } else { m.checked_mul(1i128 << shift) }
+                        };
+                        match (scale(x.0, x.2), scale(y.0, y.2)) {
+                            (Some(a), Some(b)) => a.cmp(&b),
+                            // Too large to scale: that side, unless 0, outweighs the other.
+                            (None, _) if x.0 != 0 => x.0.cmp(&0),
+                            (_, None) if y.0 != 0 => 0.cmp(&y.0),
+                            _ => x.0.signum().cmp(&y.0.signum()),
+                        }
+                    }
+                }
+            };
+            for (l, r) in [(0, 1), (1, 0), (0, 2), (2, 0), (1, 2), (2, 1), (0, 0), (2, 2)] {
+                for cmp in [Cmp::Lt, Cmp::Le, Cmp::Gt, Cmp::Ge, Cmp::Eq, Cmp::Ne] {
+                    let load = |k| Program::new(vec![Op::Load(k)], 3).unwrap();
+                    let comparison = Comparison { left: load(l), cmp, right: load(r) };
+                    let (t, u) = scan_compare(&columns, &comparison, n, 7, None).unwrap();
+                    let (mut want_t, mut want_u) = (Vec::new(), Vec::new());
+                    for i in 0..rows.len() {
+                        match (exact(l, i), exact(r, i)) {
+                            (Some(x), Some(y)) => if cmp.holds(order(x, y)) { want_t.push(i as u64) },
+                            _ => want_u.push(i as u64),
+                        }
+                    }
+                    prop_assert_eq!(t.to_ids(), want_t, "{:?} {} {}", cmp, l, r);
+                    prop_assert_eq!(u.to_ids(), want_u);
+                }
+            }
+        }
+    }
 
     #[test]
     fn compare_with_nan_and_domain() {
