@@ -47,10 +47,15 @@ def read_steps(path):
         for _ in stream.steps():
             arrays = {}
             for name, meta in stream.available_variables().items():
+                if not meta["Shape"]:  # a local array: this file's steps write one block
+                    arrays[name] = np.asarray(stream.read(name, block_id=0))
+                    continue
                 shape = tuple(int(n) for n in meta["Shape"].split(","))
                 # adios2 cannot read an empty array (it divides by its size)
                 empty = np.empty(shape, name[2:] if name.startswith("v_") else "f8")
-                arrays[name] = np.asarray(stream.read(name)) if all(shape) else empty
+                # The step's own selection: BP4's default is another step's shape.
+                whole = ([0] * len(shape), list(shape))
+                arrays[name] = np.asarray(stream.read(name, *whole)) if all(shape) else empty
             steps[stream.current_step()] = arrays
     return steps
 
@@ -146,3 +151,67 @@ def test_any_sizes_read_as_adios2_reads_them(tmp_path_factory, sizes, seed, ever
                 query = f"/Step#{s}/{name} < 1"
                 want = oracle_ids(query, {f"/Step#{s}/{name}": values})
                 np.testing.assert_array_equal(ds.query(query).ids(), want)
+
+
+def write_engine_run(path, engine, local, sizes):
+    """``always`` at every step and ``some`` at odd steps only, each step's
+    size its own, written by ``engine`` (BP4 or BP5) as global arrays or as
+    per-writer blocks (``local``)."""
+    io = adios2.Adios().declare_io("w")
+    io.set_engine(engine)
+    writer = io.open(path, adios2.bindings.Mode.Write)
+    made: dict[str, object] = {}
+    for step, n in enumerate(sizes):
+        writer.begin_step()
+        for name, values in (("always", np.arange(n) * 0.5 + step), ("some", np.full(n, step))):
+            if name == "some" and step % 2 == 0:
+                continue
+            values = values.astype("f8")
+            if name not in made:
+                shape, start = ([], []) if local else ([n], [0])
+                made[name] = io.define_variable(name, values, shape, start, [n])
+            variable = made[name]
+            if not local:
+                variable.set_shape([n])
+            variable.set_selection([[] if local else [0], [n]])
+            writer.put(variable, values, adios2.bindings.Mode.Sync)
+        writer.end_step()
+    writer.close()
+
+
+@pytest.mark.parametrize("local", [False, True])
+@pytest.mark.parametrize("engine", ["BP4", "BP5"])
+def test_a_variable_at_some_steps_has_each_steps_shape_whichever_engine(tmp_path, engine, local):
+    """BP4's reader gave a variable that skips steps another step's shape
+    (its shape lookup takes a step number, its reads the step's rank among
+    those holding it; a local array's blocks were listed by step number):
+    a wrong count at one step, an ADIOS2 traceback at another."""
+    path = str(tmp_path / f"run_{engine}.bp")
+    write_engine_run(path, engine, local, [10, 11, 12, 13, 9, 7])
+    steps = read_steps(path)
+    assert listing(path) == expected_listing(steps)
+    with quarry.open(path) as ds:
+        for step, arrays in steps.items():
+            for name, values in arrays.items():
+                where = f"/Step#{step}/{name}"
+                got = ds.query(f"{where} >= {step}").ids()
+                np.testing.assert_array_equal(got, np.flatnonzero(values >= step))
+                np.testing.assert_array_equal(
+                    ds.query(f"{where} >= {step}").values(where), values[got]
+                )
+
+
+def test_what_the_bindings_raise_on_a_read_is_a_source_error_naming_the_variable(tmp_path):
+    from quarry.errors import SourceError
+
+    path = str(tmp_path / "run.bp")
+    write_engine_run(path, "BP5", False, [10, 11])
+    with quarry.open(path) as ds:
+        reader = ds.driver._reader
+
+        def refuse(*args, **kwargs):
+            raise ValueError("[ADIOS2 EXCEPTION] selection out of bounds")
+
+        reader.read = refuse
+        with pytest.raises(SourceError, match=r"cannot read /Step#1/always from .*out of bounds"):
+            ds.query("/Step#1/always > 1").count()

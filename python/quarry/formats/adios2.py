@@ -154,7 +154,8 @@ class ADIOS2Driver:
         self._attrs: dict[str, dict[str, Any]] = {}
         self._local: dict[str, tuple[list[int], npt.NDArray[np.int64]]] = {}
         self._constants: dict[str, np.ndarray[Any, Any]] = {}
-        self._holding: dict[str, list[int]] | None = None
+        # Each variable's steps, and its shape at each, where some variable skips steps.
+        self._holding: dict[str, dict[int, tuple[int, ...]]] | None = None
         # Attribute names by the variable or group they belong to.
         self._owned: dict[str, dict[str, str]] = {}
         for key in self._reader.available_attributes():
@@ -229,8 +230,13 @@ class ADIOS2Driver:
             attrs = self._variable_attrs(name)
             held = int(meta.get("AvailableStepsCount", "1"))
             local = not shape and problem is None
+            # A step holding a local array lists a block at least; BP4 lists the
+            # steps skipped too (empty), BP5 only those holding it: the
+            # non-empty lists are the ``held`` steps' in order, for both.
             blocks: list[list[dict[str, str]]] = (
-                self._reader.all_blocks_info(name) if local else [[] for _ in range(held)]
+                [b for b in self._reader.all_blocks_info(name) if b]
+                if local
+                else [[] for _ in range(held)]
             )
             if len(blocks) < held:
                 # The bindings list no blocks of some local arrays (uint8
@@ -249,7 +255,7 @@ class ADIOS2Driver:
                 if local:
                     step_shape, step_problem = self._local_blocks(path, blocks[nth])
                 elif shape:
-                    step_shape = self._global_shape(name, nth)
+                    step_shape = self._global_shape(name, nth, step, held == steps_in_file)
                 step_problem = step_problem or variable_problem(step_shape, storage)
                 self._names[path] = (name, nth)
                 self._attrs[path] = attrs
@@ -268,9 +274,16 @@ class ADIOS2Driver:
         self._by_path = {v.path: v for v in infos}
         return infos
 
-    def _global_shape(self, name: str, nth: int) -> tuple[int, ...]:
-        """The shape of global array ``name`` at the ``nth`` step holding it:
-        its own, not the first step's (the file's metadata gives only that)."""
+    def _global_shape(self, name: str, nth: int, step: int, every: bool) -> tuple[int, ...]:
+        """The shape of global array ``name`` at step ``step``, the ``nth``
+        holding it: its own, not the first step's (the file's metadata gives
+        only that). Where it skips steps (``every`` false), as the file's
+        steps give it: BP4's random-access reader takes a shape's step
+        selection as a step number (and a read's as the rank ``nth``), so
+        it gave another step's shape."""
+        if not every:
+            assert self._holding is not None  # found with the step numbers
+            return self._holding[name][step]
         variable = self._reader.inquire_variable(name)
         variable.set_step_selection([nth, 1])
         return tuple(int(n) for n in variable.shape())
@@ -282,7 +295,7 @@ class ADIOS2Driver:
             return list(range(held))
         if self._holding is None:
             self._holding = self._steps_holding(steps_in_file)
-        numbers = self._holding.get(name, [])
+        numbers = list(self._holding.get(name, {}))
         if len(numbers) != held:
             raise SourceError(
                 f"{self.path}: ADIOS2 lists {name} in {held} steps but its steps hold it in "
@@ -290,14 +303,15 @@ class ADIOS2Driver:
             )
         return numbers
 
-    def _steps_holding(self, steps_in_file: int) -> dict[str, list[int]]:
-        """Each variable's step numbers, from reading the file's first
+    def _steps_holding(self, steps_in_file: int) -> dict[str, dict[int, tuple[int, ...]]]:
+        """Each variable's step numbers, each with its shape there (``()``
+        for a local array's), from reading the file's first
         ``steps_in_file`` steps' metadata in turn (the random-access reader
         does not say which steps a variable skips). Read only when some
         variable skips steps: it costs about 0.2 ms a step."""
         import adios2
 
-        holding: dict[str, list[int]] = {}
+        holding: dict[str, dict[int, tuple[int, ...]]] = {}
         ok = adios2.bindings.StepStatus.OK
         try:
             stream = adios2.Stream(self.path, "r")
@@ -309,8 +323,10 @@ class ADIOS2Driver:
                 if stream.begin_step(timeout=0.0) != ok:
                     break
                 step = stream.current_step()
-                for name in stream.available_variables():
-                    holding.setdefault(name, []).append(step)
+                for name, meta in stream.available_variables().items():
+                    text = meta.get("Shape", "").strip()
+                    shape = tuple(int(n) for n in text.split(",")) if text else ()
+                    holding.setdefault(name, {})[step] = shape
                 stream.end_step()
         finally:
             stream.close()
@@ -335,6 +351,14 @@ class ADIOS2Driver:
         self._local[path] = (ids, starts)
         return (int(starts[-1]),), None
 
+    def _raw(self, var: str, name: str, **selection: Any) -> Any:
+        """ADIOS2's read of ``name`` (the variable ``var``); what the bindings
+        raise (ValueError, RuntimeError...) as a SourceError naming both."""
+        try:
+            return self._reader.read(name, **selection)
+        except Exception as exc:
+            raise SourceError(f"cannot read {var} from {self.path}: {exc}") from None
+
     def _read_local(self, var: str, start: int, stop: int) -> npt.NDArray[Any]:
         import numpy as np
 
@@ -345,7 +369,7 @@ class ADIOS2Driver:
             lo, hi = int(starts[k]), int(starts[k + 1])
             if hi <= start or lo >= stop or hi == lo:
                 continue
-            data = np.asarray(self._reader.read(name, block_id=block, step_selection=[step, 1]))
+            data = np.asarray(self._raw(var, name, block_id=block, step_selection=[step, 1]))
             parts.append(data[max(start, lo) - lo : min(stop, hi) - lo])
         info = self._info(var)
         return np.concatenate(parts) if parts else np.empty(0, dtype=info.dtype)
@@ -370,7 +394,7 @@ class ADIOS2Driver:
                 return np.empty(0, dtype=info.dtype)
             first = [r0] + [0] * (len(info.shape) - 1)
             count = [r1 - r0, *info.shape[1:]]
-            raw = self._reader.read(name, start=first, count=count, step_selection=[step, 1])
+            raw = self._raw(var, name, start=first, count=count, step_selection=[step, 1])
             return np.asarray(raw)
 
         flat = read_flat(info.shape, start, stop, rows)
