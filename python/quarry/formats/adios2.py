@@ -255,7 +255,7 @@ class ADIOS2Driver:
                 if local:
                     step_shape, step_problem = self._local_blocks(path, blocks[nth])
                 elif shape:
-                    step_shape = self._global_shape(name, nth, step, held == steps_in_file)
+                    step_shape = self._global_shape(name, nth, held, steps_in_file)
                 step_problem = step_problem or variable_problem(step_shape, storage)
                 self._names[path] = (name, nth)
                 self._attrs[path] = attrs
@@ -274,16 +274,14 @@ class ADIOS2Driver:
         self._by_path = {v.path: v for v in infos}
         return infos
 
-    def _global_shape(self, name: str, nth: int, step: int, every: bool) -> tuple[int, ...]:
-        """The shape of global array ``name`` at step ``step``, the ``nth``
-        holding it: its own, not the first step's (the file's metadata gives
-        only that). Where it skips steps (``every`` false), as the file's
-        steps give it: BP4's random-access reader takes a shape's step
-        selection as a step number (and a read's as the rank ``nth``), so
-        it gave another step's shape."""
-        if not every:
-            assert self._holding is not None  # found with the step numbers
-            return self._holding[name][step]
+    def _global_shape(self, name: str, nth: int, held: int, steps_in_file: int) -> tuple[int, ...]:
+        """The shape of global array ``name`` at the ``nth`` of the ``held``
+        steps holding it: its own, not the first step's (the file's metadata
+        gives only that). Where it skips steps, as the file's steps give it:
+        BP4's random-access reader takes a shape's step selection as a step
+        number (and a read's as the rank ``nth``), so it gave another step's."""
+        if held != steps_in_file:
+            return list(self._steps_of(name, steps_in_file).values())[nth]
         variable = self._reader.inquire_variable(name)
         variable.set_step_selection([nth, 1])
         return tuple(int(n) for n in variable.shape())
@@ -293,15 +291,20 @@ class ADIOS2Driver:
         when it is in all of them, else those the file's steps list it in."""
         if held == steps_in_file:
             return list(range(held))
-        if self._holding is None:
-            self._holding = self._steps_holding(steps_in_file)
-        numbers = list(self._holding.get(name, {}))
+        numbers = list(self._steps_of(name, steps_in_file))
         if len(numbers) != held:
             raise SourceError(
                 f"{self.path}: ADIOS2 lists {name} in {held} steps but its steps hold it in "
                 f"{len(numbers)}; the run may be damaged: check it with 'bpls -l {self.path}'"
             )
         return numbers
+
+    def _steps_of(self, name: str, steps_in_file: int) -> dict[int, tuple[int, ...]]:
+        """The steps holding ``name``, each with its shape there (see
+        :meth:`_steps_holding`, read once for every variable)."""
+        if self._holding is None:
+            self._holding = self._steps_holding(steps_in_file)
+        return self._holding.get(name, {})
 
     def _steps_holding(self, steps_in_file: int) -> dict[str, dict[int, tuple[int, ...]]]:
         """Each variable's step numbers, each with its shape there (``()``
