@@ -243,6 +243,45 @@ def test_a_zarr_v3_store_xarray_wrote_reads_as_xarray_reads_it(tmp_path):
             np.testing.assert_array_equal(ds.query(query).ids(), want)
 
 
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_a_zarr_store_xarray_wrote_reads_as_xarray_reads_it_whatever_its_format(
+    tmp_path, zarr_format
+):
+    """xarray writes a variable's _FillValue to a v2 array's fill_value (not
+    its attributes) and reads it back as _FillValue: Quarry read -999 and a
+    packed -1 (9.5 unpacked) as data."""
+    xr = pytest.importorskip("xarray", reason="xarray is not installed")
+    rng = np.random.default_rng(zarr_format)
+    n = 53
+    t = rng.normal(size=n).astype("f4")
+    t[[2, 9]] = np.nan
+    p = rng.uniform(9, 13, n).round(1)
+    p[[4, 30]] = np.nan
+    q = rng.integers(-5, 5, n).astype("i4")  # no fill: every value is data
+    data = xr.Dataset({"t": ("n", t), "p": ("n", p), "q": ("n", q)})
+    data["t"].encoding["_FillValue"] = -999.0
+    data["p"].encoding.update(
+        {"dtype": "i2", "_FillValue": np.int16(-1), "scale_factor": 0.5, "add_offset": 10.0}
+    )
+    path = str(tmp_path / f"v{zarr_format}.zarr")
+    data.to_zarr(path, zarr_format=zarr_format, consolidated=False)
+    expected = xr.open_zarr(path, consolidated=False).load()
+    with quarry.open(path) as ds:
+        for name, query, cut in (("t", "t < 0.5", 0.5), ("p", "p < 11", 11), ("q", "q < 0", 0)):
+            values = expected[name].values.astype("f8")
+            want = np.flatnonzero(values < cut)
+            np.testing.assert_array_equal(ds.query(query).ids(), want, err_msg=name)
+            np.testing.assert_array_equal(ds.select_all([name]).values(name), values)
+    # A v2 array of no xarray layout keeps its fill_value as the value of
+    # unwritten chunks only: its zeros are data.
+    plain = zarr.open_array(
+        str(tmp_path / "plain.zarr"), mode="w", shape=(6,), dtype="i4", fill_value=0, zarr_format=2
+    )
+    plain[:3] = [0, 4, 0]
+    with quarry.open(str(tmp_path / "plain.zarr")) as ds:
+        assert ds.query("plain == 0").ids().tolist() == [0, 2, 3, 4, 5]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

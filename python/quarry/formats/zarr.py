@@ -1,8 +1,11 @@
 """Zarr v2 and v3 stores (local directories) through zarr-python.
 
 CF attributes (``_FillValue``, ``missing_value``, ``valid_*``,
-``scale_factor``, ``add_offset``) are decoded as for NetCDF; Zarr's own
-``fill_value`` is only the value of unwritten chunks and is not a missing marker.
+``scale_factor``, ``add_offset``) are decoded as for NetCDF. Zarr's own
+``fill_value`` is the value of unwritten chunks, and a missing marker only
+where xarray reads it as one: a v2 array of xarray's layout (its
+``_ARRAY_DIMENSIONS``), where xarray writes a variable's ``_FillValue`` there
+and reads it back as ``_FillValue``.
 """
 
 from __future__ import annotations
@@ -36,6 +39,17 @@ def _dimension_names(arr: Any, attrs: dict[str, Any]) -> tuple[str, ...] | None:
 
 #: Zarr's JSON spellings of the floats JSON cannot hold.
 _JSON_FLOATS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+
+
+def _with_v2_fill(arr: Any, attrs: dict[str, Any]) -> dict[str, Any]:
+    """``attrs`` with the ``_FillValue`` xarray reads from a v2 array of its
+    layout: the array's ``fill_value``, where it has one (xarray writes a
+    variable's ``_FillValue`` there, not among the attributes)."""
+    fill = arr.fill_value
+    v2 = getattr(arr.metadata, "zarr_format", 3) == 2
+    if not v2 or "_ARRAY_DIMENSIONS" not in attrs or fill is None:
+        return attrs
+    return {**attrs, "_FillValue": fill.item() if hasattr(fill, "item") else fill}
 
 
 def _xarray_attrs(attrs: dict[str, Any], storage: np.dtype[Any]) -> dict[str, Any]:
@@ -137,7 +151,7 @@ class ZarrDriver:
                 self._arrays[path] = arr
                 shape = tuple(int(s) for s in arr.shape)
                 storage = np.dtype(arr.dtype)
-                attrs = _xarray_attrs(dict(arr.attrs), storage)
+                attrs = _xarray_attrs(_with_v2_fill(arr, dict(arr.attrs)), storage)
                 self._attrs[path] = attrs
                 problem = variable_problem(shape, storage)
                 infos.append(
