@@ -190,3 +190,46 @@ def test_unsigned_bytes_read_as_netcdf4_reads_them(tmp_path):
                 ds.build_index()
             assert ds.query("x > 150").ids().tolist() == [2, 3]
             assert ds.query("x < 0").count() == 0
+
+
+@pytest.mark.parametrize("fmt", ["NETCDF4", "NETCDF3_CLASSIC"])
+def test_only_a_variables_own_attributes_mark_values_missing_as_xarray_reads_them(tmp_path, fmt):
+    """netCDF4's masking also hid values equal to the library's default fill
+    (-32767 for short, 65535 for ushort, 9.96921e36 for float) in variables
+    that declare none (or only missing_value); xarray keeps them as data."""
+    xr = pytest.importorskip("xarray", reason="xarray is not installed")
+    path = str(tmp_path / f"fills_{fmt}.nc")
+    defaults = netcdf4.default_fillvals
+    rng = np.random.default_rng(len(fmt))
+    n = 41
+    columns = {
+        "s": ("i2", {"missing_value": np.int16(7)}, defaults["i2"]),
+        "f": ("f4", {}, defaults["f4"]),
+        "d": ("f8", {"missing_value": -1.0}, defaults["f8"]),
+        "i": ("i4", {}, defaults["i4"]),
+        "b": ("i1", {"_Unsigned": "true", "_FillValue": np.int8(-1)}, -2),
+    }
+    if fmt == "NETCDF4":
+        columns["u"] = ("u2", {"missing_value": np.uint16(7)}, defaults["u2"])
+    with netcdf4.Dataset(path, "w", format=fmt) as ds:
+        ds.createDimension("n", n)
+        for name, (dtype, attrs, default) in columns.items():
+            fill = attrs.pop("_FillValue", None)
+            var = ds.createVariable(name, dtype, ("n",), fill_value=fill)
+            var.setncatts(attrs)
+            var.set_auto_maskandscale(False)
+            values = rng.integers(0, 100, n).astype(dtype)
+            values[[3, 17]] = default  # the library's default fill, as data
+            values[[5, 30]] = attrs.get("missing_value", values[5]) if attrs else values[5]
+            if fill is not None:
+                values[[8]] = fill
+            var[:] = values
+    expected = xr.open_dataset(path).load()
+    with quarry.open(path) as ds:
+        for name in columns:
+            want = expected[name].values.astype("f8")
+            got = ds.select_all([name]).values(name).astype("f8")
+            np.testing.assert_array_equal(got, want, err_msg=name)
+            cut = float(np.nanmedian(want))
+            ids = ds.query(f"{name} > {cut!r}").ids()
+            np.testing.assert_array_equal(ids, np.flatnonzero(want > cut), err_msg=name)

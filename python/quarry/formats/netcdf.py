@@ -59,9 +59,12 @@ class NetCDFDriver:
             self._ds = netCDF4.Dataset(path, "r")
         except OSError as exc:
             raise SourceError(f"cannot open {path} as NetCDF: {exc}") from None
-        self._ds.set_auto_maskandscale(True)
+        # As xarray reads: only a variable's own attributes mark values
+        # missing (netCDF4's masking also hides the library's default fill).
+        self._ds.set_auto_mask(False)
         self._vars: dict[str, Any] = {}
-        self._packed: dict[str, dict[str, Any]] = {}
+        # The attributes of the variables decoded here (cf.decode).
+        self._decoded: dict[str, dict[str, Any]] = {}
         self._infos: list[VariableInfo] | None = None
         self._by_path: dict[str, VariableInfo] = {}
 
@@ -86,13 +89,13 @@ class NetCDFDriver:
             if str(attrs.get("_Unsigned", "")).lower() == "true" and storage.kind == "i":
                 # netCDF4 reads these bytes as unsigned (the NetCDF-3 convention).
                 storage = np.dtype(storage.str.replace("i", "u"))
-            if any(a in attrs for a in cf.PACKING_ATTRS):
-                # Decoded here (cf.decode), unpacking in float64 as CF defines
-                # it: netCDF4 computes in the attribute's dtype (float32 for
-                # most writers'), and with its scaling off it would compare
-                # valid_* with _Unsigned bytes read as signed.
+            if cf.is_decoded(attrs):
+                # Decoded here (cf.decode) from the values as stored: missing
+                # ones by the variable's own attributes alone, and unpacked in
+                # float64 as CF defines it, where netCDF4 computes in the
+                # attribute's dtype (float32 for most writers').
                 var.set_auto_maskandscale(False)
-                self._packed[path] = attrs
+                self._decoded[path] = attrs
             dtype = cf.logical_dtype(storage, attrs) if problem is None else storage
             chunking = var.chunking()
             out.append(
@@ -121,21 +124,11 @@ class NetCDFDriver:
         info = self._info(var)
         v = self._vars[var]
         try:
-            values = np.ma.asarray(read_flat(info.shape, start, stop, lambda r0, r1: v[r0:r1]))
-        except (TypeError, ValueError) as exc:  # netCDF4's decoding refused the attributes
+            values = np.asarray(read_flat(info.shape, start, stop, lambda r0, r1: v[r0:r1]))
+        except (TypeError, ValueError) as exc:  # netCDF4 refused the variable
             raise SourceError(f"cannot read {var} of {self.path}: {exc}") from None
-        if var in self._packed:
-            stored = np.ma.getdata(values)
-            if stored.dtype.kind == "u" and cf.is_unsigned(self._packed[var]):
-                stored = stored.view(stored.dtype.str.replace("u", "i"))  # as the file holds them
-            flat = cf.decode(stored, self._packed[var], var)
-        elif info.dtype.kind == "f":
-            # netCDF4 masks missing integers but keeps their dtype; float64
-            # must hold each present one exactly.
-            cf.require_exact(values.data, ~np.ma.getmaskarray(values), var)
-            flat = np.ma.filled(values.astype(info.dtype), np.nan)
-        else:
-            flat = np.asarray(values, dtype=info.dtype)
+        attrs = self._decoded.get(var)
+        flat = cf.decode(values, attrs, var) if attrs is not None else np.asarray(values, info.dtype)
         out: npt.NDArray[np.generic] = np.require(flat, requirements=["C", "A"])
         return out
 
