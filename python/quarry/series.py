@@ -52,7 +52,6 @@ from quarry.query.series import (
     step_groups,
     steps_holding,
 )
-from quarry.query.track import IdTables, Tracks
 
 if TYPE_CHECKING:
     from quarry.dataset import Dataset
@@ -61,6 +60,7 @@ if TYPE_CHECKING:
     from quarry.index.verify import Verification
     from quarry.query.histogram import Bins, Histogram, Range
     from quarry.query.selection import Runner, Selection
+    from quarry.query.track import IdTables, Tracks
     from quarry.reorg.manifest import CopyManifest
 
 __all__ = ["Series", "open_series"]
@@ -90,8 +90,7 @@ class Series:
         self._datasets: dict[str, Dataset] = {ds.path: ds for ds in opened}
         self._borrowed = frozenset(self._datasets)
         self._members: list[Member] | None = None
-        self.id_tables = IdTables()
-        """Id variables' tables, kept for tracks after the first (:meth:`track`)."""
+        self._id_tables: IdTables | None = None
         self._names_in_steps: set[tuple[str, str]] = set()
         """(file, name) pairs found held by the file's steps alone, checked once
         (:meth:`_check_outside_steps`: 3.6 ms a query over 720 steps, else)."""
@@ -276,6 +275,15 @@ class Series:
             for m in self.members
         ]
         return combine(parts, bins, range)
+
+    @property
+    def id_tables(self) -> IdTables:
+        """Id variables' tables, kept for tracks after the first (:meth:`track`)."""
+        if self._id_tables is None:
+            from quarry.query.track import IdTables  # NumPy: not for a count's start-up
+
+            self._id_tables = IdTables()
+        return self._id_tables
 
     def track(
         self, query: str, at_step: int, id_var: str = "id", names: Sequence[str] = ()
@@ -475,7 +483,7 @@ class Series:
                 if file not in self._borrowed:
                     ds.close()
         self._datasets = {f: ds for f, ds in self._datasets.items() if f in self._borrowed}
-        self.id_tables = IdTables()  # files opened again may have changed
+        self._id_tables = None  # files opened again may have changed
 
     def __enter__(self) -> Series:
         return self

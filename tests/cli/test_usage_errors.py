@@ -68,6 +68,31 @@ def test_misuse_prints_one_line_and_exits_2(run_h5, argv, says, debug):
     assert (done.returncode, done.stderr, done.stdout) == (2, f"quarry: error: {says}\n", "")
 
 
+@pytest.mark.parametrize(
+    ("argv", "prog", "says"),
+    [
+        (
+            ["--ids", "--coords"],
+            "quarry query",
+            "argument --coords: not allowed with argument --ids",
+        ),
+        (
+            ["--jobs", "two"],
+            "quarry query",
+            "argument --jobs/-j: expected a whole number, got 'two'",
+        ),
+        (["--frob"], "quarry", "unrecognized arguments: --frob"),  # found by the top parser
+    ],
+)
+def test_options_argparse_refuses_print_one_line_too(run_h5, argv, prog, says):
+    """argparse printed its 8-line usage block before the error."""
+    done = subprocess.run(
+        [*QUARRY, "query", run_h5, "x > 1", *argv], capture_output=True, text=True, timeout=120
+    )
+    said = f"{prog}: error: {says}; see '{prog} --help'\n"
+    assert (done.returncode, done.stderr, done.stdout) == (2, said, "")
+
+
 def test_misuse_is_a_usage_error_and_data_errors_exit_1(run_h5, capsys):
     assert issubclass(UsageError, QuarryError)
     assert main(["plot", run_h5, "x", "y", "--where", "x > 1"]) == 2

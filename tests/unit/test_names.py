@@ -100,6 +100,10 @@ def test_unknown_names_suggest_their_neighbours():
     # A bare name shared by every step is still offered (it resolves with a path).
     with pytest.raises(UnknownVariableError, match="did you mean energy"):
         resolve("enrgy", VARS, "run.h5")
+    # A short name one letter off scores below difflib's usual cutoff: offered too.
+    short = [VariableInfo(p, (3,), np.dtype("f4")) for p in ("/px", "/py", "/energy")]
+    with pytest.raises(UnknownVariableError, match=r"did you mean p[xy], p[xy]\?"):
+        resolve("pz", short, "run.h5")
 
 
 def test_a_context_naming_no_group_suggests_groups():

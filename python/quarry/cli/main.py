@@ -29,7 +29,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, Protocol, cast
+from typing import Any, NoReturn, Protocol, cast
 
 from quarry.errors import UsageError
 
@@ -118,6 +118,15 @@ def _command(name: str) -> Command:
     return cast(Command, sys.modules[module])
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, refusing a command line in one line (what the
+    README promises), where argparse prints its usage block first; its
+    commands' parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}; see '{self.prog} --help'\n")
+
+
 def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     """The parser of the command line ``argv``. Where it names a command,
     only that command is made, with its options, so that only its module is
@@ -126,7 +135,7 @@ def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     made with its options, for ``quarry --help`` and the message naming the
     commands."""
     named = next((a for a in argv if not a.startswith("-")), None)
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="quarry",
         description="Exact, fast range queries over scientific array files.",
         formatter_class=_Formatter,

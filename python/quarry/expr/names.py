@@ -417,7 +417,9 @@ def suggest(name: str, variables: Sequence[VariableInfo], limit: int = 3) -> lis
     # too: with a context path (``--path Step#3``) they resolve.
     pool = list(labels) + [info.path for info in variables] + list(bare_counts)
     seen: list[str] = []
-    close = difflib.get_close_matches(key, pool, n=limit * 2, cutoff=0.6)
+    # A short name one letter off (``pz`` beside ``px``) scores 0.5: offered too.
+    cutoff = 0.5 if len(key) <= 3 else 0.6
+    close = difflib.get_close_matches(key, pool, n=limit * 2, cutoff=cutoff)
     for match in [*differing_in_case(key, pool), *close]:
         label = (
             match
