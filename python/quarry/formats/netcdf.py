@@ -128,7 +128,9 @@ class NetCDFDriver:
         except (TypeError, ValueError) as exc:  # netCDF4 refused the variable
             raise SourceError(f"cannot read {var} of {self.path}: {exc}") from None
         attrs = self._decoded.get(var)
-        flat = cf.decode(values, attrs, var) if attrs is not None else np.asarray(values, info.dtype)
+        if attrs is None:
+            return np.require(values, info.dtype, requirements=["C", "A"])
+        flat = cf.decode(values, attrs, var)
         out: npt.NDArray[np.generic] = np.require(flat, requirements=["C", "A"])
         return out
 
