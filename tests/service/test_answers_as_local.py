@@ -130,3 +130,20 @@ def test_a_damaged_index_is_409_naming_the_forced_rebuild_which_mends_it(served)
     done = client.get(f"/api/v1/jobs/{job}", params={"wait": 60}).json()
     assert done["state"] == "done", json.dumps(done)
     assert client.post("/api/v1/query", json=body).json() == {"count": 99_994}
+
+
+def test_an_estimators_bins_past_the_servers_most_are_413_and_a_grid_of_counts_is_not(
+    tmp_path,
+):
+    root = tmp_path / "root"
+    root.mkdir()
+    with h5py.File(root / "w.h5", "w") as f:
+        f["e"] = np.random.default_rng(2).normal(size=5000)
+        f["f"] = np.random.default_rng(3).normal(size=5000)
+    config = servers.config(str(root), str(tmp_path), scan_every=0, limits=Limits(bins=20))
+    with servers.running(config) as url, httpx.Client(base_url=url, timeout=60) as client:
+        body = {"dataset": "w.h5", "variables": ["e"], "bins": "sqrt"}  # 71 bins
+        refused = client.post("/api/v1/histogram", json=body)
+        assert refused.status_code == 413 and "made 71 bins" in refused.json()["error"]
+        grid = {"dataset": "w.h5", "variables": ["e", "f"], "bins": 20}  # 400 cells, 20 a side
+        assert client.post("/api/v1/histogram", json=grid).status_code == 200
