@@ -265,7 +265,7 @@ def test_a_series_tables_of_ids_match_a_dictionary(tmp_path, dtype, end):
     assert tables.rows((path, "/id"), values[:1]) is not None  # the table was kept
 
 
-def test_id_tables_keep_only_unique_dense_ids_within_their_budget(tmp_path):
+def test_id_tables_keep_only_unique_dense_ids_within_their_budget(tmp_path, monkeypatch):
     from quarry.query.track import IdTables, find_rows
 
     path = str(tmp_path / "ids.h5")
@@ -285,6 +285,15 @@ def test_id_tables_keep_only_unique_dense_ids_within_their_budget(tmp_path):
         for _ in range(3):  # the repeated id is refused however often it is asked
             with pytest.raises(TrackingError, match="id 7 appears 2 times"):
                 find_rows(ds, ds.variable("twice"), np.array([7]), tables)
+        from quarry.query import track as tracking
+
+        made = []  # and a column refused once is not made a table again
+        offsets = tracking._offsets
+        monkeypatch.setattr(tracking, "_offsets", lambda *a: made.append(a) or offsets(*a))
+        for name in ("sparse", "twice"):
+            find_rows(ds, ds.variable(name), np.array([3]), tables)
+        assert made == []
+        monkeypatch.undo()
         with h5py.File(str(tmp_path / "more.h5"), "w") as f:
             f["dense"] = np.arange(1000)[::-1]
     with quarry.open(str(tmp_path / "more.h5")) as other:

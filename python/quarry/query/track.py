@@ -309,6 +309,7 @@ class IdTables:
     def __init__(self, budget: int = ID_TABLES_BUDGET) -> None:
         self.budget = budget
         self._read: set[tuple[str, str]] = set()
+        self._refused: set[tuple[str, str]] = set()  # sparse, repeated or too large: not again
         self._tables: dict[tuple[str, str], tuple[int, npt.NDArray[Any]]] = {}
 
     def rows(
@@ -334,8 +335,9 @@ class IdTables:
         if key not in self._read:
             self._read.add(key)
             return
-        if key in self._tables or not len(values):
+        if key in self._tables or key in self._refused or not len(values):
             return
+        self._refused.add(key)  # until the table is made
         low, high = values.min(), values.max()
         span = int(high) - int(low) + 1
         kind = np.int32 if len(values) < 2**31 else np.int64
@@ -346,6 +348,7 @@ class IdTables:
         table[_offsets(values, int(low))] = np.arange(len(values), dtype=kind)
         if np.count_nonzero(table >= 0) != len(values):
             return  # an id held twice: each lookup finds it, and says so
+        self._refused.discard(key)
         self._tables[key] = (int(low), table)
         while sum(t.nbytes for _, t in self._tables.values()) > self.budget:
             del self._tables[next(iter(self._tables))]
