@@ -145,6 +145,41 @@ def fail(directory: str, index: str) -> None:
             sys.exit(3)
 
 
+def read_fails(directory: str, how: str) -> None:
+    """Answer with the Mpi runner while the last rank's reads fail (a
+    damaged chunk: OSError), the last rank holding the file's one block (or
+    member); ``how`` is ``count``, ``rows`` or ``batch``. Every rank must
+    raise, none wait on that rank: each writes what it raised to a file."""
+    comm = world()
+    assert comm is not None
+    path = os.path.join(directory, f"damaged-{how}.h5")
+    if comm.rank == 0:
+        with h5py.File(path, "w") as f:
+            f["b"] = np.arange(40_000.0)
+    comm.Barrier()
+
+    def damaged(var: str, start: int, stop: int) -> None:
+        raise OSError(5, "Can't synchronously read data (injected)")
+
+    with quarry.open_series(path, index=os.path.join(directory, "none") + "/") as series:
+        ds = series.dataset(series.files[0])
+        if comm.rank == comm.size - 1:
+            ds.driver.read = damaged  # type: ignore[method-assign,assignment]
+        try:
+            if how == "batch":
+                series.query_many(["b > 5"], runner=Mpi(comm))
+            elif how == "rows":
+                Mpi(comm).answer([ds.query("b > 5")], rows=True)  # type: ignore[list-item]
+            else:
+                ds.query("b > 5", runner=Mpi(comm))
+            said = "answered"
+        except Exception as exc:
+            said = f"{type(exc).__name__}: {exc}"
+    # A file per rank: lines the ranks print at once may interleave.
+    with open(os.path.join(directory, f"said-{how}-{comm.rank}.txt"), "w") as out:
+        out.write(said)
+
+
 if __name__ == "__main__":
     command, *rest = sys.argv[1:]
-    {"build": build, "query": query, "fail": fail}[command](*rest)
+    {"build": build, "query": query, "fail": fail, "read_fails": read_fails}[command](*rest)

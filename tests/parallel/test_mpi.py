@@ -199,6 +199,56 @@ def test_cli_under_mpiexec_prints_the_serial_answer(data, tmp_path):
     assert len(json.loads(serial.stdout)["per_step"]) > 1
 
 
+@pytest.mark.parametrize("how", ["count", "rows", "batch"])
+def test_a_read_failing_on_one_rank_is_raised_on_every_rank(tmp_path, how):
+    """The Mpi runner agreed only on Quarry's own errors: a read error
+    (OSError, a damaged chunk) on one rank left the others waiting forever
+    in the counts' collective call."""
+    cases(3, "read_fails", str(tmp_path), how)
+    said = [(tmp_path / f"said-{how}-{rank}.txt").read_text() for rank in range(3)]
+    failed = "[Errno 5] Can't synchronously read data (injected)"
+    others = f"ParallelError: {'rank 2: ' if how != 'batch' else ''}{failed}"
+    assert said == [others, others, f"OSError: {failed}"]
+
+
+def test_a_batch_over_one_table_is_printed_once(data):
+    directory, _ = data
+    queries = os.path.join(directory, "one-table-batch.txt")
+    with open(queries, "w") as f:
+        f.write("b > 0\nb < -1\n")
+    path = os.path.join(directory, "run_0.h5")
+    serial = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "quarry.cli.main",
+            "query",
+            path,
+            "--batch",
+            queries,
+            "--path",
+            "Step#0",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    ranks = mpirun(
+        3,
+        sys.executable,
+        "-m",
+        "quarry.cli.main",
+        "query",
+        path,
+        "--batch",
+        queries,
+        "--path",
+        "Step#0",
+    )
+    assert len(serial.stdout.splitlines()) == 2 and ranks.stdout == serial.stdout
+
+
 def test_a_failing_rank_publishes_nothing_and_is_named(data, tmp_path):
     directory, _ = data
     index = str(tmp_path / "run_0.h5.qidx")

@@ -38,13 +38,15 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from quarry import _core
-from quarry.errors import ParallelError, QuarryError
+from quarry.errors import ParallelError
 from quarry.parallel.mpi import share
 from quarry.pool import threads
 from quarry.records import record
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from quarry.query.selection import Selection
@@ -129,12 +131,12 @@ class Mpi:
         comm = self.comm
         runs = share([1] * n_members, comm.rank, comm.size)
         local = np.zeros((n_members, width), dtype=np.int64)
-        failure: tuple[int, QuarryError] | None = None
+        failure: tuple[int, Exception] | None = None
         for i, (first, stop) in enumerate(runs):
             if stop > first:
                 try:
                     local[i] = count(i)
-                except QuarryError as exc:
+                except Exception as exc:  # a read error (OSError) too: none may wait
                     failure = i, exc
                     break
         said = comm.allgather(None if failure is None else (failure[0], str(failure[1])))
@@ -157,13 +159,15 @@ class Mpi:
         comm = self.comm
         mine = self.shares(selections)
         if not rows:
-            counts = np.array([p.count() for p in mine], dtype=np.int64)
+            counts = together(comm, lambda: np.array([p.count() for p in mine], dtype=np.int64))
             total = np.empty_like(counts)
             comm.Allreduce(counts, total)
             for sel, count in zip(selections, total.tolist(), strict=True):
                 sel.set_answer(count=int(count))
             return True
-        payload = [(p.rows.to_bytes(), {n: p.values(n) for n in names}) for p in mine]
+        payload = together(
+            comm, lambda: [(p.rows.to_bytes(), {n: p.values(n) for n in names}) for p in mine]
+        )
         gathered = comm.gather(payload, root=self.root)
         if comm.rank != self.root:
             return False  # the selections here answer when read, on their own
@@ -179,6 +183,26 @@ class Mpi:
             }
             sel.set_answer(rows=whole, values=values)
         return True
+
+
+def together(comm: Any, work: Callable[[], T]) -> T:
+    """``work()`` on this rank, then a word from every rank before any goes
+    on to a collective call: where one failed, every rank raises (that rank
+    its own error, the others :class:`~quarry.errors.ParallelError` with its
+    message), so none waits forever on a rank that stopped."""
+    failure: Exception | None = None
+    try:
+        result = work()
+    except Exception as exc:  # a read error (OSError) as much as Quarry's own
+        failure = exc
+    said = comm.allgather(None if failure is None else str(failure))
+    failed = [(rank, message) for rank, message in enumerate(said) if message is not None]
+    if failure is not None:
+        raise failure
+    if failed:
+        rank, message = failed[0]
+        raise ParallelError(f"rank {rank}: {message}")
+    return result
 
 
 def n_blocks(selection: Selection) -> int:

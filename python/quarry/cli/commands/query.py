@@ -393,10 +393,13 @@ def _batch(args: argparse.Namespace, files: list[str]) -> int:
         if args.comm is not None and not one_table:
             return _batch_shared(args, series, labelled)
         if one_table:
+            # Under mpiexec every rank answers the one table (each finds any
+            # error the others do, and says so as they do); rank 0 prints.
             ds = series.dataset(series.files[0])
             counts = ds.query_many(queries, args.path, labels=labels)
-            for query, count in zip(queries, counts, strict=True):
-                print(_json(render.batch_line(query, count, None)), flush=True)
+            if args.comm is None or args.comm.rank == 0:
+                for query, count in zip(queries, counts, strict=True):
+                    print(_json(render.batch_line(query, count, None)), flush=True)
             return 0
         for query, sel in zip(queries, series.query_many(queries, labels=labels), strict=True):
             per_step = sel.per_step() if args.per_step else None
