@@ -296,6 +296,9 @@ def test_a_failing_rank_publishes_nothing_and_is_named(data, tmp_path):
             1,
             "there is no directory /no",
         ),
+        # Refused by argparse, before MPI starts: each rank knew its rank from the launcher.
+        (["query", "{d}/run_0.h5", "a > 1", "--count", "--ids"], 2, "not allowed with"),
+        (["query", "{d}/run_0.h5", "a > 1", "--jobs", "x"], 2, "expected a whole number"),
     ],
 )
 def test_a_mistake_under_mpiexec_is_reported_once_with_the_serial_code(data, argv, code, says):

@@ -120,11 +120,14 @@ def _command(name: str) -> Command:
 
 class _Parser(argparse.ArgumentParser):
     """argparse's parser, refusing a command line in one line (what the
-    README promises), where argparse prints its usage block first; its
-    commands' parsers are of this class too."""
+    README promises), where argparse prints its usage block first, and under
+    mpiexec from rank 0 alone; its commands' parsers are of this class too."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}; see '{self.prog} --help'\n")
+        from quarry.parallel.mpi import launched_rank
+
+        said = f"{self.prog}: error: {message}; see '{self.prog} --help'\n"
+        self.exit(2, said if launched_rank() == 0 else None)
 
 
 def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:

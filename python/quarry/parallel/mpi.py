@@ -28,6 +28,27 @@ def launched_ranks() -> int:
     return 1
 
 
+#: Where those launchers give the rank of this process.
+_RANK_VARIABLES = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK")
+
+
+def launched_rank() -> int:
+    """This process's rank as the launcher numbered it (0 when not under
+    mpiexec), known before MPI starts: a mistake found that early (the
+    command line's) is then said by rank 0 alone.
+
+    Examples
+    --------
+    >>> launched_rank()  # not started by mpiexec
+    0
+    """
+    for name in _RANK_VARIABLES:
+        value = os.environ.get(name)
+        if value and value.isdigit():
+            return int(value)
+    return 0
+
+
 def world() -> Any | None:
     """``MPI.COMM_WORLD`` when this process is one of several MPI ranks;
     None for a serial run.
