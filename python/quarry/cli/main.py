@@ -354,11 +354,14 @@ def _fail(args: argparse.Namespace, exc: BaseException, code: int, message: str)
     agreed on by every rank and reported once by rank 0 (see
     :mod:`quarry.cli.parallel`); one during the work stops every rank."""
     from quarry.cli.parallel import stop_before_work
+    from quarry.errors import ParallelError
 
     agreed = stop_before_work(args, code, message)
     if agreed is not None:
         return agreed
-    print(f"quarry: {message}", file=sys.stderr)
+    comm = getattr(args, "comm", None)
+    if not isinstance(exc, ParallelError) or comm is None or comm.rank == 0:
+        print(f"quarry: {message}", file=sys.stderr, flush=True)  # every rank raised it: once
     _abort_other_ranks(args, exc)
     return code
 

@@ -123,9 +123,11 @@ class Mpi:
     ) -> list[list[int]]:
         """Every member's counts on every rank: each rank counts a contiguous
         run of members, then one ``Allreduce`` sums them. A failure on any
-        rank is raised on all of them (the first by member; a rank that did
-        not hit it raises :class:`~quarry.errors.ParallelError` with the same
-        message), after they all agree, so none waits on another."""
+        rank (a read error too) is raised on all of them (the first by
+        member; a rank that did not hit it raises
+        :class:`~quarry.errors.ParallelError` with the same message, so a
+        query's mistake keeps its type and exit code where it was found),
+        after they all agree, so none waits on another."""
         import numpy as np
 
         comm = self.comm
@@ -187,9 +189,10 @@ class Mpi:
 
 def together(comm: Any, work: Callable[[], T]) -> T:
     """``work()`` on this rank, then a word from every rank before any goes
-    on to a collective call: where one failed, every rank raises (that rank
-    its own error, the others :class:`~quarry.errors.ParallelError` with its
-    message), so none waits forever on a rank that stopped."""
+    on to a collective call: where one failed, every rank raises the same
+    :class:`~quarry.errors.ParallelError` naming it (from the error itself on
+    that rank), so none waits forever on a rank that stopped, and the
+    command line says it once, from rank 0."""
     failure: Exception | None = None
     try:
         result = work()
@@ -197,11 +200,10 @@ def together(comm: Any, work: Callable[[], T]) -> T:
         failure = exc
     said = comm.allgather(None if failure is None else str(failure))
     failed = [(rank, message) for rank, message in enumerate(said) if message is not None]
-    if failure is not None:
-        raise failure
     if failed:
         rank, message = failed[0]
-        raise ParallelError(f"rank {rank}: {message}")
+        cause = failure if rank == comm.rank else None
+        raise ParallelError(f"rank {rank}: {message}") from cause
     return result
 
 
