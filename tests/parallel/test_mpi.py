@@ -377,7 +377,7 @@ def test_out_per_rank_needs_mpiexec(data, capsys):
                 "--out-per-rank",
             ]
         )
-        == 1
+        == 2  # a command line that cannot run as given
     )
     assert "--out-per-rank is for runs under mpiexec" in capsys.readouterr().err
 
@@ -418,3 +418,18 @@ def test_damage_one_rank_finds_while_answering_is_said_once(tmp_path):
         assert len(done.stderr.splitlines()) == 1, done.stderr
         assert "is damaged at variable /x (block 7" in done.stderr
         assert "Abort" not in done.stderr
+
+
+def test_a_missing_shard_is_named_with_the_reason(tmp_path):
+    """The reason read "(None)": the core's error carries no strerror."""
+    path = str(tmp_path / "p.h5")
+    with h5py.File(path, "w") as f:
+        f["e"] = np.random.default_rng(0).normal(size=60_000)
+    mpirun(3, os.path.join(BIN, "quarry"), "index", path, "--block-size", "5000", "--quiet")
+    (shard,) = glob.glob(path + ".qidx.*-0001.qshard")
+    os.remove(shard)
+    with pytest.raises(quarry.QuarryError) as err, quarry.open(path) as ds:
+        ds.query("e > 1").count()
+    said = str(err.value)
+    assert f"its shard {shard} cannot be read (No such file or directory" in said, said
+    assert "rebuild it with: quarry index" in said

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from quarry.cli.options import names as names_of
-from quarry.errors import QuarryError
+from quarry.errors import UsageError
 from quarry.outputs.json_text import json_text
 
 if TYPE_CHECKING:
@@ -89,9 +89,9 @@ def shared_answers(
     selections = answer.selections if isinstance(answer, SeriesSelection) else [answer]
     if args.out_per_rank:
         if comm is None:
-            raise QuarryError("--out-per-rank is for runs under mpiexec with several ranks")
+            raise UsageError("--out-per-rank is for runs under mpiexec with several ranks")
         if not args.out or not (args.ids or args.coords or args.values):
-            raise QuarryError("--out-per-rank needs --out FILE and --ids, --coords or --values")
+            raise UsageError("--out-per-rank needs --out FILE and --ids, --coords or --values")
         start_work(args)
         _write_per_rank(args, comm, answer, query, names)
         return None

@@ -466,7 +466,7 @@ def read(path: str, rebuild: str = REBUILD) -> tuple[list[_core.IndexFile], Mani
         except OSError as exc:
             raise CorruptIndexError(
                 f"index {path} is incomplete: its shard {shard_file} cannot be read "
-                f"({exc.strerror}); {rebuild}"
+                f"({exc.strerror or exc}); {rebuild}"
             ) from None
         if len(mapped) != shard.size or mapped.read(0, 8) != SHARD_MAGIC:
             raise CorruptIndexError(
