@@ -433,3 +433,21 @@ def test_a_missing_shard_is_named_with_the_reason(tmp_path):
     said = str(err.value)
     assert f"its shard {shard} cannot be read (No such file or directory" in said, said
     assert "rebuild it with: quarry index" in said
+
+
+def test_a_rank_file_naming_the_source_is_refused_before_the_work(tmp_path):
+    """Refused only when rank 1 came to write over it (exit 1, MPI_Abort's
+    lines), where every output naming an input is refused first (exit 2)."""
+    source = str(tmp_path / "d.rank0001.h5")
+    with h5py.File(source, "w") as f:
+        f["e"] = np.arange(10.0)
+    with open(source, "rb") as f:
+        before = f.read()
+    argv = ["query", source, "e > 1", "--values", "e", "--out", str(tmp_path / "d.h5")]
+    done = mpirun(2, os.path.join(BIN, "quarry"), *argv, "--out-per-rank", expect=2)
+    assert (
+        done.stderr == f"quarry: error: will not write {source}: it is the file being read; "
+        "write the output to another file\n"
+    )
+    with open(source, "rb") as f:
+        assert f.read() == before

@@ -61,6 +61,13 @@ def refuse_writing_over_inputs(args: argparse.Namespace) -> None:
         return
     from quarry.outputs.writers import refuse_inputs
 
+    if getattr(args, "out_per_rank", False) and getattr(args, "out", None):
+        from quarry.parallel.mpi import launched_ranks
+        from quarry.parallel.runners import rank_path
+
+        # What each rank will write (hits.rank0001.npy), named as read too.
+        outputs += [rank_path(args.out, rank) for rank in range(launched_ranks())]
+
     inputs = files_read(args)
     for out in outputs:
         refuse_inputs(out, inputs)
