@@ -220,35 +220,10 @@ def test_a_batch_over_one_table_is_printed_once(data):
     with open(queries, "w") as f:
         f.write("b > 0\nb < -1\n")
     path = os.path.join(directory, "run_0.h5")
-    serial = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "quarry.cli.main",
-            "query",
-            path,
-            "--batch",
-            queries,
-            "--path",
-            "Step#0",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
-    ranks = mpirun(
-        3,
-        sys.executable,
-        "-m",
-        "quarry.cli.main",
-        "query",
-        path,
-        "--batch",
-        queries,
-        "--path",
-        "Step#0",
-    )
+    argv = [sys.executable, "-m", "quarry.cli.main", "query", path, "--batch", queries]
+    argv += ["--path", "Step#0"]
+    serial = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=120)
+    ranks = mpirun(3, *argv)
     assert len(serial.stdout.splitlines()) == 2 and ranks.stdout == serial.stdout
 
 

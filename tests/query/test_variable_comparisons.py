@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from fractions import Fraction
 
 import h5py
@@ -18,14 +19,8 @@ import pytest
 import quarry
 
 DTYPES = ["i1", "u1", "i2", "u4", "i8", ">i8", "u8", "f4", "f8", ">f8"]
-OPS = {
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-    "==": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
-}
+OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+OPS |= {"==": operator.eq, "!=": operator.ne}
 N = 1037  # not a multiple of the block length
 
 
