@@ -426,3 +426,55 @@ def test_a_rank_file_naming_the_source_is_refused_before_the_work(tmp_path):
     )
     with open(source, "rb") as f:
         assert f.read() == before
+
+
+def test_rank_files_are_this_runs_alone(tmp_path):
+    """A run on fewer ranks left an earlier run's hits.rank0002.npy, which
+    read back as part of the answer; a run one rank failed left the other
+    ranks' files, looking like a partial answer."""
+    path = str(tmp_path / "p.h5")
+    rng = np.random.default_rng(3)
+    with h5py.File(path, "w") as f:
+        f["e"] = rng.exponential(0.3, 100_000)
+        f.create_dataset("b", data=rng.normal(size=100_000), chunks=(10_000,), compression="gzip")
+    quarry_cli = os.path.join(BIN, "quarry")
+    hits = str(tmp_path / "hits.npy")
+    for ranks in (3, 2):
+        mpirun(
+            ranks,
+            quarry_cli,
+            "query",
+            path,
+            "e > 1",
+            "--ids",
+            "--out",
+            hits,
+            "--out-per-rank",
+            "--quiet",
+        )
+    files = sorted(glob.glob(str(tmp_path / "hits.rank*.npy")))
+    assert [os.path.basename(f) for f in files] == ["hits.rank0000.npy", "hits.rank0001.npy"]
+    with h5py.File(path) as f:
+        want = np.flatnonzero(f["e"][()] > 1)
+    np.testing.assert_array_equal(np.concatenate([np.load(f) for f in files]), want)
+    with h5py.File(path) as f:  # a damaged chunk of b, read by the last rank alone
+        chunk = f["b"].id.get_chunk_info(9)
+    with open(path, "r+b") as f:
+        f.seek(chunk.byte_offset + 20)
+        f.write(b"\xff" * 200)
+    values = str(tmp_path / "v.h5")
+    mpirun(
+        3,
+        quarry_cli,
+        "query",
+        path,
+        "e > 1",
+        "--values",
+        "b",
+        "--out",
+        values,
+        "--out-per-rank",
+        "--quiet",
+        expect=1,
+    )
+    assert glob.glob(str(tmp_path / "v.*")) == []

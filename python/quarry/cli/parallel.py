@@ -108,25 +108,43 @@ def shared_answers(
 def _write_per_rank(
     args: Any, comm: Any, answer: Selection | SeriesSelection, query: str, names: list[str]
 ) -> None:
+    import contextlib
+    import os
+
+    from quarry.errors import ParallelError
     from quarry.outputs import write_positions
-    from quarry.parallel.runners import Mpi, rank_path
+    from quarry.parallel.runners import Mpi, rank_path, together
     from quarry.query.series import SeriesSelection
 
     out = rank_path(args.out, comm.rank)
-    if isinstance(answer, SeriesSelection):
-        mine = Mpi(comm).shares(answer.selections)
-        SeriesSelection(answer.query, answer.members, mine).extract(out, names)
-    else:
+
+    def write() -> list[Selection]:
+        if isinstance(answer, SeriesSelection):
+            mine = Mpi(comm).shares(answer.selections)
+            SeriesSelection(answer.query, answer.members, mine).extract(out, names)
+            return mine
         (part,) = Mpi(comm).shares([answer])
-        mine = [part]
         if names:
             part.extract(out, names)
         else:
             write_positions(out, part.coords() if args.coords else part.ids())
+        return [part]
+
+    try:
+        mine = together(comm, write)  # a rank that failed stops them all, none waiting
+    except ParallelError:
+        with contextlib.suppress(OSError):
+            os.remove(out)  # no rank's file is left of a run that failed
+        raise
     total = comm.reduce(sum(p.count() for p in mine), root=0)
     if comm.rank != 0:
         return
     files = [rank_path(args.out, r) for r in range(comm.size)]
+    # Files of an earlier run on more ranks would read back as part of this answer.
+    stale = comm.size
+    while os.path.exists(rank_path(args.out, stale)):
+        os.remove(rank_path(args.out, stale))
+        stale += 1
     if args.json:
         print(json_text({"query": query, "count": total, "out": files}))
     else:
