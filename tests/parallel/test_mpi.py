@@ -333,6 +333,16 @@ def test_commands_that_run_in_one_process_say_so(data, tmp_path, argv):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_explain_runs_in_one_process_and_says_so(data):
+    """The README: query --explain, whose plan is one process's, says so under mpiexec."""
+    directory, _ = data
+    path = os.path.join(directory, "run_0.h5")
+    argv = ["query", path, "a > 0.5", "--path", "Step#0", "--explain"]
+    done = mpirun(2, os.path.join(BIN, "quarry"), *argv, expect=2)
+    assert done.stderr == "quarry: error: --explain runs in one process, without mpiexec\n"
+    assert done.stdout == ""
+
+
 def test_out_per_rank_needs_mpiexec(data, capsys):
     from quarry.cli.main import main
 
