@@ -5,9 +5,17 @@ calls)`` and ``stop_before(owner, name)`` wrap ``owner.name`` so that at that
 point the process prints "stopped" and waits for a line on stdin."""
 
 HOOKS = """
+import signal
 import sys
+import threading
 
 def stop():
+    if threading.current_thread() is not threading.main_thread():
+        # The test's signal must reach the main thread, where Python runs its
+        # handlers: the kernel may give a process's signal to any thread that
+        # does not block it, and one given to this thread, waiting on stdin,
+        # would leave the main thread waiting on it in turn (the test hung).
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     print("stopped", flush=True)
     sys.stdin.readline()  # until signalled
 

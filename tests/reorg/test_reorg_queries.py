@@ -450,3 +450,33 @@ def test_a_float32_reaching_its_lowest_value_bins_without_numpy_warnings(tmp_pat
             for query in ("1e37 < h < 1.05e38 && u < 0.5", "h < -3e38 && u >= 0"):
                 expected = oracle_ids(query, {"h": h, "u": ds.query("u >= 0").values("u")})
                 np.testing.assert_array_equal(ds.query(query).ids(), expected)
+
+
+@pytest.mark.parametrize(
+    ("binning", "count"),
+    [({"bins": [16, 4]}, 16), ({"bin_size": [1e306, 0.5]}, 360), ({"bins": [1, 7]}, 1)],
+)
+def test_values_spanning_more_than_float64_holds_are_binned_as_asked(tmp_path, binning, count):
+    """Finite values from -1.7e308 to 1.7e308 span more than float64 holds:
+    every --bins and --bin-size gave one bin of width 1 (the copy narrowed
+    nothing, and said so nowhere), and --bin-size 0.5 was not refused."""
+    rng = np.random.default_rng(count)
+    n = 5003
+    x = rng.uniform(-1, 1, n) * 1.7e308
+    x[rng.random(n) < 0.05] = np.nan
+    x[:4] = [np.finfo("f8").max, -np.finfo("f8").max, np.inf, -np.inf]
+    y = rng.normal(size=n)
+    path = str(tmp_path / "wide.h5")
+    with h5py.File(path, "w") as f:
+        f["x"], f["y"] = x, y
+    with quarry.open(path) as ds:
+        manifest = ds.reorganize(["x", "y"], **binning)
+        assert manifest.members[0].axes[0].count == count
+        for _ in range(40):
+            a, b = (float(v) for v in np.sort(rng.uniform(-1, 1, 2) * 1.79e308))
+            c = float(rng.normal())
+            query = f"{a!r} < x && x <= {b!r} && y > {c!r}"
+            want = np.flatnonzero((x > a) & (x <= b) & (y > c))
+            np.testing.assert_array_equal(ds.query(query).ids(), want, err_msg=query)
+        with pytest.raises(quarry.QuarryError, match=r"more than 16777216 bins of size 0\.5"):
+            ds.reorganize(["x", "y"], bin_size=[0.5, 0.5])

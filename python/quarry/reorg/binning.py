@@ -540,12 +540,15 @@ def make_axis(
             if math.isfinite(aligned):  # edges on multiples of the size
                 origin = aligned if aligned <= origin else aligned - step
             span = float(top) - origin
-            count = math.floor(span / step) + 1 if math.isfinite(span / step) else MAX_AXIS_BINS + 1
+            # A span past float64's range (values near ±1.8e308) is cut all the
+            # same: its bins counted from each end's share, which cannot overflow.
+            ratio = span / step if math.isfinite(span) else top / step - origin / step
+            count = math.floor(ratio) + 1 if math.isfinite(ratio) else MAX_AXIS_BINS + 1
         else:
             assert bins is not None
-            step = span / bins
+            step = span / bins if math.isfinite(span) else top / bins - origin / bins
             count = bins
-        if not (step > 0 and math.isfinite(step) and math.isfinite(span)):
+        if count <= MAX_AXIS_BINS and not (step > 0 and math.isfinite(step)):
             step, count = 1.0, 1  # nothing to cut: one bin
     else:
         low, high, origin = int(low), int(high), int(low)

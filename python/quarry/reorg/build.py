@@ -310,13 +310,19 @@ def cluster_parts(
     Interrupted (Ctrl-C) or failed, it returns only once no part is being
     written: the parts not started are dropped and the running ones finish,
     so the copy's file is never closed under a part still writing to it."""
-    from concurrent.futures import wait
+    from concurrent.futures import FIRST_EXCEPTION, wait
 
     running = [
         workers.submit(_cluster, read, writer, plan, axes, start, stop, progress)
         for start, stop in parts
     ]
     try:
+        # Woken every 0.1 s: a Ctrl-C the kernel gave another thread (a core
+        # worker's) is handled here, on the main thread, and not only once
+        # the part being clustered ends.
+        pending = wait(running, timeout=0.1, return_when=FIRST_EXCEPTION).not_done
+        while pending and not any(p.done() and p.exception() is not None for p in running):
+            pending = wait(running, timeout=0.1, return_when=FIRST_EXCEPTION).not_done
         return [part.result() for part in running]
     except BaseException:
         for part in running:
