@@ -395,12 +395,28 @@ pub fn scan_compare(
     domain: Option<&RowSet>,
 ) -> Result<(RowSet, RowSet)> {
     check_inputs(columns, n_rows, domain, block_len)?;
-    if let (Some(l), Some(r)) = (comparison.left.loaded(), comparison.right.loaded()) {
-        let (a, b, cmp) = (&columns[l], &columns[r], comparison.cmp);
-        return per_block(n_rows, block_len, domain, |base, rows, t, u| {
-            each_values!(a, x => each_values!(b, y => compare_exactly(x, y, cmp, base, rows, t, u)));
-        });
+    // Only a 64-bit integer rounds in float64: any other pair of columns
+    // compares exactly in the float64 scan, which vectorises.
+    let wide = |k: usize| matches!(columns[k], Values::I64(_) | Values::U64(_));
+    match (comparison.left.loaded(), comparison.right.loaded()) {
+        (Some(l), Some(r)) if wide(l) || wide(r) => {
+            let (a, b, cmp) = (&columns[l], &columns[r], comparison.cmp);
+            per_block(n_rows, block_len, domain, |base, rows, t, u| {
+                each_values!(a, x => each_values!(b, y => compare_exactly(x, y, cmp, base, rows, t, u)));
+            })
+        }
+        _ => scan_compare_f64(columns, comparison, n_rows, block_len, domain),
     }
+}
+
+/// [`scan_compare`] with both sides evaluated in float64.
+fn scan_compare_f64(
+    columns: &[Values<'_>],
+    comparison: &Comparison,
+    n_rows: u64,
+    block_len: u64,
+    domain: Option<&RowSet>,
+) -> Result<(RowSet, RowSet)> {
     let depth = comparison.left.depth.max(comparison.right.depth);
     per_block(n_rows, block_len, domain, |base, rows, t, u| {
         // Small per-chunk buffers; allocation is amortised over CHUNK rows.
