@@ -29,6 +29,7 @@ from typing import Any
 from timing import (
     close_meta,
     header,
+    installed_environment,
     load,
     log,
     machine,
@@ -59,8 +60,7 @@ def _environment() -> dict[str, str]:
     """This checkout's package first on the path, as the tests run it, with
     bytecode caches written and used, as an installed package has them
     (compiling every module at every start would be timed otherwise)."""
-    env = dict(os.environ)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env = installed_environment()
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (os.path.join(REPO, "python"), env.get("PYTHONPATH")) if p
     )
