@@ -25,6 +25,7 @@ __all__ = [
     "evaluate",
     "jobs",
     "reserve_space",
+    "scan_box",
     "scan_compare",
     "scan_range",
     "set_jobs",
@@ -162,6 +163,14 @@ def scan_compare(
     block_len: int,
     domain: RowSet | None = None,
 ) -> tuple[RowSet, RowSet]: ...
+def scan_box(
+    columns: list[npt.NDArray[np.generic]],
+    lo: list[float | int],
+    lo_incl: list[bool],
+    hi: list[float | int],
+    hi_incl: list[bool],
+    block_len: int,
+) -> RowSet: ...
 def scan_range(
     values: npt.NDArray[np.generic],
     lo: float | int,

@@ -415,15 +415,24 @@ fn push_set_bits(mut bits: u64, rows: &[u32], out: &mut Vec<u32>) {
 
 /// Set bit `i` of `words` (bit `i % 64` of word `i / 64`) where `holds(i)`,
 /// for `i` in `0..n`, and clear the rest: every word is written. Branch-free,
-/// so a verdict that flips at random costs no misprediction.
+/// so a verdict that flips at random costs no misprediction: 64 verdicts as
+/// bytes first (a loop that vectorises), then each 8 bytes of 0 or 1 packed
+/// into 8 bits by one multiply (byte `j`'s bit lands at bit `56 + j`).
 #[inline(always)]
 #[allow(clippy::inline_always)] // inlined into each classifier, whose compare it packs
 fn pack(n: usize, words: &mut [u64], holds: impl Fn(usize) -> bool) {
+    const GATHER: u64 = 0x0102_0408_1020_4080;
     for (w, word) in words.iter_mut().enumerate() {
         let first = w * 64;
+        let mut flags = [0u8; 64];
+        let len = 64.min(n.saturating_sub(first));
+        for (j, flag) in flags[..len].iter_mut().enumerate() {
+            *flag = u8::from(holds(first + j));
+        }
         let mut bits = 0u64;
-        for j in 0..64.min(n.saturating_sub(first)) {
-            bits |= u64::from(holds(first + j)) << j;
+        for (k, eight) in (0..).zip(flags.chunks_exact(8)) {
+            let bytes = u64::from_le_bytes(eight.try_into().expect("8 bytes"));
+            bits |= (bytes.wrapping_mul(GATHER) >> 56) << (8 * k);
         }
         *word = bits;
     }
@@ -663,6 +672,91 @@ pub fn scan_range<K: Key, T: Widen<K>>(
             pack(rows.len(), t, |i| iv.contains(value(i)));
         },
     )
+}
+
+/// One condition of a box ([`scan_box`]): a column's stored values and the
+/// interval they must lie in, compared exactly in key domain `K`.
+pub struct RangeOf<'a, K, T> {
+    pub values: &'a [T],
+    pub interval: Interval<K>,
+}
+
+/// A condition of a box, whatever its column's dtype and key domain.
+pub trait InRange: Send + Sync {
+    /// Rows of the column.
+    fn rows(&self) -> usize;
+    /// Clear bit `i` of `words` where row `first + i` (`i` below `n`) is
+    /// missing or outside the interval.
+    fn keep_inside(&self, first: usize, n: usize, words: &mut [u64]);
+}
+
+impl<K: Key, T: Widen<K> + Sync> InRange for RangeOf<'_, K, T> {
+    fn rows(&self) -> usize {
+        self.values.len()
+    }
+
+    fn keep_inside(&self, first: usize, n: usize, words: &mut [u64]) {
+        let values = &self.values[first..first + n];
+        let mut inside = [0u64; CHUNK_WORDS];
+        let inside = &mut inside[..words.len()];
+        pack(n, inside, |i| {
+            let v: K = values[i].widen();
+            !v.is_missing() && self.interval.contains(v)
+        });
+        words.iter_mut().zip(&*inside).for_each(|(w, m)| *w &= m);
+    }
+}
+
+/// Rows where every condition holds (each column's value present and in
+/// its interval): a box over several columns in one pass over them, each
+/// chunk's rows marked in a mask that every column narrows. What an AND of
+/// ranges over a small table costs less as than as an index lookup per
+/// range and row sets combined.
+///
+/// # Errors
+/// If there is no condition, or the columns differ in length.
+///
+/// # Examples
+/// ```
+/// use quarry_core::eval::Interval;
+/// use quarry_core::scan::{scan_box, InRange, RangeOf};
+/// let (e, x) = ([1.25f32, 1.25, f32::NAN, 0.5], [145i32, 160, 145, 145]);
+/// let energy = RangeOf { values: &e[..], interval: Interval { lo: 1.2, lo_incl: false, hi: 1.3, hi_incl: false } };
+/// let near = RangeOf { values: &x[..], interval: Interval { lo: 140i64, lo_incl: true, hi: 150, hi_incl: true } };
+/// let rows = scan_box(&[&energy as &dyn InRange, &near], 2).unwrap();
+/// assert_eq!(rows.to_ids(), vec![0]);
+/// ```
+pub fn scan_box(conditions: &[&dyn InRange], block_len: u64) -> Result<RowSet> {
+    let Some(first) = conditions.first() else {
+        return Err(CoreError::Invalid(
+            "a box has at least one condition".into(),
+        ));
+    };
+    let n_rows = first.rows();
+    if let Some(other) = conditions.iter().find(|c| c.rows() != n_rows) {
+        return Err(CoreError::Invalid(format!(
+            "a column holds {} values, the table {n_rows} rows",
+            other.rows()
+        )));
+    }
+    check_inputs(&[], n_rows as u64, None, block_len)?;
+    let (inside, _) = per_block(
+        n_rows as u64,
+        block_len,
+        None,
+        || (),
+        |(), base, rows, t, u| {
+            let Rows::Range(start, n) = rows else {
+                unreachable!("a box is scanned whole")
+            };
+            pack(n, t, |_| true);
+            u.fill(0);
+            for condition in conditions {
+                condition.keep_inside(base + start, n, t);
+            }
+        },
+    )?;
+    Ok(inside)
 }
 
 /// Values counted per worker before the partial counts are added up.
@@ -939,6 +1033,12 @@ mod tests {
             }
             // A range of one column, exact in its key domain.
             let iv = Interval { lo: 2.0f64, lo_incl: cmp == Cmp::Ge, hi: 7.25, hi_incl: cmp == Cmp::Le };
+            // A box over both columns (x in iv, y in another), in one pass.
+            let other = Interval { lo: 1.0f64, lo_incl: true, hi: 5.0, hi_incl: cmp == Cmp::Lt };
+            let (on_x, on_y) = (RangeOf { values: &x[..], interval: iv }, RangeOf { values: &y[..], interval: other });
+            let inside = scan_box(&[&on_x as &dyn InRange, &on_y], block_len).unwrap();
+            let want: Vec<u64> = (0..n).filter(|&i| iv.contains(x[i as usize]) && other.contains(y[i as usize])).collect();
+            prop_assert_eq!(inside.to_ids(), want);
             for dom in [None, Some(&domain)] {
                 let rows: Vec<u64> = dom.map_or_else(|| (0..n).collect(), |_| picked.clone());
                 let (t, u) = scan_range::<f64, f64>(&x, &iv, block_len, dom).unwrap();
@@ -948,6 +1048,30 @@ mod tests {
                 prop_assert_eq!(u.to_ids(), want_u);
             }
         }
+    }
+
+    #[test]
+    fn a_box_needs_conditions_over_columns_of_one_length() {
+        let (a, b) = ([1.0f64, 2.0], [1.0f64]);
+        let all = Interval {
+            lo: f64::NEG_INFINITY,
+            lo_incl: true,
+            hi: f64::INFINITY,
+            hi_incl: true,
+        };
+        let (a, b) = (
+            RangeOf {
+                values: &a[..],
+                interval: all,
+            },
+            RangeOf {
+                values: &b[..],
+                interval: all,
+            },
+        );
+        assert!(scan_box(&[], 4).is_err());
+        assert!(scan_box(&[&a as &dyn InRange, &b], 4).is_err());
+        assert_eq!(scan_box(&[&a as &dyn InRange], 4).unwrap().len(), 2);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! - [`column`] — `IndexFile`, `Column` and `Tally`: reading an index.
 //! - [`cluster`] — clustering rows by `MDBin` number (`add_bins`, `stable_order`, `crc32`), and a box's runs (`box_runs`).
 //! - [`build`] — building an index (`build_blocks`, `variable_edges`).
-//! - [`scan`] — evaluating on values (`scan_range`, `scan_compare`, `count_ranges`, `evaluate`).
+//! - [`scan`] — evaluating on values (`scan_range`, `scan_box`, `scan_compare`, `count_ranges`, `evaluate`).
 
 // PyO3 hands arguments over as owned values (arrays, vectors); taking them by
 // value is how its extraction works, not a missed borrow.
@@ -46,6 +46,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scan::count_ranges, m)?)?;
     m.add_function(wrap_pyfunction!(scan::evaluate, m)?)?;
     m.add_function(wrap_pyfunction!(scan::scan_compare, m)?)?;
+    m.add_function(wrap_pyfunction!(scan::scan_box, m)?)?;
     m.add_function(wrap_pyfunction!(scan::scan_range, m)?)?;
     m.add_function(wrap_pyfunction!(pool::set_jobs, m)?)?;
     m.add_function(wrap_pyfunction!(pool::jobs, m)?)?;

@@ -126,6 +126,51 @@ pub fn scan_range<'py>(
     Ok((RowSet(inside), RowSet(missing)))
 }
 
+/// Rows where every column's stored value lies in its interval
+/// ``(lo[i], hi[i])`` (ends included where ``lo_incl[i]`` / ``hi_incl[i]``),
+/// each compared exactly in the key domain of its dtype: an AND of ranges
+/// in one pass over the columns.
+#[pyfunction]
+pub fn scan_box<'py>(
+    py: Python<'py>,
+    columns: Vec<Bound<'py, PyUntypedArray>>,
+    lo: Vec<Bound<'py, PyAny>>,
+    lo_incl: Vec<bool>,
+    hi: Vec<Bound<'py, PyAny>>,
+    hi_incl: Vec<bool>,
+    block_len: u64,
+) -> Result<RowSet> {
+    let n = columns.len();
+    if lo.len() != n || lo_incl.len() != n || hi.len() != n || hi_incl.len() != n {
+        return Err(PyValueError::new_err(format!(
+            "{n} columns but {}, {}, {}, {} bounds",
+            lo.len(),
+            lo_incl.len(),
+            hi.len(),
+            hi_incl.len()
+        ))
+        .into());
+    }
+    let held = columns
+        .iter()
+        .map(Held::new)
+        .collect::<PyResult<Vec<_>>>()?;
+    let mut conditions: Vec<Box<dyn scan::InRange + '_>> = Vec::with_capacity(n);
+    for (i, held) in held.iter().enumerate() {
+        let condition: Box<dyn scan::InRange + '_> = with_keyed!(held.values()?, s, K => {
+            let interval = interval::<K>(&lo[i], lo_incl[i], &hi[i], hi_incl[i])?;
+            Box::new(scan::RangeOf { values: s, interval })
+        });
+        conditions.push(condition);
+    }
+    let conditions: Vec<&dyn scan::InRange> = conditions.iter().map(AsRef::as_ref).collect();
+    let rows = conditions.first().map_or(0, |c| c.rows());
+    let inside = detach_pieces(py, block_count(rows as u64, block_len.max(1)), || {
+        scan::scan_box(&conditions, block_len)
+    })?;
+    Ok(RowSet(inside))
+}
+
 /// How many stored values lie in each interval ``(lo[i], hi[i])`` (ends
 /// included where ``lo_incl[i]`` / ``hi_incl[i]``), compared exactly in the
 /// key domain of the values' dtype, in one pass over the values. The bounds

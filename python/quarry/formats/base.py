@@ -65,6 +65,11 @@ def native(values: Any) -> npt.NDArray[np.generic]:
     import numpy as np
 
     dtype = queryable_dtype(values.dtype).newbyteorder("=")
+    if type(values) is np.ndarray and values.dtype == dtype:
+        flags = values.flags
+        if flags.c_contiguous and flags.aligned:
+            # As it is (np.require's checks cost more than a small step's scan).
+            return values
     out: npt.NDArray[np.generic] = np.require(
         np.asarray(values).astype(dtype, copy=False), requirements=["C", "A"]
     )

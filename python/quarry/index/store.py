@@ -47,6 +47,11 @@ class IndexStore:
         """Whether every column may answer without reading the source first."""
         return not self._unchecked
 
+    def proven(self, paths: Iterable[str]) -> bool:
+        """Whether the columns of ``paths`` may answer without reading the
+        source first (checked against their CRCs, or proven by the stat)."""
+        return self._unchecked.isdisjoint(paths)
+
     @property
     def listing_trusted(self) -> bool:
         """Whether the manifest's listing of the file's variables is the

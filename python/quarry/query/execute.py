@@ -13,6 +13,7 @@ arithmetic runs on the surviving rows only.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -66,6 +67,12 @@ class Intervals(NamedTuple):
 CHECK_COST = 16
 LOOKUP_COST = 2048
 SCAN_COST = 8192
+
+#: An AND of ranges over at most this many values (rows times ranges) is
+#: scanned in one pass over its columns (:meth:`Executor.small_box`): the
+#: Python work of weighing, looking up and combining each range through the
+#: index (some 60 microseconds) costs more than scanning 40,000 values.
+SMALL_BOX_VALUES = 1 << 16
 #: Reading a reorganised copy's member's offset tables, the first time a
 #: query could use them (a fixed part; and one per table entry).
 TABLES_COST = 65536
@@ -363,6 +370,9 @@ class Executor:
         through = self._through_copy(plan, rows=True)
         if isinstance(through, _core.RowSet):
             return through
+        small = self.small_box(plan)
+        if small is not None:
+            return small
         return self.eval(plan, self.part, want_unknown=False)[0]
 
     def count(self, plan: PlanNode) -> int:
@@ -372,12 +382,63 @@ class Executor:
         through = self._through_copy(plan, rows=False)
         if isinstance(through, int):
             return through
+        small = self.small_box(plan)
+        if small is not None:
+            return len(small)
         if isinstance(plan, RangeLeaf) and not plan.interval.empty:
             col = self._column(plan.var)
             if col is not None:
                 return self._count_by_index(plan, col, choose=True)
         # The copy was weighed above: its rows would cost it more still.
         return len(self.eval(plan, self.part, want_unknown=False)[0])
+
+    def small_box(self, plan: PlanNode) -> _core.RowSet | None:
+        """The rows of an AND of ranges of the table's own variables (that no
+        reorganised copy answers for less), scanned
+        in one pass over their columns where they hold at most
+        :data:`SMALL_BOX_VALUES` values in one block (the small steps of a
+        long series); None for any other plan, a share of the table, more
+        values, several blocks (whose zone maps the index path prunes by), a
+        process without NumPy, or an index not yet checked against its source."""
+        if (
+            not isinstance(plan, AndNode)
+            or self.blocks is not None
+            or self.table.n_rows > self.table.block_len
+            # A scan takes NumPy's arrays: a process that has not imported it (a
+            # count at the command line) would pay more for that (~100 ms) than
+            # for the index's lookups.
+            or "numpy" not in sys.modules
+        ):
+            return None
+        leaves = [x for x in plan.items if isinstance(x, RangeLeaf)]
+        if (
+            len(leaves) < len(plan.items)
+            or self.table.n_rows * len(leaves) > SMALL_BOX_VALUES
+            or any(
+                x.var.subarray is not None or self.table.axis_of(x.var) is not None for x in leaves
+            )
+            # An index still to be checked against the source is read through
+            # the index path, which checks it once and records that for later
+            # opens; a scan would leave each of them to check it again.
+            or (self.store is not None and not self.store.proven(x.var.path for x in leaves))
+        ):
+            return None
+        for leaf in leaves:
+            self._note(Access((leaf.var.key, leaf.interval), "scan"))
+        if any(leaf.interval.empty for leaf in leaves):
+            return self._empty()
+        columns = [self._values(leaf.var) for leaf in leaves]
+        for values in columns:
+            self._work.scanned(None, len(values), self.table.block_len)
+        ivs = [leaf.interval for leaf in leaves]
+        return _core.scan_box(
+            columns,
+            [iv.lo for iv in ivs],
+            [iv.lo_incl for iv in ivs],
+            [iv.hi for iv in ivs],
+            [iv.hi_incl for iv in ivs],
+            self.table.block_len,
+        )
 
     def _count_by_index(self, leaf: RangeLeaf, col: _core.Column, choose: bool = False) -> int:
         """A range's count from its bins' counts and its checked candidates;
