@@ -742,9 +742,9 @@ impl<K: Key, T: Widen<K> + Sync> InRange for RangeOf<'_, K, T> {
 
 /// Rows where every condition holds (each column's value present and in
 /// its interval): a box over several columns in one pass over them, each
-/// chunk's rows marked in a mask that every column narrows. What an AND of
-/// ranges over a small table costs less as than as an index lookup per
-/// range and row sets combined.
+/// chunk's rows marked in a mask that every column narrows. On a small
+/// table an AND of ranges costs less this way than as an index lookup per
+/// range with their row sets combined.
 ///
 /// # Errors
 /// If there is no condition, or the columns differ in length.
