@@ -320,9 +320,9 @@ def cluster_parts(
         # Woken every 0.1 s: a Ctrl-C the kernel gave another thread (a core
         # worker's) is handled here, on the main thread, and not only once
         # the part being clustered ends.
-        pending = wait(running, timeout=0.1, return_when=FIRST_EXCEPTION).not_done
+        pending = set(running)
         while pending and not any(p.done() and p.exception() is not None for p in running):
-            pending = wait(running, timeout=0.1, return_when=FIRST_EXCEPTION).not_done
+            pending = wait(pending, timeout=0.1, return_when=FIRST_EXCEPTION).not_done
         return [part.result() for part in running]
     except BaseException:
         for part in running:
