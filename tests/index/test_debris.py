@@ -116,6 +116,9 @@ from quarry.cli.main import main
 from quarry.index import layout
 
 point, argv = sys.argv[1], sys.argv[2:]
+# Ctrl-C raises KeyboardInterrupt, as in a terminal: a test runner started in the
+# background has SIGINT ignored, and a process inherits that.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 if point == "created":  # the temporary file locked, its header written
     stop_after(layout.IndexWriter, "__init__", 1)
@@ -211,26 +214,75 @@ def test_sigterm_cleans_up_like_ctrl_c(indexed, point):
     assert Path(indexed + ".qidx").read_bytes() == before
 
 
+@pytest.mark.parametrize("point", POINTS)
+def test_ctrl_c_removes_the_temporary_and_keeps_the_old_index(indexed, point):
+    folder = Path(indexed).parent
+    before = Path(indexed + ".qidx").read_bytes()
+    proc = stopped_build(indexed, point)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert err.strip() == "quarry: interrupted"
+    assert temporaries(folder) == []
+    assert Path(indexed + ".qidx").read_bytes() == before
+
+
+#: ``quarry index`` whose call into the core holds the main thread in C for
+#: 60 s, deaf to signals as a long core call is (pthread_mutex_timedlock is
+#: never interrupted by one): it prints "held" as the hold begins.
+HELD_IN_THE_CORE = """
+import ctypes
+import sys
+import time
+
+from quarry import _core
+from quarry.cli.main import main
+
+libc = ctypes.CDLL(None)
+
+
+class Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+build_blocks = _core.build_blocks
+
+
+def held(*args):
+    mutex = ctypes.create_string_buffer(64)  # zeros: a default mutex, unlocked
+    libc.pthread_mutex_lock(mutex)
+    print("held", flush=True)
+    libc.pthread_mutex_timedlock(mutex, ctypes.byref(Timespec(int(time.time()) + 60, 0)))
+    return build_blocks(*args)
+
+
+_core.build_blocks = held
+sys.exit(main(sys.argv[1:]))
+"""
+
+
 def test_sigterm_stops_a_build_inside_one_long_call_to_the_core(tmp_path):
-    """A fine --precision on small blocks makes one call into the Rust core
-    last minutes; Python runs a signal's handler between bytecodes, so SIGTERM
-    waited for the call (82 s in a probe). It ends the build at once now."""
+    """Python runs a signal's handler between bytecodes, so SIGTERM waited for
+    a build's call into the Rust core to end (82 s in a probe, when a fine
+    --precision made one call minutes long). It ends the build at once now.
+    A call held 60 s in C stands in for the long one."""
     import time
 
-    path = str(tmp_path / "fine.h5")
+    path = str(tmp_path / "run.h5")
     with h5py.File(path, "w") as f:
-        f["n"] = np.random.default_rng(0).normal(size=65_537)
-    command = [*QUARRY, "index", path, "--precision", "5", "--block-size", "16", "--quiet"]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while not temporaries(tmp_path) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)  # the build has begun writing: its handler is set
+        f["n"] = np.arange(1000.0)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HELD_IN_THE_CORE, "index", path, "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "held\n"
     assert temporaries(tmp_path), "the build wrote no temporary file"
-    time.sleep(0.5)  # well inside the core's call
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert err.strip() == "quarry: terminated"
-    assert time.monotonic() - sent < 10  # was the whole call's time
+    assert time.monotonic() - sent < 30  # the held call would take 60 s
     assert temporaries(tmp_path) == [] and not os.path.exists(path + ".qidx")

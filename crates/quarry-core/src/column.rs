@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use roaring::{MultiOps, RoaringBitmap};
 
-use crate::block::{BlockHeader, Stats};
+use crate::binning::BinLookup;
+use crate::block::{check_edges, BinScratch, BlockHeader, BlockIndex, Stats};
 use crate::error::{corrupt, CoreError, Result};
 use crate::eval::Interval;
 use crate::key::{Key, Widen};
@@ -446,16 +447,32 @@ pub fn build_blocks<K: Key, T: Widen<K>>(
     if block_len == 0 {
         return Err(CoreError::Invalid("block length must be positive".into()));
     }
-    pieces::map(values.len().div_ceil(block_len), |b| {
-        let chunk = &values[b * block_len..values.len().min((b + 1) * block_len)];
-        let bytes = crate::block::BlockIndex::build(chunk, edges)?.to_bytes();
-        Ok(BuiltBlock {
-            bytes,
-            source_crc32: crc32_of(chunk),
-        })
-    })
-    .into_iter()
-    .collect()
+    check_edges(edges)?;
+    let lookup = BinLookup::new(edges);
+    let n_bins = edges.len() + 1;
+    // Blocks are built in groups of at least as many rows as there are bins:
+    // each group makes its scratch (a few words per bin) once, so its cost
+    // stays below the rows' even for many small blocks over a fine binning.
+    let n_blocks = values.len().div_ceil(block_len);
+    let per_group = n_bins.div_ceil(block_len).max(1);
+    let groups = pieces::map(n_blocks.div_ceil(per_group), |g| {
+        let mut scratch = BinScratch::new(n_bins);
+        (g * per_group..n_blocks.min((g + 1) * per_group))
+            .map(|b| {
+                let chunk = &values[b * block_len..values.len().min((b + 1) * block_len)];
+                let bytes = BlockIndex::build_with(chunk, &lookup, &mut scratch)?.to_bytes();
+                Ok(BuiltBlock {
+                    bytes,
+                    source_crc32: crc32_of(chunk),
+                })
+            })
+            .collect::<Result<Vec<_>>>()
+    });
+    let mut blocks = Vec::with_capacity(n_blocks);
+    for group in groups {
+        blocks.extend(group?);
+    }
+    Ok(blocks)
 }
 
 fn crc32_of<T: Copy>(values: &[T]) -> u32 {

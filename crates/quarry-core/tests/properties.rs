@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use quarry_core::binning::{bin_of, equal_weight_edges, variable_edges, BinLookup};
+use quarry_core::block::BlockIndex;
 use quarry_core::column::{build_blocks, BlockSpan, Buffer, BuiltBlock, ColumnIndex, Tally};
 use quarry_core::eval::Interval;
 use quarry_core::key::Key;
@@ -92,6 +93,23 @@ proptest! {
         let lookup = BinLookup::new(&int_edges);
         for &p in ints.iter().chain([i64::MIN, i64::MAX].iter()) {
             prop_assert_eq!(lookup.bin(p), bin_of(&int_edges, p));
+        }
+    }
+
+    #[test]
+    fn blocks_built_in_groups_equal_blocks_built_alone(
+        values in prop::collection::vec(float_value(), 0..3000),
+        nbins in 1usize..2000,
+        block_len in 1usize..64,
+    ) {
+        // Many small blocks over many bins share one scratch per group: each
+        // block's bytes must be those it has built on its own.
+        let edges = equal_weight_edges(&values, nbins);
+        let grouped = build_blocks(&values, &edges, block_len).unwrap();
+        prop_assert_eq!(grouped.len(), values.len().div_ceil(block_len));
+        for (block, chunk) in grouped.iter().zip(values.chunks(block_len)) {
+            let alone = BlockIndex::<f64>::build(chunk, &edges).unwrap().to_bytes();
+            prop_assert_eq!(&block.bytes, &alone);
         }
     }
 

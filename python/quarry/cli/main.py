@@ -238,6 +238,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         return _fail(args, exc, 1, f"error: {exc}")
     except KeyboardInterrupt:
+        # As on SIGTERM: a Ctrl-C landing between a temporary's creation and
+        # the block that aborts it on error would leave the file behind.
+        layout = sys.modules.get("quarry.index.layout")  # loaded by whatever wrote one
+        if layout is not None:
+            layout.remove_own_temporaries()
         print("quarry: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
