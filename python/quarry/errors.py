@@ -323,13 +323,20 @@ class SeriesMemberError(QuarryError):
     >>> cause = UnknownVariableError("enrgy", "run_2.h5", ["energy"])
     >>> print(SeriesMemberError("run_2.h5", 3, cause))
     run_2.h5, step 3: no variable 'enrgy' in run_2.h5; did you mean energy?
+
+    A file's index and reorganised copy serve all its steps, so their
+    staleness or damage is told of the file, not of the step that met it:
+
+    >>> print(SeriesMemberError("run_2.h5", 0, StaleIndexError("run_2.h5 has changed")))
+    run_2.h5: run_2.h5 has changed
     """
 
     def __init__(self, file: str, step: int | None, error: QuarryError) -> None:
         self.file = file
         self.step = step
         self.error = error
-        where = file if step is None else f"{file}, step {step}"
+        whole_file = isinstance(error, StaleIndexError | CorruptIndexError)
+        where = file if step is None or whole_file else f"{file}, step {step}"
         super().__init__(f"{where}: {error}")
 
 

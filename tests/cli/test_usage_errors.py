@@ -51,6 +51,20 @@ MISTAKES = [
         ["register", "{f}", "--dtype", "<f4", "--shape", "4,x"],
         "--shape must be integers separated by commas, got '4,x'",
     ),
+    # A name's place can matter (--at's give the axes in order): an empty one
+    # is refused, not dropped.
+    (
+        ["interp", "{f}", "--field", "b={f}", "--at", "x,,y"],
+        "--at 'x,,y': name 2 is empty; give a variable between each two commas",
+    ),
+    (
+        ["query", "{f}", "x > 1", "--values", ",x"],
+        "--values ',x': name 1 is empty; give a variable between each two commas",
+    ),
+    (
+        ["reorg", "{f}", "--vars", "x, ,y", "--bins", "4"],
+        "--vars 'x, ,y': name 2 is empty; give a variable between each two commas",
+    ),
 ]
 
 

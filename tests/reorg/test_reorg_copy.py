@@ -172,6 +172,14 @@ def test_bad_requests_are_clear(particles, tmp_path):
     other = str(tmp_path / "s.h5")
     with h5py.File(other, "w") as f:
         f["a"], f["b"] = np.zeros(3), np.zeros(4)
+        f["inf"] = np.array([-np.inf, -3.5, 2.0, np.inf])
+    # The range the bins cut is the finite values', not [-inf, inf].
+    said = (
+        r"/inf would have more than 16777216 bins of size 1e-08 over its finite values "
+        r"\[-3.5, 2.0\] \(infinities go to the end bins\)"
+    )
+    with quarry.open(other) as ds, pytest.raises(ReorgError, match=said):
+        ds.reorganize(["inf"], bin_size=1e-8)
     with quarry.open(other) as ds, pytest.raises(ShapeMismatchError, match="one shape"):
         ds.reorganize(["a", "b"])
     with pytest.raises(ReorgError, match="no reorganised copy"):

@@ -103,3 +103,18 @@ def test_ranks_take_the_ranges_from_a_fresh_index(tmp_path):
     assert serial.keys() == parallel.keys()
     for name, values in serial.items():
         np.testing.assert_array_equal(parallel[name], values, err_msg=name)
+
+
+def test_bins_every_rank_refuses_are_refused_once_without_an_abort(tmp_path):
+    """The axes come from the extents all ranks gathered, so every rank
+    refused too many bins at once: each printed it and aborted the job."""
+    path = str(tmp_path / "run.h5")
+    with h5py.File(path, "w") as f:
+        f["x"] = np.arange(1000.0)
+    done = mpirun(2, "reorg", path, "--vars", "x", "--bin-size", "1e-9", expect=1)
+    said = (
+        "quarry: error: /x would have more than 16777216 bins of size 1e-09 over [0.0, 999.0]: "
+        "give a larger --bin-size or fewer --bins\n"
+    )
+    assert done.stderr == said
+    assert sorted(os.listdir(tmp_path)) == ["run.h5"]

@@ -120,9 +120,23 @@ def test_an_unknown_variable_is_404_whatever_the_answers_size(served):
 def test_a_damaged_index_is_409_naming_the_forced_rebuild_which_mends_it(served):
     _, client, _ = served
     body = {"dataset": "damaged.h5", "query": "e > 5"}
+    # The scan saw a fresh stat; the damage is found by the first request to read it.
+    assert client.get("/api/v1/datasets/damaged.h5").json()["index"]["state"] == "fresh"
     refused = client.post("/api/v1/query", json=body)
     said = 'rebuild it with POST /api/v1/index {"dataset": "damaged.h5", "force": true}'
     assert refused.status_code == 409 and said in refused.json()["error"]
+    # ... and the catalog says so from then on, rescanned or not.
+    for rescan in (False, True):
+        if rescan:
+            auth = {"Authorization": f"Bearer {servers.TOKEN}"}
+            assert client.post("/api/v1/rescan", headers=auth).status_code == 200
+        detail = client.get("/api/v1/datasets/damaged.h5").json()
+        assert (detail["fresh"], detail["indexed"], detail["index"]["state"]) == (
+            False,
+            False,
+            "damaged",
+        )
+        assert "damaged.h5.qidx" in detail["index"]["error"]
     auth = {"Authorization": f"Bearer {servers.TOKEN}"}
     job = client.post(
         "/api/v1/index", json={"dataset": "damaged.h5", "force": True}, headers=auth
@@ -130,6 +144,7 @@ def test_a_damaged_index_is_409_naming_the_forced_rebuild_which_mends_it(served)
     done = client.get(f"/api/v1/jobs/{job}", params={"wait": 60}).json()
     assert done["state"] == "done", json.dumps(done)
     assert client.post("/api/v1/query", json=body).json() == {"count": 99_994}
+    assert client.get("/api/v1/datasets/damaged.h5").json()["index"]["state"] == "fresh"
 
 
 def test_an_estimators_bins_past_the_servers_most_are_413_and_a_grid_of_counts_is_not(

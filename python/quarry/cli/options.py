@@ -146,28 +146,48 @@ def _at_least(text: str, least: int) -> int:
     return value
 
 
-def names(text: str | None) -> list[str]:
-    """A comma-separated list of variables (``--vars``, ``--values``, ``--at``)
-    as names; empty for no option. Commas inside subscripts stay with their
-    name (``pos[:, 0]``).
+def names(text: str | None, option: str) -> list[str]:
+    """A comma-separated list of variables given to ``option`` (``--vars``,
+    ``--values``, ``--at``) as names; empty for no option. Commas inside
+    subscripts stay with their name (``pos[:, 0]``). A trailing comma is
+    let be, and only commas are no names; an empty name between names is
+    refused, since a name's place can matter (``--at x,,z`` would give z to
+    the second axis).
 
     Examples
     --------
-    >>> names("x, y,,energy"), names(None)
-    (['x', 'y', 'energy'], [])
-    >>> names("pos[:, 0],pos[:, 1], e")
+    >>> names("x, y,energy,", "--vars"), names(None, "--vars"), names(" , ", "--vars")
+    (['x', 'y', 'energy'], [], [])
+    >>> names("pos[:, 0],pos[:, 1], e", "--at")
     ['pos[:, 0]', 'pos[:, 1]', 'e']
+    >>> from quarry.errors import UsageError
+    >>> try:
+    ...     names("x,,z", "--at")
+    ... except UsageError as exc:
+    ...     print(exc)
+    --at 'x,,z': name 2 is empty; give a variable between each two commas
     """
+    from quarry.errors import UsageError
+
     if not text:
         return []
     out, depth, start = [], 0, 0
     for at, char in enumerate(text):
         depth += {"[": 1, "]": -1}.get(char, 0)
         if char == "," and depth <= 0:
-            out.append(text[start:at])
+            out.append(text[start:at].strip())
             start = at + 1
-    out.append(text[start:])
-    return [n.strip() for n in out if n.strip()]
+    last = text[start:].strip()
+    if last or not out:
+        out.append(last)
+    if not any(out):
+        return []  # no name at all: the caller says what it needs
+    if "" in out:
+        raise UsageError(
+            f"{option} {text!r}: name {out.index('') + 1} is empty; "
+            "give a variable between each two commas"
+        )
+    return out
 
 
 def many(files: list[str]) -> bool:

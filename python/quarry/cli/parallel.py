@@ -85,7 +85,7 @@ def shared_answers(
     from quarry.query.series import SeriesSelection
 
     comm = args.comm
-    names = names_of(args.values)
+    names = names_of(args.values, "--values")
     selections = answer.selections if isinstance(answer, SeriesSelection) else [answer]
     if args.out_per_rank:
         if comm is None:

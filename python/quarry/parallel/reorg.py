@@ -19,7 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from quarry.errors import ParallelError, SourceError
+from quarry.errors import ParallelError, QuarryError, SourceError
 from quarry.formats.base import Driver, fingerprint
 from quarry.formats.raw import description_stamp
 from quarry.index.layout import remove_debris
@@ -85,12 +85,19 @@ def reorganize_shared(
             failure = _describe(exc)
         everyone = comm.allgather((world_rank(), failure, extents))
         raise_failures([(rank, why) for rank, why, _ in everyone], "the reorganisation")
-        all_axes = [
-            make_axes(
-                plan, binning, merge_extents([e[k] for _, _, e in everyone], len(plan.variables))
-            )
-            for k, plan in enumerate(members)
-        ]
+        try:
+            all_axes = [
+                make_axes(
+                    plan,
+                    binning,
+                    merge_extents([e[k] for _, _, e in everyone], len(plan.variables)),
+                )
+                for k, plan in enumerate(members)
+            ]
+        except QuarryError as exc:
+            # Every rank made the same axes from the same extents: all refuse
+            # them alike, together, and the refusal is said once.
+            raise ParallelError(str(exc)) from exc
         made: tuple[str, Any, Any] = ("ok", None, None)
         if comm.rank == 0:
             try:

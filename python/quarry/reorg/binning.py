@@ -559,9 +559,17 @@ def make_axis(
             origin = origin // step * step  # edges on multiples of the size
         count = -(-(high - origin + 1) // step)
     if count > MAX_AXIS_BINS:
+        # Bins cut the finite values: a range shown with an infinity would say
+        # nothing of how many bins it takes.
+        cut = f"[{low}, {high}]"
+        if kind == "f64" and not (math.isfinite(low) and math.isfinite(high)):
+            least = extent.finite_low if extent.finite_low is not None else low
+            cut = (
+                f"its finite values [{float(least)}, {float(top)}] (infinities go to the end bins)"
+            )
         raise ReorgError(
             f"{path} would have more than {MAX_AXIS_BINS} bins of size {step} over "
-            f"[{low}, {high}]: give a larger --bin-size or fewer --bins"
+            f"{cut}: give a larger --bin-size or fewer --bins"
         )
     if kind == "f64":
         origin, count = _within_dtype(np.dtype(dtype), origin, step, count)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from quarry.errors import QuarryError
+from quarry.errors import CorruptCopyError, CorruptIndexError, QuarryError, SeriesMemberError
 from quarry.formats.base import fingerprint
 from quarry.outputs.json_text import json_list, json_ready
 from quarry.records import record
@@ -63,17 +63,27 @@ writing it; try again when it is done')
     )
 
 
+#: Told of an entry's index (or, True, copy) found damaged, with the error.
+DamageSeen = Callable[[str, str, bool], None]
+
+
 @contextmanager
-def refused_as_the_catalog_names(entry: Entry) -> Iterator[None]:
+def refused_as_the_catalog_names(
+    entry: Entry, damage_seen: DamageSeen | None = None
+) -> Iterator[None]:
     """Quarry's errors on ``entry``'s file as refusals naming it by its
     catalog path (:func:`~quarry.service.config.refusal`), and the system's
     (a writer holding an HDF5 file locked) as :func:`unreadable`: opening
-    the file and answering from it alike."""
+    the file and answering from it alike. A damaged index or copy is also
+    told to ``damage_seen`` (the catalog's :meth:`Catalog.note_damage`)."""
     try:
         yield
     except ServiceError:
         raise
     except QuarryError as exc:
+        damage = exc.error if isinstance(exc, SeriesMemberError) else exc
+        if damage_seen is not None and isinstance(damage, CorruptIndexError):
+            damage_seen(entry.path, str(damage), isinstance(damage, CorruptCopyError))
         raise refusal(exc, entry.real, entry.path) from None
     except OSError as exc:
         raise unreadable(entry.path, exc) from None
@@ -123,9 +133,12 @@ class OpenFiles:
     one request at a time. A dataset dropped (least recently used, its file
     changed, or the server stopping) is closed once no request holds it."""
 
-    def __init__(self, roots: tuple[str, ...], keep: int = 32) -> None:
+    def __init__(
+        self, roots: tuple[str, ...], keep: int = 32, damage_seen: DamageSeen | None = None
+    ) -> None:
         self.roots = roots
         self.keep = keep
+        self.damage_seen = damage_seen
         self._lock = threading.Lock()
         self._open: OrderedDict[str, _Kept] = OrderedDict()
 
@@ -150,7 +163,7 @@ class OpenFiles:
                 if kept is not None:
                     self._retire(kept)
                     del self._open[entry.real]
-                with refused_as_the_catalog_names(entry):
+                with refused_as_the_catalog_names(entry, self.damage_seen):
                     if leaving_source(entry.real, self.roots) is not None:
                         raise unknown  # changed since the scan to read outside the roots
                     kept = _Kept(watch, open_dataset(entry.real))
@@ -160,7 +173,7 @@ class OpenFiles:
                 self._retire(self._open.popitem(last=False)[1])
             kept.users += 1
         try:
-            with kept.lock, refused_as_the_catalog_names(entry):
+            with kept.lock, refused_as_the_catalog_names(entry, self.damage_seen):
                 try:
                     yield kept.ds
                 finally:

@@ -54,7 +54,7 @@ class Service:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.catalog = Catalog(config.catalog)
-        self.files = answers.OpenFiles(config.roots)
+        self.files = answers.OpenFiles(config.roots, damage_seen=self.catalog.note_damage)
         self.builds = Builds(self.catalog, config.limits.builds)
         self.slots = Slots(config.workers)
 
@@ -82,7 +82,8 @@ class Service:
         if self.config.auto_index:
             for entry in self.catalog.entries():
                 if not entry.fresh and not self.builds.busy(entry.path):
-                    self.builds.submit(entry, {})
+                    # A damaged index's stat is as fresh as it was: only a forced build mends it.
+                    self.builds.submit(entry, {"force": entry.index["state"] == "damaged"})
         return found
 
     async def scan_now_and_then(self) -> None:

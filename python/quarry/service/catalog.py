@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from quarry.errors import QuarryError
-from quarry.records import record
+from quarry.records import record, replace
 from quarry.service.config import ServiceError, inside
 from quarry.service.sources import leaving_source
 
@@ -351,6 +351,32 @@ class Catalog:
             self._write(new)
             self._snapshot = new
             return entry
+
+    def note_damage(self, path: str, error: str, copy: bool) -> None:
+        """Record that a request found the index (``copy``: the reorganised
+        copy) of entry ``path`` damaged, saying ``error``, and publish it. A
+        scan checks no more than the stat, which damage leaves as it was; the
+        entry stays so until its index or copy is written again (a new stat,
+        which the next scan or build describes afresh)."""
+        with self._scanning:
+            old = self._snapshot.get(path)
+            if old is None:
+                return
+            said = {"state": "damaged", "error": error}
+            if copy:
+                if old.copy is None or old.copy.get("state") == "damaged":
+                    return
+                entry = replace(
+                    old, copy={"path": old.copy["path"], "bytes": old.copy.get("bytes"), **said}
+                )
+            else:
+                if old.index["state"] == "damaged":
+                    return
+                entry = replace(old, index={**old.index, **said})
+            new = dict(self._snapshot)
+            new[path] = entry
+            self._write(new)
+            self._snapshot = new
 
     def _write(self, entries: Mapping[str, Entry]) -> None:
         rows = [

@@ -93,7 +93,7 @@ def _shown(ds: Any, name: str, path: str) -> str:
 def run(args: argparse.Namespace) -> int:
     import quarry
 
-    names = options.names(args.vars)
+    names = options.names(args.vars, "--vars")
     if not 1 <= len(names) <= 3:
         raise UsageError("give one to three variables")
     bins, value_range = _bins_and_range(args, len(names))

@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         start_work(args)  # under MPI: every rank found its files
         try:
             for report in series.build_indexes(
-                options.names(args.vars) if args.vars else None,
+                options.names(args.vars, "--vars") if args.vars else None,
                 bins=args.bins,
                 precision=args.precision,
                 block_len=args.block_len,

@@ -118,10 +118,10 @@ def run(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     fields = _fields(args.field)
-    at = options.names(args.at)
+    at = options.names(args.at, "--at")
     if not at:
         raise UsageError(f"--at {args.at!r} names no variable: give 1 to 3, e.g. --at x,y,z")
-    values = options.names(args.values)
+    values = options.names(args.values, "--values")
     # Without --where, every particle of the table all these variables form
     # (1-D coordinates --at broadcast along a 2-D --values variable's axes).
     named = list(dict.fromkeys([*at, *values]))

@@ -246,7 +246,7 @@ def _query_file(args: argparse.Namespace, file: str, query: str | None) -> int:
 
                 return report_series(args, query, answer, start)
             sel = answer
-        sel.check_columns(options.names(args.values))
+        sel.check_columns(options.names(args.values, "--values"))
         if args.out and (args.ids or args.coords or args.coords_of or args.values):
             from quarry.outputs.writers import check_writable
 
@@ -297,7 +297,7 @@ def _report_hits(
     ids = sel.ids()
     hits: dict[str, Any] = {}
     if args.values:
-        names = options.names(args.values)
+        names = options.names(args.values, "--values")
         if args.out:
             sel.extract(args.out, names)
         elif args.json:

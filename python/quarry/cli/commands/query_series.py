@@ -32,7 +32,7 @@ def report_series(args: argparse.Namespace, query: str, sel: SeriesSelection, st
             "--path Step#N (or save per step from Python)"
         )
     rows = bool(args.ids or args.coords or args.coords_of or args.values)
-    names = options.names(args.values)
+    names = options.names(args.values, "--values")
     if args.out and args.coords_of:
         raise UsageError(
             "over several steps --out writes one group per step with the ids and the "

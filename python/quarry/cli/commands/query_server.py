@@ -57,7 +57,7 @@ def _rows(args: argparse.Namespace, sel: Any, path: str, start: float) -> int:
         raise UsageError(
             "over step groups, --server gives counts (--per-step); choose one step with --path"
         )
-    names = options.names(args.values)
+    names = options.names(args.values, "--values")
     ids = sel.ids()
     columns = {name: sel.values(name) for name in names}
     if args.json:

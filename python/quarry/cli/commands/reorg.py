@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from quarry.reorg.binning import Binning
     from quarry.reorg.build import check_member
 
-    names = options.names(args.vars)
+    names = options.names(args.vars, "--vars")
     for option, given in (("--bin-size", args.bin_size), ("--bins", args.bins)):
         if given is not None and len(given) not in (1, len(names)):
             if len(names) == 1:

@@ -43,7 +43,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give the data file(s), then the query")
     files = expand_sources(sources)
     with quarry.open_series(files, index=args.index, path=args.path, si=args.si) as series:
-        tracks = track(series, query, args.at_step, args.id_var, options.names(args.values))
+        tracks = track(
+            series, query, args.at_step, args.id_var, options.names(args.values, "--values")
+        )
     if args.out:
         tracks.write(args.out, files)
     if args.json:
