@@ -156,6 +156,32 @@ proptest! {
     }
 
     #[test]
+    fn ids_are_listed_from_every_kind_of_container(
+        block_len in prop::sample::select(vec![1u64, 700, 65_536, 200_000]),
+        runs in prop::collection::vec((0u64..300_000, 0u64..9_000), 0..12),
+        scattered in prop::collection::btree_set(0u64..300_000, 0..3000),
+    ) {
+        // Long runs, dense stretches and scattered rows: run, bitmap and
+        // array containers, listed a few thousand rows at a time.
+        let n_rows = 300_000;
+        let mut ids: BTreeSet<u64> = scattered;
+        for (start, len) in runs {
+            ids.extend((start..(start + len).min(n_rows)).step_by(if len % 3 == 0 { 2 } else { 1 }));
+        }
+        let ids: Vec<u64> = ids.into_iter().collect();
+        let plain = RowSet::from_sorted_ids(n_rows, block_len, &ids).unwrap();
+        let mut blocks = plain.blocks().to_vec();
+        for block in &mut blocks {
+            block.optimize(); // runs where they are smaller
+        }
+        let set = RowSet::from_blocks(n_rows, block_len, blocks).unwrap();
+        prop_assert_eq!(set.to_ids(), ids.clone());
+        let mut filled = vec![-1i64; ids.len()];
+        set.fill_ids(&mut filled).unwrap();
+        prop_assert_eq!(filled, ids.iter().map(|&i| i as i64).collect::<Vec<_>>());
+    }
+
+    #[test]
     fn row_set_algebra_matches_sets(
         n_rows in 0u64..500,
         block_len in 1u64..70,
