@@ -202,27 +202,21 @@ def test_a_later_build_removes_what_a_sigkilled_one_left(indexed, point):
 
 
 @pytest.mark.parametrize("point", POINTS)
-def test_sigterm_cleans_up_like_ctrl_c(indexed, point):
+@pytest.mark.parametrize(
+    ("signum", "said"),
+    [(signal.SIGTERM, "quarry: terminated"), (signal.SIGINT, "quarry: interrupted")],
+    ids=["sigterm", "ctrl-c"],
+)
+def test_a_stopped_build_removes_its_temporary_and_keeps_the_old_index(
+    indexed, point, signum, said
+):
     folder = Path(indexed).parent
     before = Path(indexed + ".qidx").read_bytes()
     proc = stopped_build(indexed, point)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate()
-    assert proc.returncode == 128 + signal.SIGTERM, err
-    assert err.strip() == "quarry: terminated"
-    assert temporaries(folder) == []
-    assert Path(indexed + ".qidx").read_bytes() == before
-
-
-@pytest.mark.parametrize("point", POINTS)
-def test_ctrl_c_removes_the_temporary_and_keeps_the_old_index(indexed, point):
-    folder = Path(indexed).parent
-    before = Path(indexed + ".qidx").read_bytes()
-    proc = stopped_build(indexed, point)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 128 + signal.SIGINT, err
-    assert err.strip() == "quarry: interrupted"
+    assert proc.returncode == 128 + signum, err
+    assert err.strip() == said
     assert temporaries(folder) == []
     assert Path(indexed + ".qidx").read_bytes() == before
 
