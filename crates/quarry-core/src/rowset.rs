@@ -191,13 +191,9 @@ impl RowSet {
         }
         let fill = |b: usize, part: &mut [i64], bm: &RoaringBitmap| {
             let base = (b as u64 * self.block_len) as i64;
-            let mut at = 0;
-            in_runs(bm, |rows| {
-                for (slot, &row) in part[at..at + rows.len()].iter_mut().zip(rows) {
-                    *slot = base + i64::from(row);
-                }
-                at += rows.len();
-            });
+            for (slot, row) in part.iter_mut().zip(bm.iter()) {
+                *slot = base + i64::from(row);
+            }
         };
         if pieces::one(parts.len()) {
             for (b, (part, bm)) in parts.into_iter().zip(&self.blocks).enumerate() {
@@ -218,9 +214,7 @@ impl RowSet {
         let mut out = Vec::with_capacity(self.len() as usize);
         for (b, bm) in self.blocks.iter().enumerate() {
             let base = b as u64 * self.block_len;
-            in_runs(bm, |rows| {
-                out.extend(rows.iter().map(|&r| base + u64::from(r)));
-            });
+            out.extend(bm.iter().map(|r| base + u64::from(r)));
         }
         out
     }
@@ -345,22 +339,6 @@ impl RowSet {
         }
         blocks[first..stop].clone_from_slice(&self.blocks);
         Self::from_blocks(n_rows, self.block_len, blocks)
-    }
-}
-
-/// Hand `f` the rows of `bm` in ascending order, a few thousand at a time:
-/// roaring decodes a container in one tight loop (`next_many`), where its
-/// row-by-row iterator costs about 3.5 ns a row (a dense selection's ids
-/// took longer to list than to find).
-fn in_runs(bm: &RoaringBitmap, mut f: impl FnMut(&[u32])) {
-    let mut rows = [0u32; 4096];
-    let mut iter = bm.iter();
-    loop {
-        let got = iter.next_many(&mut rows);
-        if got.is_empty() {
-            return;
-        }
-        f(got);
     }
 }
 

@@ -175,6 +175,10 @@ proptest! {
             block.optimize(); // runs where they are smaller
         }
         let set = RowSet::from_blocks(n_rows, block_len, blocks).unwrap();
+        // Every row: whole containers of 65,536 (roaring 0.12's next_many
+        // listed a block of them last container first).
+        let all: Vec<u64> = (0..n_rows).collect();
+        prop_assert_eq!(RowSet::full(n_rows, block_len).unwrap().to_ids(), all);
         prop_assert_eq!(set.to_ids(), ids.clone());
         let mut filled = vec![-1i64; ids.len()];
         set.fill_ids(&mut filled).unwrap();
