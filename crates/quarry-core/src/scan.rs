@@ -849,13 +849,15 @@ impl<K: Key, T: Widen<K> + Sync> InRange for RangeOf<'_, K, T> {
     }
 
     fn keep_inside(&self, first: usize, n: usize, words: &mut [u64]) {
-        let values = &self.values[first..first + n];
-        let mut inside = [0u64; CHUNK_WORDS];
-        let inside = &mut inside[..words.len()];
-        pack(n, inside, |i| {
-            let v: K = values[i].widen();
-            !v.is_missing() && self.interval.contains(v)
-        });
+        // The range scan's own kernel; a missing value lies in no interval.
+        let (mut inside, mut missing) = ([0u64; CHUNK_WORDS], [0u64; CHUNK_WORDS]);
+        let (inside, missing) = (&mut inside[..words.len()], &mut missing[..words.len()]);
+        pack_in_interval(
+            &self.values[first..first + n],
+            &self.interval,
+            inside,
+            missing,
+        );
         words.iter_mut().zip(&*inside).for_each(|(w, m)| *w &= m);
     }
 }
