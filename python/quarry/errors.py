@@ -329,6 +329,8 @@ class SeriesMemberError(QuarryError):
 
     >>> print(SeriesMemberError("run_2.h5", 0, StaleIndexError("run_2.h5 has changed")))
     run_2.h5: run_2.h5 has changed
+    >>> print(SeriesMemberError("run_2.h5", 4, CorruptCopyError("run_2.h5.qmd is damaged")))
+    run_2.h5: run_2.h5.qmd is damaged
     """
 
     def __init__(self, file: str, step: int | None, error: QuarryError) -> None:
