@@ -61,3 +61,26 @@ def test_coords_of_a_subarray_are_numpys_argwhere_even_of_one_element(tmp_path, 
         coords = ds.query(query).coords()
     assert coords.shape == np.argwhere(picked).shape
     np.testing.assert_array_equal(coords, np.argwhere(picked))
+
+
+@pytest.mark.parametrize("jobs", [1, 3])
+def test_ids_are_converted_on_the_datasets_threads(tmp_path, monkeypatch, jobs):
+    """``ids()`` converted the rows on every core even where the dataset was
+    opened with ``jobs=1`` (its count and values kept to it)."""
+    from quarry import pool
+    from quarry.query.execute import Executor
+
+    path = str(tmp_path / "t.h5")
+    with h5py.File(path, "w") as f:
+        f["x"] = np.arange(100.0)
+    seen = []
+    convert = Executor.ids_of
+
+    def watched(self, rows):
+        seen.append(pool.jobs())
+        return convert(self, rows)
+
+    monkeypatch.setattr(Executor, "ids_of", watched)
+    with pool.threads(2), quarry.open(path, jobs=jobs) as ds:
+        assert ds.query("x > 90").ids().tolist() == list(range(91, 100))
+    assert seen == [jobs]

@@ -1,4 +1,5 @@
-//! Writing Roaring's portable serialisation straight from sorted row numbers.
+//! Roaring's portable serialisation: written straight from sorted row
+//! numbers, and read straight into a slice of ids.
 //!
 //! Why not `RoaringBitmap::from_sorted_iter(..).serialize_into(..)`: block
 //! building already has each bin's rows sorted (a counting sort), and pushing
@@ -10,6 +11,10 @@
 //! with roaring-rs, and reading goes through roaring-rs's checked decoder.
 
 const COOKIE_NO_RUN: u32 = 12346;
+const COOKIE_RUNS: u16 = 12347;
+/// Where a serialisation with run containers has fewer containers than
+/// this, it has no offsets (the format spec's `NO_OFFSET_THRESHOLD`).
+const OFFSETS_FROM: usize = 4;
 const ARRAY_LIMIT: usize = 4096;
 
 /// Append the portable serialisation of the set `rows` (strictly ascending) to `out`.
@@ -66,6 +71,96 @@ pub fn serialize_sorted(rows: &[u32], out: &mut Vec<u8>) {
             }
         }
     }
+}
+
+/// Write `id(row)` of each row of the bitmap serialised in `bytes` (as
+/// roaring-rs's `serialize_into` writes it) into `out`, ascending; returns
+/// how many.
+///
+/// Why not roaring-rs's iterator: it costs about 3.5 ns a row (a match on
+/// the container's kind for each row), which made listing the ids of a
+/// dense selection slower than `np.flatnonzero` of a mask; and its
+/// batched `Iter::next_many` (0.12) loses or misorders whole containers
+/// stored as one run of 65,536. Here each container is decoded by a loop of
+/// its own kind: the set bits of a bitmap word by word, an array's values,
+/// a run's rows.
+///
+/// # Panics
+/// If `bytes` is not a serialised bitmap, or it holds more rows than `out`.
+///
+/// # Examples
+/// ```
+/// use quarry_core::portable::fill_rows;
+/// let bitmap: roaring::RoaringBitmap = [3u32, 70_000, 70_001].into_iter().collect();
+/// let mut bytes = Vec::new();
+/// bitmap.serialize_into(&mut bytes).unwrap();
+/// let mut ids = [0i64; 3];
+/// assert_eq!(fill_rows(&bytes, &mut ids, |row| 10 + i64::from(row)), 3);
+/// assert_eq!(ids, [13, 70_010, 70_011]);
+/// ```
+pub fn fill_rows<T>(bytes: &[u8], out: &mut [T], id: impl Fn(u32) -> T) -> usize {
+    let u16_at = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]);
+    let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    let cookie = u32_at(0);
+    // Each container's kind (whether it is a run), and where the
+    // descriptions (key, cardinality - 1) start.
+    let (count, runs, descriptions) = if cookie == COOKIE_NO_RUN {
+        (u32_at(4) as usize, None, 8)
+    } else {
+        assert_eq!(cookie as u16, COOKIE_RUNS, "a serialised Roaring bitmap");
+        let count = (cookie >> 16) as usize + 1;
+        let flags = count.div_ceil(8);
+        (count, Some(&bytes[4..4 + flags]), 4 + flags)
+    };
+    let is_run = |c: usize| runs.is_some_and(|flags| flags[c / 8] & (1 << (c % 8)) != 0);
+    let has_offsets = runs.is_none() || count >= OFFSETS_FROM;
+    let mut at = descriptions + 4 * count + if has_offsets { 4 * count } else { 0 };
+    let mut n = 0;
+    for c in 0..count {
+        let high = u32::from(u16_at(descriptions + 4 * c)) << 16;
+        let cardinality = usize::from(u16_at(descriptions + 4 * c + 2)) + 1;
+        if is_run(c) {
+            let n_runs = usize::from(u16_at(at));
+            for r in 0..n_runs {
+                let start = u32::from(u16_at(at + 2 + 4 * r));
+                let last = start + u32::from(u16_at(at + 4 + 4 * r));
+                for (slot, row) in out[n..=n + (last - start) as usize]
+                    .iter_mut()
+                    .zip(start..=last)
+                {
+                    *slot = id(high | row);
+                }
+                n += (last - start) as usize + 1;
+            }
+            at += 2 + 4 * n_runs;
+        } else if cardinality <= ARRAY_LIMIT {
+            let values = &bytes[at..at + 2 * cardinality];
+            for (slot, low) in out[n..n + cardinality]
+                .iter_mut()
+                .zip(values.chunks_exact(2))
+            {
+                *slot = id(high | u32::from(u16::from_le_bytes([low[0], low[1]])));
+            }
+            n += cardinality;
+            at += 2 * cardinality;
+        } else {
+            let words = &bytes[at..at + 8192];
+            let out = &mut out[n..n + cardinality];
+            let mut put = 0;
+            for (base, word) in (high..).step_by(64).zip(words.chunks_exact(8)) {
+                let mut bits = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+                while bits != 0 {
+                    out[put] = id(base + bits.trailing_zeros());
+                    put += 1;
+                    bits &= bits - 1;
+                }
+            }
+            assert_eq!(put, cardinality, "a bitmap container holds its cardinality");
+            n += cardinality;
+            at += 8192;
+        }
+    }
+    n
 }
 
 #[cfg(test)]

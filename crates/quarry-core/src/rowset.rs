@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use roaring::RoaringBitmap;
 
 use crate::error::{CoreError, Result};
-use crate::pieces;
+use crate::{pieces, portable};
 
 /// Rows `0..n_rows` of a table cut into blocks of `block_len` rows.
 #[derive(Clone, Debug, PartialEq)]
@@ -16,6 +16,18 @@ pub struct RowSet {
     n_rows: u64,
     block_len: u64,
     blocks: Vec<RoaringBitmap>,
+}
+
+/// Write `id(row)` of each row of `bitmap` into `out` (exactly as long),
+/// ascending: decoded from its portable bytes, container by container
+/// ([`portable::fill_rows`] says why).
+fn list_rows<T>(bitmap: &RoaringBitmap, out: &mut [T], id: impl Fn(u32) -> T) {
+    let mut bytes = Vec::with_capacity(bitmap.serialized_size());
+    bitmap
+        .serialize_into(&mut bytes)
+        .expect("writing to memory does not fail");
+    let listed = portable::fill_rows(&bytes, out, id);
+    assert_eq!(listed, out.len(), "a slot per row");
 }
 
 /// Number of blocks a table of `n_rows` has.
@@ -191,9 +203,7 @@ impl RowSet {
         }
         let fill = |b: usize, part: &mut [i64], bm: &RoaringBitmap| {
             let base = (b as u64 * self.block_len) as i64;
-            for (slot, row) in part.iter_mut().zip(bm.iter()) {
-                *slot = base + i64::from(row);
-            }
+            list_rows(bm, part, |row| base + i64::from(row));
         };
         if pieces::one(parts.len()) {
             for (b, (part, bm)) in parts.into_iter().zip(&self.blocks).enumerate() {
@@ -211,10 +221,13 @@ impl RowSet {
 
     /// Ascending global row ids.
     pub fn to_ids(&self) -> Vec<u64> {
-        let mut out = Vec::with_capacity(self.len() as usize);
+        let mut out = vec![0; self.len() as usize];
+        let mut rest = &mut out[..];
         for (b, bm) in self.blocks.iter().enumerate() {
             let base = b as u64 * self.block_len;
-            out.extend(bm.iter().map(|r| base + u64::from(r)));
+            let (head, tail) = rest.split_at_mut(bm.len() as usize);
+            list_rows(bm, head, |row| base + u64::from(row));
+            rest = tail;
         }
         out
     }

@@ -210,6 +210,7 @@ class Selection:
                 self._count = self._executor.count(self.plan)
         return self._count
 
+    @on_own_threads
     def ids(self) -> npt.NDArray[np.int64]:
         """Flat row-major positions of the hits, ascending: converted from the
         rows once, then the same read-only array on every call (the values,
