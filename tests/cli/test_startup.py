@@ -14,6 +14,7 @@ import os
 import pickle
 import subprocess
 import sys
+from unittest import mock
 
 import h5py
 import numpy as np
@@ -22,6 +23,7 @@ import pytest
 import quarry
 from quarry.formats.listing import ListedDtype
 from quarry.index import fresh
+from quarry.query import execute
 
 #: Runs ``quarry ARGS...`` in this process, then prints its exit status,
 #: whether NumPy and h5py were imported, and which of the modules slow to
@@ -103,8 +105,10 @@ QUERIES = {
 
 def index_alone(path: str, query: str) -> bool:
     """Whether the index answers ``query``'s count without reading a value
-    (what the API's statistics say, independently of the CLI)."""
-    with quarry.open(path) as ds:
+    (what the API's statistics say, independently of the CLI), in a process
+    that has not imported NumPy: the planner weighs its import
+    (quarry.query.execute.IMPORT_COST)."""
+    with mock.patch.object(execute, "numpy_imported", lambda: False), quarry.open(path) as ds:
         sel = ds.query(query)
         sel.count()
         stats = sel.stats()

@@ -302,11 +302,11 @@ fn add_axis_portable<T: BinFloat, K: Key, const SET: bool>(
 /// How far ahead of the values being binned their memory is asked for:
 /// a source lent by a memory map sits in 4 KiB pages, whose boundaries the
 /// hardware's prefetcher does not cross.
-const PREFETCH_AHEAD: usize = 4096;
+pub(crate) const PREFETCH_AHEAD: usize = 4096;
 
 #[inline(always)]
 #[allow(clippy::inline_always)]
-fn prefetch<T>(at: *const T) {
+pub(crate) fn prefetch<T>(at: *const T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is a hint: it never faults, wherever it points.
     unsafe {

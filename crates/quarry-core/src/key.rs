@@ -28,23 +28,65 @@ pub trait Key: Copy + PartialOrd + Send + Sync + std::fmt::Debug + 'static {
 }
 
 /// A stored value type that widens exactly to key type `K`.
-pub trait Widen<K: Key>: Copy + Send + Sync {
+pub trait Widen<K: Key>: Copy + Send + Sync + PartialOrd {
     fn widen(self) -> K;
+    /// The least and greatest values of this type inside the interval from
+    /// `lo` to `hi` of the key domain (each end included where its flag
+    /// says), None where none is: `a <= v && v <= b` then holds exactly
+    /// where the widened `v` lies in the interval, so a scan compares values
+    /// as stored (eight float32 lanes to a register, not four float64).
+    fn narrow(lo: K, lo_incl: bool, hi: K, hi_incl: bool) -> Option<(Self, Self)>;
 }
 
-macro_rules! widen {
+macro_rules! widen_float {
+    ($($t:ty),*) => {$(
+        impl Widen<f64> for $t {
+            #[inline]
+            fn widen(self) -> f64 {
+                f64::from(self)
+            }
+            #[allow(clippy::cast_possible_truncation)] // rounded, then stepped onto the bound
+            fn narrow(lo: f64, lo_incl: bool, hi: f64, hi_incl: bool) -> Option<(Self, Self)> {
+                let above = |v: Self| if lo_incl { f64::from(v) >= lo } else { f64::from(v) > lo };
+                let below = |v: Self| if hi_incl { f64::from(v) <= hi } else { f64::from(v) < hi };
+                // Rounded to the nearest, an end is at most one step from the
+                // least (greatest) value of this type inside it.
+                let mut a = lo as Self;
+                if !above(a) {
+                    a = a.next_up();
+                }
+                let mut b = hi as Self;
+                if !below(b) {
+                    b = b.next_down();
+                }
+                (above(a) && below(b) && a <= b).then_some((a, b))
+            }
+        }
+    )*};
+}
+widen_float!(f32, f64);
+
+macro_rules! widen_int {
     ($k:ty: $($t:ty),*) => {$(
         impl Widen<$k> for $t {
             #[inline]
             fn widen(self) -> $k {
                 <$k>::from(self)
             }
+            fn narrow(lo: $k, lo_incl: bool, hi: $k, hi_incl: bool) -> Option<(Self, Self)> {
+                let lo = if lo_incl { lo } else { lo.checked_add(1)? };
+                let hi = if hi_incl { hi } else { hi.checked_sub(1)? };
+                let (lo, hi) = (lo.max(<$k>::from(<$t>::MIN)), hi.min(<$k>::from(<$t>::MAX)));
+                (lo <= hi).then(|| {
+                    let fits = |v: $k| <$t>::try_from(v).expect("clamped to the type's range");
+                    (fits(lo), fits(hi))
+                })
+            }
         }
     )*};
 }
-widen!(f64: f32, f64);
-widen!(i64: i8, i16, i32, i64);
-widen!(u64: u8, u16, u32, u64);
+widen_int!(i64: i8, i16, i32, i64);
+widen_int!(u64: u8, u16, u32, u64);
 
 /// Which key domain a block was built over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,6 +197,7 @@ int_key!(u64, KeyKind::U64, |v: u64| v);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn ordered_images_preserve_order() {
@@ -185,5 +228,77 @@ mod tests {
         }
         assert_eq!(KeyKind::from_u8(3), None);
         assert_eq!(KeyKind::from_name("f32"), None);
+    }
+
+    /// A value of the stored type, or an end near one: on it, a step of
+    /// float64 beside it, between float32s, huge, tiny, signed zeros.
+    fn near_f32() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            any::<f32>().prop_map(f64::from),
+            (any::<f32>(), -2i32..=2).prop_map(|(v, k)| {
+                let mut w = f64::from(v);
+                for _ in 0..k.unsigned_abs() {
+                    w = if k > 0 { w.next_up() } else { w.next_down() };
+                }
+                w
+            }),
+            prop::sample::select(vec![
+                0.0,
+                -0.0,
+                1e-46,
+                -1e-46,
+                1e39,
+                -1e39,
+                f64::MAX,
+                f64::MIN,
+                f64::INFINITY,
+                f64::NEG_INFINITY,
+                f64::from(f32::MAX),
+                0.1,
+            ]),
+            -3.0f64..3.0,
+        ]
+    }
+
+    proptest! {
+        /// A value of the stored type is between the narrowed ends exactly
+        /// where, widened, it lies in the interval.
+        #[test]
+        fn narrowed_ends_hold_what_the_interval_holds(
+            lo in near_f32(), hi in near_f32(), lo_incl: bool, hi_incl: bool,
+            values in prop::collection::vec(prop_oneof![
+                any::<f32>(), Just(f32::NAN), Just(-0.0f32), Just(0.0f32),
+                Just(f32::INFINITY), Just(f32::NEG_INFINITY), -3.0f32..3.0], 1..64),
+            more in prop::collection::vec(near_f32(), 1..16),
+            ilo in prop_oneof![any::<i64>(), -300i64..300], ihi in prop_oneof![any::<i64>(), -300i64..300],
+            ints in prop::collection::vec(any::<i8>(), 1..64),
+            uints in prop::collection::vec(any::<u16>(), 1..64),
+        ) {
+            let inside = |v: f64| (if lo_incl { v >= lo } else { v > lo }) && (if hi_incl { v <= hi } else { v < hi });
+            let narrowed = <f32 as Widen<f64>>::narrow(lo, lo_incl, hi, hi_incl);
+            for v in values.iter().copied().chain(more.iter().map(|&m| m as f32)) {
+                let held = narrowed.is_some_and(|(a, b)| a <= v && v <= b);
+                prop_assert_eq!(held, inside(f64::from(v)), "{} in {:?}", v, narrowed);
+            }
+            let narrowed = <f64 as Widen<f64>>::narrow(lo, lo_incl, hi, hi_incl);
+            for v in more.iter().copied().chain([lo, hi, lo.next_up(), hi.next_down()]) {
+                let held = narrowed.is_some_and(|(a, b)| a <= v && v <= b);
+                prop_assert_eq!(held, inside(v), "{} in {:?}", v, narrowed);
+            }
+            let (lo, hi) = (ilo, ihi);
+            let inside = |v: i64| (if lo_incl { v >= lo } else { v > lo }) && (if hi_incl { v <= hi } else { v < hi });
+            let narrowed = <i8 as Widen<i64>>::narrow(lo, lo_incl, hi, hi_incl);
+            for v in ints.iter().copied().chain([i8::MIN, i8::MAX]) {
+                let held = narrowed.is_some_and(|(a, b)| a <= v && v <= b);
+                prop_assert_eq!(held, inside(i64::from(v)));
+            }
+            let (lo, hi) = (lo.unsigned_abs(), hi.unsigned_abs());
+            let inside = |v: u64| (if lo_incl { v >= lo } else { v > lo }) && (if hi_incl { v <= hi } else { v < hi });
+            let narrowed = <u16 as Widen<u64>>::narrow(lo, lo_incl, hi, hi_incl);
+            for v in uints.iter().copied().chain([0, u16::MAX]) {
+                let held = narrowed.is_some_and(|(a, b)| a <= v && v <= b);
+                prop_assert_eq!(held, inside(u64::from(v)));
+            }
+        }
     }
 }

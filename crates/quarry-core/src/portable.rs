@@ -148,12 +148,8 @@ pub fn fill_rows<T>(bytes: &[u8], out: &mut [T], id: impl Fn(u32) -> T) -> usize
             let out = &mut out[n..n + cardinality];
             let mut put = 0;
             for (base, word) in (high..).step_by(64).zip(words.chunks_exact(8)) {
-                let mut bits = u64::from_le_bytes(word.try_into().expect("8 bytes"));
-                while bits != 0 {
-                    out[put] = id(base + bits.trailing_zeros());
-                    put += 1;
-                    bits &= bits - 1;
-                }
+                let bits = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+                put += list_bits(bits, base, &mut out[put..], &id);
             }
             assert_eq!(put, cardinality, "a bitmap container holds its cardinality");
             n += cardinality;
@@ -161,6 +157,34 @@ pub fn fill_rows<T>(bytes: &[u8], out: &mut [T], id: impl Fn(u32) -> T) -> usize
         }
     }
     n
+}
+
+/// Write `id(base + bit)` of each set bit of `bits` into `out`, ascending;
+/// returns how many. Where `out` has room for 64, they are written eight at
+/// a time, unconditionally (the slots past the last are written over by the
+/// next word's): the loop ends once per eight bits, not at each, so a word
+/// costs one mispredicted branch, not a mispredicted end of loop per word
+/// and a branch per bit.
+#[inline(always)]
+#[allow(clippy::inline_always)] // the body of fill_rows' bitmap loop
+fn list_bits<T>(mut bits: u64, base: u32, out: &mut [T], id: &impl Fn(u32) -> T) -> usize {
+    let count = bits.count_ones() as usize;
+    if let Some(room) = out.get_mut(..64) {
+        for eight in room.chunks_exact_mut(8).take(count.div_ceil(8)) {
+            for slot in eight {
+                // Past the last bit, `bits` is 0: a slot written in vain
+                // (with `base + 64`, which wraps past the last word of 2^32).
+                *slot = id(base.wrapping_add(bits.trailing_zeros()));
+                bits &= bits.wrapping_sub(1);
+            }
+        }
+    } else {
+        for slot in &mut out[..count] {
+            *slot = id(base + bits.trailing_zeros());
+            bits &= bits - 1;
+        }
+    }
+    count
 }
 
 #[cfg(test)]

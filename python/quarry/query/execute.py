@@ -36,7 +36,7 @@ from quarry.expr.postfix import postfix
 from quarry.formats.base import Driver, VariableInfo
 from quarry.index.store import IndexStore
 from quarry.query.stats import Access, CountingDriver, Estimate, QueryStats, Work
-from quarry.records import field, record
+from quarry.records import field, record, replace
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -67,6 +67,14 @@ class Intervals(NamedTuple):
 CHECK_COST = 16
 LOOKUP_COST = 2048
 SCAN_COST = 8192
+#: Making a range's row set through the index decodes and ORs every row of
+#: its bins wholly inside the range (about 4 ns a row, against 0.6 ns a row
+#: scanned); a count reads their bins' counts instead.
+INSIDE_COST = 4
+#: Importing NumPy (about 90 ms), which reading values needs (a scan, or
+#: checking candidates) and an index's counts and row sets do not: counted
+#: while it is not yet imported, as in a command that the index may answer alone.
+IMPORT_COST = 90_000_000
 
 #: An AND of ranges over at most this many values (rows times ranges) is
 #: scanned in one pass over its columns (:meth:`Executor.small_box`): the
@@ -389,6 +397,9 @@ class Executor:
             col = self._column(plan.var)
             if col is not None:
                 return self._count_by_index(plan, col, choose=True)
+            # No index: counted in one pass, no row set made.
+            self._note(Access((plan.var.key, plan.interval), "scan"))
+            return int(self._scan_counts(plan.var, _single(plan.interval))[0])
         # The copy was weighed above: its rows would cost it more still.
         return len(self.eval(plan, self.part, want_unknown=False)[0])
 
@@ -407,7 +418,7 @@ class Executor:
             # A scan takes NumPy's arrays: a process that has not imported it (a
             # count at the command line) would pay more for that (~100 ms) than
             # for the index's lookups.
-            or "numpy" not in sys.modules
+            or not numpy_imported()
         ):
             return None
         leaves = [x for x in plan.items if isinstance(x, RangeLeaf)]
@@ -451,8 +462,7 @@ class Executor:
                 iv.lo, iv.lo_incl, iv.hi, iv.hi_incl, self.blocks, self._work.tally
             )
         if choose:
-            n = len(cand)
-            estimate = Estimate(n, LOOKUP_COST + CHECK_COST * n, SCAN_COST + self.part_rows())
+            estimate = _weighed(len(cand), LOOKUP_COST, self.part_rows())
             path = estimate.choice
             self._note(Access((leaf.var.key, iv), path, estimate))
             if path == "scan":
@@ -473,13 +483,16 @@ class Executor:
         return counts.astype(np.int64)
 
     def _cheaper(self, leaf: RangeLeaf, domain: _core.RowSet | None) -> str:
-        """``"index"`` or ``"scan"`` for ``leaf`` within ``domain``, as
-        :meth:`estimate` finds it; noted in the work done (:meth:`access`)."""
+        """``"index"`` or ``"scan"`` for the row set of ``leaf`` within
+        ``domain``, as :meth:`estimate` finds it with the rows of the index's
+        inside bins to decode; noted in the work done (:meth:`access`)."""
         iv = leaf.interval
         if domain is None:
             estimate = self._whole_estimate(leaf)
         else:
             estimate = self._estimate(leaf.var, 1, _bounds_of(iv), domain)
+        if estimate is not None:
+            estimate = replace(estimate, index=estimate.index + INSIDE_COST * estimate.inside)
         path = estimate.choice if estimate is not None else "scan"
         self._note(Access((leaf.var.key, iv), path, estimate))
         return path
@@ -523,36 +536,43 @@ class Executor:
         if k is None or len(box) != len(leaves):
             return None
         n_rows = self.table.n_rows
-        scan = len(leaves) * (SCAN_COST + n_rows)
+        # A scan and the copy read values, and so NumPy (once per query).
+        importing = _importing()
+        scan = len(leaves) * (SCAN_COST + n_rows) + importing
         # Weighed before the member's tables are read, so a box the index or
         # a scan answers better never reads them (a small file opened afresh);
         # first against a scan alone, which asks the index nothing (a small step).
         entries = sum(p.table[1] for p in copy.manifest.members[k].parts)
-        reading = 0 if copy.tables_read(k) else TABLES_COST + entries
-        if Estimate(None, scan, scan, LOOKUP_COST + reading).choice != "mdbin":
+        reading = LOOKUP_COST + importing + (0 if copy.tables_read(k) else TABLES_COST + entries)
+        if Estimate(None, scan, scan, reading).choice != "mdbin":
             return None
-        index, indexed = 0, False
+        index, indexed, reads = 0, False, False
         for leaf in leaves:
             iv = leaf.interval
             if iv.empty:  # no value of its dtype lies in it: nothing to look up
                 continue
             one = self._whole_estimate(leaf)
             if one is None:
-                index += SCAN_COST + n_rows
+                index, reads = index + SCAN_COST + n_rows, True
                 continue
             indexed = True
             # The index counts one range from its bins' counts, but makes the
             # row set of each range of a box (or of one whose rows are
-            # wanted): every row of its inside bins decoded.
-            made = one.inside if rows or len(leaves) > 1 else 0
-            index += min(one.index + made, one.scan)
-        if Estimate(None, index, scan, LOOKUP_COST + reading).choice != "mdbin":
+            # wanted): every row of its inside bins decoded. Each range's
+            # costs carry NumPy's import where they read values; the box
+            # pays it once, below.
+            made = INSIDE_COST * one.inside if rows or len(leaves) > 1 else 0
+            by_index = one.index + made - (importing if one.candidates else 0)
+            by_scan = one.scan - importing
+            reads = reads or bool(one.candidates) or by_scan < by_index
+            index += min(by_index, by_scan)
+        if reads:
+            index += importing
+        if Estimate(None, index, scan, reading).choice != "mdbin":
             return None
         member = copy.member_at(k)
         runs = member.runs(box)
-        mdbin = (
-            LOOKUP_COST + reading + runs.boundary_rows * len(box) + (runs.whole_rows if rows else 0)
-        )
+        mdbin = reading + runs.boundary_rows * len(box) + (runs.whole_rows if rows else 0)
         estimate = Estimate(runs.boundary_rows, index, scan, mdbin, indexed=indexed)
         if estimate.choice != "mdbin":
             return None
@@ -597,10 +617,10 @@ class Executor:
         if col is None:
             return None
         rows = len(domain) if domain is not None else self.part_rows()
-        scan = SCAN_COST + rows
         lookups = LOOKUP_COST * n_ranges
-        if lookups > scan:  # the lookups alone cost more than the scan
-            return Estimate(None, lookups, scan)
+        alone = _weighed(None, lookups, rows)
+        if alone.index > alone.scan:  # the lookups alone cost more than the scan
+            return alone
         inside = candidates = 0
         for b in bounds():
             sure, edge = col.range_rows(*b)
@@ -608,7 +628,7 @@ class Executor:
         # They lie anywhere in the column: a share or a domain holds its part.
         whole = max(self.table.n_rows, 1)
         candidates, inside = candidates * rows // whole, inside * rows // whole
-        return Estimate(candidates, CHECK_COST * candidates + lookups, scan, inside=inside)
+        return _weighed(candidates, lookups, rows, inside)
 
     def part_rows(self) -> int:
         """Rows this executor answers for: its share, or the whole table."""
@@ -858,6 +878,26 @@ class _Reading:
         if isinstance(exc, _core.CorruptBlockError):
             assert self.store is not None
             raise self.store.damaged(self.path, exc) from None
+
+
+def numpy_imported() -> bool:
+    """Whether this process has imported NumPy (see :func:`_importing`)."""
+    return "numpy" in sys.modules
+
+
+def _importing() -> int:
+    """What reading values costs first: :data:`IMPORT_COST` while NumPy is
+    not yet imported, else nothing."""
+    return 0 if numpy_imported() else IMPORT_COST
+
+
+def _weighed(candidates: int | None, lookups: int, rows: int, inside: int = 0) -> Estimate:
+    """The :class:`Estimate` of ``lookups`` and ``candidates`` checked
+    against a scan of ``rows``, each with NumPy's import where it reads
+    values (:func:`_importing`)."""
+    importing = _importing()
+    checking = CHECK_COST * candidates + importing if candidates else 0
+    return Estimate(candidates, lookups + checking, SCAN_COST + rows + importing, inside=inside)
 
 
 def _bounds_of(iv: Interval) -> Callable[[], list[list[Any]]]:
