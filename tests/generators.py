@@ -80,10 +80,14 @@ def write(path: str, data: dict[str, np.ndarray], storage: str) -> None:
 
 def literal(draw, values: np.ndarray) -> str:
     finite = values[np.isfinite(values.astype(np.float64))] if values.size else values
-    choice = draw(st.sampled_from(["value", "float", "int", "special"]))
-    if choice == "value" and finite.size:
+    choice = draw(st.sampled_from(["value", "beside", "float", "int", "special"]))
+    if choice in ("value", "beside") and finite.size:
         v = finite.flat[draw(st.integers(0, finite.size - 1))]
-        return repr(float(v)) if values.dtype.kind == "f" else str(int(v))
+        if values.dtype.kind != "f":
+            return str(int(v))
+        if choice == "beside":  # a float64 step off a stored value (of any float width)
+            return repr(float(np.nextafter(float(v), draw(st.sampled_from([-np.inf, np.inf])))))
+        return repr(float(v))
     if choice == "int" or (choice == "value" and values.dtype.kind in "iu"):
         return str(draw(st.integers(-(2**63), 2**64 - 1)))
     if choice == "special":
