@@ -21,7 +21,7 @@ pub struct RowSet {
 /// Write `id(row)` of each row of `bitmap` into `out` (exactly as long),
 /// ascending: decoded from its portable bytes, container by container
 /// ([`portable::fill_rows`] says why).
-fn list_rows<T>(bitmap: &RoaringBitmap, out: &mut [T], id: impl Fn(u32) -> T) {
+pub(crate) fn list_rows<T>(bitmap: &RoaringBitmap, out: &mut [T], id: impl Fn(u32) -> T) {
     let mut bytes = Vec::with_capacity(bitmap.serialized_size());
     bitmap
         .serialize_into(&mut bytes)

@@ -17,7 +17,7 @@ use crate::error::{CoreError, Result};
 use crate::eval::Interval;
 use crate::key::{Key, Widen};
 use crate::pieces;
-use crate::rowset::{block_count, check_shape, RowSet};
+use crate::rowset::{block_count, check_shape, list_rows, RowSet};
 
 const CHUNK: usize = 1024;
 
@@ -416,7 +416,8 @@ where
                 let (t, u) = whole();
                 return (t & domain, u & domain);
             }
-            let rows: Vec<u32> = domain.iter().collect();
+            let mut rows = vec![0u32; domain.len() as usize];
+            list_rows(domain, &mut rows, |row| row);
             let (mut t, mut u) = (Vec::new(), Vec::new());
             let (mut t_mask, mut u_mask) = ([0u64; CHUNK_WORDS], [0u64; CHUNK_WORDS]);
             for chunk in rows.chunks(CHUNK) {
@@ -801,9 +802,12 @@ pub fn scan_range<K: Key, T: Widen<K>>(
             if let Rows::Range(start, n) = rows {
                 return pack_in_interval(&values[base + start..base + start + n], iv, t, u);
             }
-            let value = |i: usize| -> K { values[base + rows.row(i) as usize].widen() };
-            pack(rows.len(), u, |i| value(i).is_missing());
-            pack(rows.len(), t, |i| iv.contains(value(i)));
+            let value = |i: usize| values[base + rows.row(i) as usize];
+            pack(rows.len(), u, |i| value(i).widen().is_missing());
+            match T::narrow(iv.lo, iv.lo_incl, iv.hi, iv.hi_incl) {
+                Some((lo, hi)) => pack(rows.len(), t, |i| (lo..=hi).contains(&value(i))),
+                None => pack(rows.len(), t, |_| false),
+            }
         },
     )
 }
