@@ -147,7 +147,9 @@ pub fn fill_rows<T>(bytes: &[u8], out: &mut [T], id: impl Fn(u32) -> T) -> usize
             let words = &bytes[at..at + 8192];
             let out = &mut out[n..n + cardinality];
             let mut put = 0;
-            for (base, word) in (high..).step_by(64).zip(words.chunks_exact(8)) {
+            // The words first: zip stops on them before asking for a base
+            // past the last container's (which overflows u32 at key 0xFFFF).
+            for (word, base) in words.chunks_exact(8).zip((high..).step_by(64)) {
                 let bits = u64::from_le_bytes(word.try_into().expect("8 bytes"));
                 put += list_bits(bits, base, &mut out[put..], &id);
             }
@@ -205,6 +207,16 @@ mod tests {
             RoaringBitmap::from_sorted_iter(rows.iter().copied()).unwrap().serialize_into(&mut theirs).unwrap();
             prop_assert_eq!(ours, theirs);
         }
+    }
+
+    #[test]
+    fn the_last_container_of_2_32_rows_is_listed() {
+        let rows: Vec<u32> = (u32::MAX - 9000..=u32::MAX).step_by(2).collect();
+        let mut bytes = Vec::new();
+        serialize_sorted(&rows, &mut bytes);
+        let mut out = vec![0u32; rows.len()];
+        assert_eq!(fill_rows(&bytes, &mut out, |row| row), rows.len());
+        assert_eq!(out, rows);
     }
 
     #[test]
