@@ -20,6 +20,7 @@ __all__ = [
     "build_blocks",
     "cluster_part",
     "corner_sum",
+    "count_boxes",
     "count_ranges",
     "crc32",
     "evaluate",
@@ -171,6 +172,17 @@ def scan_box(
     hi_incl: list[bool],
     block_len: int,
 ) -> RowSet: ...
+def count_boxes(
+    boxes: list[
+        tuple[
+            list[npt.NDArray[np.generic]],
+            list[float | int],
+            list[bool],
+            list[float | int],
+            list[bool],
+        ]
+    ],
+) -> list[int]: ...
 def scan_range(
     values: npt.NDArray[np.generic],
     lo: float | int,

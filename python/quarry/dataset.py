@@ -134,6 +134,8 @@ class Dataset:
         # QUARRY_INDEX_PATH before any index is built there.
         self._sidecars = (os.path.dirname(os.path.abspath(self.index_path)), *index_dirs())
         self._store: IndexStore | None = None
+        self._opened_as = self._file_stat()
+        """The file as it was when opened (see :meth:`_as_it_is_now`)."""
         self._file_driver, self._backend = self._open_file()
         self.driver: Driver = self._file_driver
         """The file's driver; with the index's derived variables once it is open."""
@@ -324,6 +326,29 @@ class Dataset:
 
         return DerivedDriver(self._file_driver, expand(derivations, self._file_driver.variables()))
 
+    def _file_stat(self) -> tuple[int, ...] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None  # opening says what is wrong
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def _as_it_is_now(self) -> None:
+        """Open the file again where it was replaced or written since it was
+        opened, before an index or a copy is made of it: the open file would
+        give its values as they were then, and the index, stamped with the
+        file as it is now, would pass for fresh."""
+        now = self._file_stat()
+        if now == self._opened_as:
+            return
+        self.close()
+        self._copy_tables = None
+        self._opened_as = now
+        self._file_driver, self._backend = self._open_file()
+        self.driver = self._file_driver
+        if self._store is not None:
+            self.driver = self._with_derived(self._store.derivations)
+
     def _whole_file(self) -> None:
         """Build from the file itself, not from the listing of an index that
         ``quarry index --follow`` published before the run's writer closed
@@ -347,6 +372,7 @@ class Dataset:
     ) -> tuple[list[VariableInfo], Driver, list[Derivation]]:
         from quarry.index.derived import Derivation, DerivedDriver, previous_derivations
 
+        self._as_it_is_now()
         self._whole_file()
         if derive is not None:
             derivations = [Derivation.parse(text) for text in derive]
@@ -386,6 +412,7 @@ class Dataset:
         see :mod:`quarry.index.maintain`."""
         from quarry.index.maintain import up_to_date
 
+        self._as_it_is_now()
         if not self.has_index:
             return False
         return up_to_date(lambda: self.index, variables, bins, precision, block_len, derive)
@@ -495,6 +522,7 @@ class Dataset:
         if variables is None:
             raise ReorgError("name the variables to reorganise, e.g. ['energy', 'x']")
         variables = name_list(variables)
+        self._as_it_is_now()
         plans = self.reorganize_plan(variables, path)
         given = self.index_path if self._index_given else None
         target = place_new_index(self.path, find_copy(self.path, given), self._index_given, SUFFIX)
@@ -648,6 +676,31 @@ class Dataset:
         if runner is not None:
             answer.answer(runner)
         return answer
+
+    def query_state(self) -> tuple[object, ...]:
+        """What a query's plan and the columns it scans depend on, compared
+        by identity: the driver (made anew with an index built, opened or
+        checked, or the file opened again), the index and the reorganised
+        copies found. A series keeps its steps' boxes while this stays the
+        same (:class:`quarry.query.series.StepBoxes`).
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "q.h5")
+        >>> with h5py.File(path, "w") as f:
+        ...     f["x"] = np.arange(4.0)
+        >>> with quarry.open(path) as ds:
+        ...     counted = ds.query("x > 1").count()
+        ...     before = ds.query_state()
+        ...     counted = ds.query("x > 2").count()
+        ...     same = ds.query_state() == before
+        ...     _ = ds.build_index()
+        ...     counted = ds.query("x > 1").count()  # opens the new index
+        ...     same, ds.query_state() == before
+        (True, False)
+        """
+        return (self.driver, self._store, self._copy_tables)
 
     @on_own_threads
     def query_table(self, query: str, path: str | None = None) -> Selection:

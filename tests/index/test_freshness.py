@@ -174,6 +174,27 @@ def test_a_file_replaced_by_a_rename(mod, tmp_path, same_values):
                 ds.query("py > 1").count()
 
 
+def test_an_open_file_replaced_since_is_indexed_and_reorganised_as_it_is_now(mod, tmp_path):
+    """A dataset opened before its file was replaced (a run written again)
+    builds its index and its copy from the new file, not from what the open
+    file held: either, stamped with the new file's stat, would pass for
+    fresh with old values."""
+    path, data = mod
+    new = columns(np.random.default_rng(12))
+    with quarry.open(path) as ds:
+        assert ds.query("py > 1").count() == int((data["py"] > 1).sum())
+        write(str(tmp_path / "new.h5"), new)
+        os.replace(tmp_path / "new.h5", path)
+        ds.build_index(block_len=BLOCK)
+        assert ds.query("py > 1").count() == int((new["py"] > 1).sum())
+        ds.reorganize(["py", "n"], bins=4)
+        want = int(np.count_nonzero((new["py"] > 1) & (new["n"] < 0)))
+        assert ds.query("py > 1 && n < 0").count() == want
+    with quarry.open(path) as ds:
+        assert ds.query("py > 1 && n < 0").count() == want
+        assert ds.verify().ok
+
+
 def test_size_or_mtime_moved_is_refused_at_once(mod):
     path, _ = mod
     st = os.stat(path)

@@ -972,6 +972,26 @@ impl<K: Key, T: Widen<K> + Sync> InRange for RangeOf<'_, K, T> {
 /// assert_eq!(rows.to_ids(), vec![0]);
 /// ```
 pub fn scan_box(conditions: &[&dyn InRange], block_len: u64) -> Result<RowSet> {
+    let n_rows = box_rows(conditions)?;
+    check_inputs(&[], n_rows as u64, None, block_len)?;
+    let (inside, _) = per_block(
+        n_rows as u64,
+        block_len,
+        None,
+        || (),
+        |(), base, rows, t, u| {
+            let Rows::Range(start, n) = rows else {
+                unreachable!("a box is scanned whole")
+            };
+            mark_box(conditions, base + start, n, t);
+            u.fill(0);
+        },
+    )?;
+    Ok(inside)
+}
+
+/// Rows of a box's table: every condition's column holds that many values.
+fn box_rows(conditions: &[&dyn InRange]) -> Result<usize> {
     let Some(first) = conditions.first() else {
         return Err(CoreError::Invalid(
             "a box has at least one condition".into(),
@@ -984,24 +1004,59 @@ pub fn scan_box(conditions: &[&dyn InRange], block_len: u64) -> Result<RowSet> {
             other.rows()
         )));
     }
-    check_inputs(&[], n_rows as u64, None, block_len)?;
-    let (inside, _) = per_block(
-        n_rows as u64,
-        block_len,
-        None,
-        || (),
-        |(), base, rows, t, u| {
-            let Rows::Range(start, n) = rows else {
-                unreachable!("a box is scanned whole")
-            };
-            pack(n, t, |_| true);
-            u.fill(0);
-            for condition in conditions {
-                condition.keep_inside(base + start, n, t);
-            }
-        },
-    )?;
-    Ok(inside)
+    Ok(n_rows)
+}
+
+/// Set bit `i` of `words` where row `first + i` (`i` below `n`) lies in
+/// the box, and clear the rest.
+fn mark_box(conditions: &[&dyn InRange], first: usize, n: usize, words: &mut [u64]) {
+    pack(n, words, |_| true);
+    for condition in conditions {
+        condition.keep_inside(first, n, words);
+    }
+}
+
+/// How many rows of each box lie in it ([`scan_box`] of each, counted
+/// without making its rows), in one call: the small steps of a long series
+/// counted together, where a call per step costs more than its scan. The
+/// boxes are shared among the pool's threads where they hold more values
+/// than one piece of a count ([`count_pieces`]).
+///
+/// # Errors
+/// If a box has no condition, or its columns differ in length.
+///
+/// # Examples
+/// ```
+/// use quarry_core::eval::Interval;
+/// use quarry_core::scan::{count_boxes, InRange, RangeOf};
+/// let (e, x) = ([1.25f32, 1.25, f32::NAN, 0.5], [145i32, 160, 145, 145]);
+/// let energy = RangeOf { values: &e[..], interval: Interval { lo: 1.2, lo_incl: false, hi: 1.3, hi_incl: false } };
+/// let near = RangeOf { values: &x[..], interval: Interval { lo: 140i64, lo_incl: true, hi: 150, hi_incl: true } };
+/// let boxes = [vec![&energy as &dyn InRange, &near], vec![&energy as &dyn InRange]];
+/// assert_eq!(count_boxes(&boxes).unwrap(), vec![1, 2]);
+/// ```
+pub fn count_boxes(boxes: &[Vec<&dyn InRange>]) -> Result<Vec<u64>> {
+    let rows = boxes
+        .iter()
+        .map(|conditions| box_rows(conditions))
+        .collect::<Result<Vec<_>>>()?;
+    let count = |(conditions, &n_rows): (&Vec<&dyn InRange>, &usize)| {
+        let mut words = [0u64; CHUNK_WORDS];
+        let mut inside = 0u64;
+        for start in (0..n_rows).step_by(CHUNK) {
+            let n = CHUNK.min(n_rows - start);
+            let words = &mut words[..n.div_ceil(64)];
+            mark_box(conditions, start, n, words);
+            inside += words.iter().map(|w| u64::from(w.count_ones())).sum::<u64>();
+        }
+        inside
+    };
+    let values: usize = boxes.iter().zip(&rows).map(|(c, n)| c.len() * n).sum();
+    Ok(if pieces::one(count_pieces(values)) {
+        boxes.iter().zip(&rows).map(count).collect()
+    } else {
+        boxes.par_iter().zip(&rows).map(count).collect()
+    })
 }
 
 /// Values counted per worker before the partial counts are added up.
@@ -1355,7 +1410,11 @@ mod tests {
             let (on_x, on_y) = (RangeOf { values: &x[..], interval: iv }, RangeOf { values: &y[..], interval: other });
             let inside = scan_box(&[&on_x as &dyn InRange, &on_y], block_len).unwrap();
             let want: Vec<u64> = (0..n).filter(|&i| iv.contains(x[i as usize]) && other.contains(y[i as usize])).collect();
-            prop_assert_eq!(inside.to_ids(), want);
+            prop_assert_eq!(inside.to_ids(), want.clone());
+            // Counted as one of several boxes, without its rows.
+            let only = |iv: &Interval<f64>, v: &[f64]| v.iter().filter(|&&a| iv.contains(a)).count() as u64;
+            let boxes = [vec![&on_x as &dyn InRange, &on_y], vec![&on_y as &dyn InRange], vec![&on_x as &dyn InRange]];
+            prop_assert_eq!(count_boxes(&boxes).unwrap(), vec![want.len() as u64, only(&other, &y), only(&iv, &x)]);
             for dom in [None, Some(&domain)] {
                 let rows: Vec<u64> = dom.map_or_else(|| (0..n).collect(), |_| picked.clone());
                 let (t, u) = scan_range::<f64, f64>(&x, &iv, block_len, dom).unwrap();
@@ -1479,6 +1538,43 @@ mod tests {
         assert!(scan_box(&[], 4).is_err());
         assert!(scan_box(&[&a as &dyn InRange, &b], 4).is_err());
         assert_eq!(scan_box(&[&a as &dyn InRange], 4).unwrap().len(), 2);
+        assert!(count_boxes(&[vec![&a as &dyn InRange], vec![]]).is_err());
+        assert!(count_boxes(&[vec![&a as &dyn InRange, &b]]).is_err());
+        assert_eq!(count_boxes(&[]).unwrap(), Vec::<u64>::new());
+    }
+
+    /// Boxes holding more values than one piece of a count are counted on
+    /// the pool's threads, each as alone.
+    #[test]
+    fn many_boxes_count_as_each_alone() {
+        let columns: Vec<Vec<f32>> = (0..40u16)
+            .map(|k| {
+                (0..3001u16)
+                    .map(|i| f32::from(i.wrapping_mul(k + 7) % 997))
+                    .collect()
+            })
+            .collect();
+        let interval = Interval {
+            lo: 100.0f64,
+            lo_incl: true,
+            hi: 500.0,
+            hi_incl: false,
+        };
+        let conditions: Vec<RangeOf<'_, f64, f32>> = columns
+            .iter()
+            .map(|values| RangeOf { values, interval })
+            .collect();
+        let boxes: Vec<Vec<&dyn InRange>> = conditions
+            .iter()
+            .zip(conditions.iter().rev())
+            .map(|(a, b)| vec![a as &dyn InRange, b])
+            .collect();
+        let alone: Vec<u64> = boxes
+            .iter()
+            .map(|b| scan_box(b, 1024).unwrap().len())
+            .collect();
+        assert!(count_pieces(40 * 2 * 3001) > 1);
+        assert_eq!(count_boxes(&boxes).unwrap(), alone);
     }
 
     #[test]

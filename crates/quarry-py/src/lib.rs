@@ -47,6 +47,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scan::evaluate, m)?)?;
     m.add_function(wrap_pyfunction!(scan::scan_compare, m)?)?;
     m.add_function(wrap_pyfunction!(scan::scan_box, m)?)?;
+    m.add_function(wrap_pyfunction!(scan::count_boxes, m)?)?;
     m.add_function(wrap_pyfunction!(scan::scan_range, m)?)?;
     m.add_function(wrap_pyfunction!(pool::set_jobs, m)?)?;
     m.add_function(wrap_pyfunction!(pool::jobs, m)?)?;

@@ -140,6 +140,56 @@ pub fn scan_box<'py>(
     hi_incl: Vec<bool>,
     block_len: u64,
 ) -> Result<RowSet> {
+    let spec = (columns, lo, lo_incl, hi, hi_incl);
+    let held = held_columns(&spec)?;
+    let conditions = box_conditions(&spec, &held)?;
+    let conditions: Vec<&dyn scan::InRange> = conditions.iter().map(AsRef::as_ref).collect();
+    let rows = conditions.first().map_or(0, |c| c.rows());
+    let inside = detach_pieces(py, block_count(rows as u64, block_len.max(1)), || {
+        scan::scan_box(&conditions, block_len)
+    })?;
+    Ok(RowSet(inside))
+}
+
+/// How many rows lie in each box, a box being ``(columns, lo, lo_incl, hi,
+/// hi_incl)`` as :func:`scan_box` takes them: many small tables (a series'
+/// steps) counted in one call.
+#[pyfunction]
+pub fn count_boxes<'py>(py: Python<'py>, boxes: Vec<BoxSpec<'py>>) -> Result<Vec<u64>> {
+    let held = boxes
+        .iter()
+        .map(held_columns)
+        .collect::<PyResult<Vec<_>>>()?;
+    let conditions = boxes
+        .iter()
+        .zip(&held)
+        .map(|(spec, held)| box_conditions(spec, held))
+        .collect::<PyResult<Vec<_>>>()?;
+    let conditions: Vec<Vec<&dyn scan::InRange>> = conditions
+        .iter()
+        .map(|c| c.iter().map(AsRef::as_ref).collect())
+        .collect();
+    let values: usize = conditions
+        .iter()
+        .map(|c| c.iter().map(|r| r.rows()).sum::<usize>())
+        .sum();
+    Ok(detach_pieces(py, scan::count_pieces(values), || {
+        scan::count_boxes(&conditions)
+    })?)
+}
+
+/// A box's columns and each one's interval: ``(columns, lo, lo_incl, hi, hi_incl)``.
+type BoxSpec<'py> = (
+    Vec<Bound<'py, PyUntypedArray>>,
+    Vec<Bound<'py, PyAny>>,
+    Vec<bool>,
+    Vec<Bound<'py, PyAny>>,
+    Vec<bool>,
+);
+
+/// A box's columns, held for reading (and checked to match its bounds).
+fn held_columns<'py>(spec: &BoxSpec<'py>) -> PyResult<Vec<Held<'py>>> {
+    let (columns, lo, lo_incl, hi, hi_incl) = spec;
     let n = columns.len();
     if lo.len() != n || lo_incl.len() != n || hi.len() != n || hi_incl.len() != n {
         return Err(PyValueError::new_err(format!(
@@ -148,27 +198,27 @@ pub fn scan_box<'py>(
             lo_incl.len(),
             hi.len(),
             hi_incl.len()
-        ))
-        .into());
+        )));
     }
-    let held = columns
-        .iter()
-        .map(Held::new)
-        .collect::<PyResult<Vec<_>>>()?;
-    let mut conditions: Vec<Box<dyn scan::InRange + '_>> = Vec::with_capacity(n);
-    for (i, held) in held.iter().enumerate() {
-        let condition: Box<dyn scan::InRange + '_> = with_keyed!(held.values()?, s, K => {
-            let interval = interval::<K>(&lo[i], lo_incl[i], &hi[i], hi_incl[i])?;
-            Box::new(scan::RangeOf { values: s, interval })
-        });
-        conditions.push(condition);
-    }
-    let conditions: Vec<&dyn scan::InRange> = conditions.iter().map(AsRef::as_ref).collect();
-    let rows = conditions.first().map_or(0, |c| c.rows());
-    let inside = detach_pieces(py, block_count(rows as u64, block_len.max(1)), || {
-        scan::scan_box(&conditions, block_len)
-    })?;
-    Ok(RowSet(inside))
+    columns.iter().map(Held::new).collect()
+}
+
+/// Each of a box's columns with its interval, in the key domain of its dtype.
+fn box_conditions<'a>(
+    spec: &BoxSpec<'_>,
+    held: &'a [Held<'_>],
+) -> PyResult<Vec<Box<dyn scan::InRange + 'a>>> {
+    let (_, lo, lo_incl, hi, hi_incl) = spec;
+    held.iter()
+        .enumerate()
+        .map(|(i, held)| {
+            let condition: Box<dyn scan::InRange + 'a> = with_keyed!(held.values()?, s, K => {
+                let interval = interval::<K>(&lo[i], lo_incl[i], &hi[i], hi_incl[i])?;
+                Box::new(scan::RangeOf { values: s, interval })
+            });
+            Ok(condition)
+        })
+        .collect()
 }
 
 /// How many stored values lie in each interval ``(lo[i], hi[i])`` (ends

@@ -33,7 +33,7 @@ from quarry.expr.plan import (
     everything,
 )
 from quarry.expr.postfix import postfix
-from quarry.formats.base import Driver, VariableInfo
+from quarry.formats.base import Driver, VariableInfo, gathers_in_place
 from quarry.index.store import IndexStore
 from quarry.query.stats import Access, CountingDriver, Estimate, QueryStats, Work
 from quarry.records import field, record, replace
@@ -48,6 +48,36 @@ if TYPE_CHECKING:
     from quarry.reorg.store import ReorgCopy
 
 Pair = tuple[_core.RowSet, _core.RowSet]
+#: A box as the core scans it: the columns, and each one's interval's
+#: ``lo``, ``lo_incl``, ``hi``, ``hi_incl`` (:func:`quarry._core.count_boxes`).
+BoxSpec = tuple[list["npt.NDArray[np.generic]"], list[Any], list[bool], list[Any], list[bool]]
+
+
+@record
+class SmallBox:
+    """An AND of ranges over a small table's own columns, scanned in one pass
+    (:meth:`Executor.small_box`); ``mapped`` where every column is a view of a
+    memory map, which costs nothing to keep."""
+
+    columns: list[npt.NDArray[np.generic]]
+    intervals: list[Interval]
+    mapped: bool
+
+    @property
+    def empty(self) -> bool:
+        """Whether a range holds no value, and so the box no row."""
+        return any(iv.empty for iv in self.intervals)
+
+    def spec(self) -> BoxSpec:
+        """The box as :func:`quarry._core.scan_box` and ``count_boxes`` take it."""
+        ivs = self.intervals
+        return (
+            self.columns,
+            [iv.lo for iv in ivs],
+            [iv.lo_incl for iv in ivs],
+            [iv.hi for iv in ivs],
+            [iv.hi_incl for iv in ivs],
+        )
 
 
 class Intervals(NamedTuple):
@@ -380,19 +410,30 @@ class Executor:
             return through
         small = self.small_box(plan)
         if small is not None:
-            return small
+            if small.empty:
+                return self._empty()
+            return _core.scan_box(*small.spec(), self.table.block_len)
         return self.eval(plan, self.part, want_unknown=False)[0]
 
     def count(self, plan: PlanNode) -> int:
         """Number of rows where the plan is true; a single indexed range is
         counted from per-bin counts plus its checked candidates, or in one
         pass over the column where that is cheaper (:meth:`estimate`)."""
+        answer = self.count_or_box(plan)
+        if isinstance(answer, SmallBox):
+            return 0 if answer.empty else _core.count_boxes([answer.spec()])[0]
+        return answer
+
+    def count_or_box(self, plan: PlanNode) -> int | SmallBox:
+        """:meth:`count`, or the :meth:`small_box` that gives it, left to
+        the caller to count with others (a series' small steps, in one call
+        of :func:`quarry._core.count_boxes`)."""
         through = self._through_copy(plan, rows=False)
         if isinstance(through, int):
             return through
         small = self.small_box(plan)
         if small is not None:
-            return len(small)
+            return small
         if isinstance(plan, RangeLeaf) and not plan.interval.empty:
             col = self._column(plan.var)
             if col is not None:
@@ -403,12 +444,12 @@ class Executor:
         # The copy was weighed above: its rows would cost it more still.
         return len(self.eval(plan, self.part, want_unknown=False)[0])
 
-    def small_box(self, plan: PlanNode) -> _core.RowSet | None:
-        """The rows of an AND of ranges of the table's own variables (that no
-        reorganised copy answers for less), scanned
-        in one pass over their columns where they hold at most
-        :data:`SMALL_BOX_VALUES` values in one block (the small steps of a
-        long series); None for any other plan, a share of the table, more
+    def small_box(self, plan: PlanNode) -> SmallBox | None:
+        """An AND of ranges of the table's own variables (that no reorganised
+        copy answers for less; :meth:`rows` and :meth:`count` weigh it first)
+        as the columns and intervals to scan in one pass, where they hold at
+        most :data:`SMALL_BOX_VALUES` values in one block (the small steps of
+        a long series); None for any other plan, a share of the table, more
         values, several blocks (whose zone maps the index path prunes by), a
         process without NumPy, or an index not yet checked against its source."""
         if (
@@ -436,20 +477,14 @@ class Executor:
             return None
         for leaf in leaves:
             self._note(Access((leaf.var.key, leaf.interval), "scan"))
-        if any(leaf.interval.empty for leaf in leaves):
-            return self._empty()
+        intervals = [leaf.interval for leaf in leaves]
+        if any(iv.empty for iv in intervals):
+            return SmallBox([], intervals, mapped=True)
         columns = [self._values(leaf.var) for leaf in leaves]
         for values in columns:
             self._work.scanned(None, len(values), self.table.block_len)
-        ivs = [leaf.interval for leaf in leaves]
-        return _core.scan_box(
-            columns,
-            [iv.lo for iv in ivs],
-            [iv.lo_incl for iv in ivs],
-            [iv.hi for iv in ivs],
-            [iv.hi_incl for iv in ivs],
-            self.table.block_len,
-        )
+        mapped = all(gathers_in_place(self.driver, leaf.var.path) for leaf in leaves)
+        return SmallBox(columns, intervals, mapped)
 
     def _count_by_index(self, leaf: RangeLeaf, col: _core.Column, choose: bool = False) -> int:
         """A range's count from its bins' counts and its checked candidates;

@@ -9,7 +9,7 @@ from quarry import _core
 from quarry.errors import QuarryError, ShapeMismatchError
 from quarry.expr.names import name_list
 from quarry.pool import jobs, on_own_threads
-from quarry.query.execute import Executor, Table
+from quarry.query.execute import Executor, SmallBox, Table
 from quarry.query.stats import Access, QueryStats
 from quarry.records import replace
 
@@ -209,6 +209,14 @@ class Selection:
             else:
                 self._count = self._executor.count(self.plan)
         return self._count
+
+    def count_or_box(self) -> int | SmallBox:
+        """:meth:`count`, or the small box that gives it (see
+        :meth:`Executor.count_or_box <quarry.query.execute.Executor.count_or_box>`),
+        for a series to count its steps' boxes in one call."""
+        if self._count is not None or self._rows is not None or self.plan is None:
+            return self.count()
+        return self._executor.count_or_box(self.plan)
 
     @on_own_threads
     def ids(self) -> npt.NDArray[np.int64]:

@@ -17,7 +17,7 @@ import gc
 import importlib
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, overload
 
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     from quarry.formats.base import VariableInfo
     from quarry.join import GridSpec, Interpolated
+    from quarry.query.execute import SmallBox
     from quarry.query.histogram import Bins, Histogram, Range
     from quarry.query.selection import Runner, Selection
 
@@ -265,6 +266,80 @@ class MemberSelections(Sequence["Selection"]):
         return len(self._members)
 
 
+#: Queries whose steps' boxes a series keeps (see :class:`StepBoxes`); past
+#: this the cache starts again.
+MAX_STEP_BOXES = 64
+
+
+class StepBoxes:
+    """The small boxes (:meth:`Executor.small_box
+    <quarry.query.execute.Executor.small_box>`) of one query in each member of
+    a series, kept by the open series so that the query asked again counts
+    every step in one call of the core (:func:`quarry._core.count_boxes`):
+    over 720 steps of 2,000 rows, a call and a plan per step cost several
+    times what a NumPy program takes for the whole series. Only boxes whose
+    columns are views of memory maps are kept (they hold no memory); a member
+    without one (``None``) is answered by its own selection, each time.
+
+    ``state`` is what the series looked like when the boxes were made (each
+    file's open dataset and its driver): a rebuilt index or a file opened
+    again makes other columns, and the boxes are made anew.
+
+    Examples
+    --------
+    >>> import quarry, h5py, numpy as np, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "s.h5")
+    >>> with h5py.File(path, "w") as f:
+    ...     for s in range(3):
+    ...         f[f"Step#{s}/e"], f[f"Step#{s}/x"] = np.arange(9.0) + s, np.arange(9.0)
+    >>> with quarry.open_series(path) as series:
+    ...     first = series.query("e > 4 && x < 7").counts()
+    ...     again = series.query("e > 4 && x < 7")  # the kept boxes count it
+    ...     first, again.counts()
+    ([2, 3, 4], [2, 3, 4])
+    """
+
+    def __init__(self, boxes: list[SmallBox | None], state: Hashable) -> None:
+        self.boxes = boxes
+        self.state = state
+        self._specs = [None if b is None or b.empty else b.spec() for b in boxes]
+        self._scanned = [spec for spec in self._specs if spec is not None]
+        self._whole = all(b is not None for b in boxes)
+        """Whether every member has its box: the counts are then the core's alone."""
+
+    @staticmethod
+    def count(
+        members: Sequence[Member], selections: Sequence[Selection], kept: StepBoxes | None = None
+    ) -> tuple[list[int], list[SmallBox | None]]:
+        """Each member's count, and its box where a memory-mapped one gave
+        it: the boxes counted in one call, the members ``kept`` holds no box
+        for asked of their selection (made only then)."""
+        from quarry import _core
+        from quarry.query.execute import SmallBox
+
+        if kept is not None and kept._whole:
+            counted = iter(_core.count_boxes(kept._scanned))
+            return [0 if spec is None else next(counted) for spec in kept._specs], kept.boxes
+        answers: list[int | SmallBox] = []
+        specs = []
+        for k, member in enumerate(members):
+            box = kept.boxes[k] if kept is not None else None
+            if box is None:
+                answer = at_member(member, selections[k].count_or_box)
+                if isinstance(answer, SmallBox) and not answer.empty:
+                    specs.append(answer.spec())
+                answers.append(answer)
+            else:
+                spec = kept._specs[k] if kept is not None else None
+                if spec is not None:
+                    specs.append(spec)
+                answers.append(box)
+        counted = iter(_core.count_boxes(specs) if specs else [])
+        counts = [a if isinstance(a, int) else 0 if a.empty else next(counted) for a in answers]
+        boxes = [a if isinstance(a, SmallBox) and a.mapped else None for a in answers]
+        return counts, boxes
+
+
 class SeriesSelection:
     """A query's answer over a series: one :class:`quarry.Selection` per member,
     in order. Iterating gives ``(member, selection)`` pairs.
@@ -293,6 +368,8 @@ class SeriesSelection:
         members: list[Member],
         selections: Sequence[Selection],
         counts: list[int] | None = None,
+        boxes: StepBoxes | None = None,
+        keep: Callable[[list[SmallBox | None]], None] | None = None,
     ) -> None:
         self.query = query
         self.members = members
@@ -300,6 +377,10 @@ class SeriesSelection:
         self._counts = counts
         """Hits per member, when known already (a batch counts without
         making each member's selection; see :class:`MemberSelections`)."""
+        self._boxes = boxes
+        """The members' boxes the series kept from this query asked before."""
+        self._keep = keep
+        """Where the boxes the counts are made from go to be kept."""
 
     def answer(self, runner: Runner, rows: bool = False, names: Sequence[str] = ()) -> bool:
         """Answer every member now with ``runner`` (:mod:`quarry.parallel.runners`):
@@ -311,10 +392,9 @@ class SeriesSelection:
         """Hits per member, in order."""
         if self._counts is None:
             with few_collections():
-                self._counts = [
-                    at_member(m, sel.count)
-                    for m, sel in zip(self.members, self.selections, strict=True)
-                ]
+                self._counts, boxes = StepBoxes.count(self.members, self.selections, self._boxes)
+            if self._keep is not None and any(b is not None for b in boxes):
+                self._keep(boxes)
         return self._counts
 
     def count(self) -> int:

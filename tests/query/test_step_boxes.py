@@ -1,0 +1,180 @@
+"""A query asked again over a series of small steps counts every step's box in one
+call of the core (:class:`quarry.query.series.StepBoxes`), planning no member
+again: the same counts as NumPy and as the first asking, for every dtype, NaN,
+fill values, empty ranges, steps of sizes that are no multiple of 64, and steps
+whose columns are not memory-mapped (answered by their own selections); a
+rebuilt index or a closed series makes the boxes anew."""
+
+from __future__ import annotations
+
+import os
+
+import h5py
+import netCDF4
+import numpy as np
+import pytest
+from tests.query.test_small_box import DTYPES, box, column
+
+import quarry
+from quarry import _core
+from quarry.dataset import Dataset
+
+SIZES = [1, 63, 64, 1037, 2000, 4093]
+
+
+@pytest.fixture
+def core_calls(monkeypatch):
+    """The calls of ``_core.count_boxes`` and of ``Dataset.query_table`` (a
+    member planned), counted."""
+    calls = {"count_boxes": 0, "query_table": 0}
+    count_boxes, query_table = _core.count_boxes, Dataset.query_table
+
+    def counting_boxes(boxes):
+        calls["count_boxes"] += 1
+        return count_boxes(boxes)
+
+    def counting_plans(self, *args, **kwargs):
+        calls["query_table"] += 1
+        return query_table(self, *args, **kwargs)
+
+    monkeypatch.setattr(_core, "count_boxes", counting_boxes)
+    monkeypatch.setattr(Dataset, "query_table", counting_plans)
+    return calls
+
+
+def write_steps(path: str, seed: int, chunked: set[int] = frozenset()) -> list[dict]:
+    """Steps of every size in SIZES, twice, each variable of its own dtype;
+    the steps in ``chunked`` stored compressed (no memory map)."""
+    rng = np.random.default_rng(seed)
+    steps = []
+    with h5py.File(path, "w") as f:
+        for s, n in enumerate(SIZES * 2):
+            data = {f"v{k}": column(rng, dtype, n) for k, dtype in enumerate(DTYPES[:5])}
+            for name, values in data.items():
+                if s in chunked:
+                    f.create_dataset(f"Step#{s}/{name}", data=values, chunks=True, compression=1)
+                else:
+                    f[f"Step#{s}/{name}"] = values
+            steps.append(data)
+    return steps
+
+
+def everything(names: list[str]) -> str:
+    return " && ".join(f"{name} > -1000" for name in names)
+
+
+@pytest.mark.parametrize("chunked", [frozenset(), frozenset({0, 5, 9})])
+def test_a_query_asked_again_counts_every_step_in_one_call(tmp_path, core_calls, chunked):
+    path = str(tmp_path / "steps.h5")
+    steps = write_steps(path, seed=len(chunked), chunked=set(chunked))
+    names = list(steps[0])
+    rng = np.random.default_rng(7)
+    with quarry.open(path) as ds:
+        ds.build_index()
+    with quarry.open_series(path) as series:
+        series.query(everything(names)).counts()  # proves each step's index
+        for _ in range(12):
+            query, _ = box(rng, names, steps[0])
+            want = [int(np.count_nonzero(box_mask(query, data))) for data in steps]
+            first = series.query(query).counts()
+            assert first == want, query
+            before = dict(core_calls)
+            again = series.query(query)
+            assert again.counts() == want, query
+            # One core call for the steps with a box; a step whose columns are
+            # not memory-mapped is planned and answered on its own (unless a
+            # range holds nothing there: its count is 0 with nothing read).
+            assert core_calls["count_boxes"] - before["count_boxes"] == 1
+            unkept = {k for k, b in enumerate(series._step_boxes[query].boxes) if b is None}
+            assert unkept <= chunked
+            assert core_calls["query_table"] - before["query_table"] == len(unkept)
+            assert again.count() == sum(want)
+            # Rows, when asked, come from each member's own selection.
+            member = 3
+            np.testing.assert_array_equal(
+                again.ids()[member], np.flatnonzero(box_mask(query, steps[member]))
+            )
+
+
+def box_mask(query: str, data: dict[str, np.ndarray]) -> np.ndarray:
+    """NumPy's mask of ``query``, an AND of ``name op literal`` terms."""
+    mask = np.ones(len(next(iter(data.values()))), dtype=bool)
+    ops = {">": np.greater, ">=": np.greater_equal, "<": np.less, "<=": np.less_equal}
+    for term in query.split(" && "):
+        name, op, literal = term.split()
+        with np.errstate(invalid="ignore"):
+            mask &= ops[op](data[name].astype(np.float64), float(literal))
+    return mask
+
+
+def test_fill_values_and_empty_ranges_asked_again(tmp_path, core_calls):
+    """NetCDF's fill values are missing when a query over its steps is asked
+    again as the first time; a range holding nothing makes each step's count 0."""
+    rng = np.random.default_rng(5)
+    path = str(tmp_path / "filled.nc")
+    steps = []
+    with netCDF4.Dataset(path, "w") as f:
+        for s, n in enumerate([777, 64, 1, 2001]):
+            group = f.createGroup(f"Step#{s}")
+            group.createDimension("row", n)
+            t = rng.integers(-10, 10, n).astype("f4")
+            k = rng.integers(-10, 10, n).astype("i2")
+            t[rng.random(n) < 0.2], k[rng.random(n) < 0.2] = -999, -32767
+            group.createVariable("t", "f4", ("row",), fill_value=-999.0)[:] = t
+            group.createVariable("k", "i2", ("row",), fill_value=-32767)[:] = k
+            steps.append((t, k))
+    with quarry.open(path) as ds:
+        ds.build_index()
+    with quarry.open_series(path) as series:
+        series.query("t > -1000 && k > -40000").counts()  # proves each step's index
+        for query, mask in (
+            ("t > -1000 && k > -40000", lambda t, k: np.ones(len(t), bool)),
+            ("t < 3 && k >= -5", lambda t, k: (t < 3) & (k >= -5)),
+            ("t > 3 && t < 2 && k > 0", lambda t, k: np.zeros(len(t), bool)),
+        ):
+            want = [
+                int(np.count_nonzero(mask(t, k) & (t != -999) & (k != -32767))) for t, k in steps
+            ]
+            assert series.query(query).counts() == want, query
+            assert series.query(query).counts() == want, query
+
+
+def test_an_empty_range_is_counted_with_nothing_scanned(tmp_path, core_calls, monkeypatch):
+    path = str(tmp_path / "steps.h5")
+    steps = write_steps(path, seed=3)
+    with quarry.open(path) as ds:
+        ds.build_index()
+    with quarry.open_series(path) as series:
+        series.query(everything(list(steps[0]))).counts()
+        query = "v0 > 3 && v0 < 2 && v3 > 0"
+        assert series.query(query).counts() == [0] * len(steps)
+        scanned = []
+        monkeypatch.setattr(_core, "count_boxes", lambda boxes: scanned.append(boxes) or [])
+        assert series.query(query).counts() == [0] * len(steps)
+        assert scanned == [[]]
+
+
+def test_a_rebuilt_index_or_a_closed_series_makes_the_boxes_anew(tmp_path, core_calls):
+    path = str(tmp_path / "steps.h5")
+    steps = write_steps(path, seed=1)
+    names = list(steps[0])
+    query = "v0 > -3 && v3 < 7"
+    with quarry.open(path) as ds:
+        ds.build_index()
+    series = quarry.open_series(path)
+    series.query(everything(names)).counts()
+    want = [int(np.count_nonzero(box_mask(query, data))) for data in steps]
+    assert series.query(query).counts() == want
+    # The file replaced by one of other values, and indexed again.
+    steps = write_steps(str(tmp_path / "new.h5"), seed=2)
+    os.replace(tmp_path / "new.h5", path)
+    list(series.build_indexes())
+    want = [int(np.count_nonzero(box_mask(query, data))) for data in steps]
+    before = core_calls["query_table"]
+    assert series.query(query).counts() == want
+    assert core_calls["query_table"] - before == len(steps)  # planned again
+    series.close()
+    before = core_calls["query_table"]
+    assert series.query(query).counts() == want
+    assert core_calls["query_table"] - before == len(steps)
+    series.close()
