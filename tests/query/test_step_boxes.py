@@ -178,3 +178,35 @@ def test_a_rebuilt_index_or_a_closed_series_makes_the_boxes_anew(tmp_path, core_
     assert series.query(query).counts() == want
     assert core_calls["query_table"] - before == len(steps)
     series.close()
+
+
+@pytest.mark.parametrize("n_boxes", [0, 1, 31, 32, 33, 100])
+def test_the_core_counts_many_boxes_over_views_of_one_array(n_boxes):
+    """Boxes over views of one base array (a file's memory map), more than
+    the core borrows at once, each counted as NumPy counts it."""
+    rng = np.random.default_rng(n_boxes)
+    base = rng.normal(size=(n_boxes + 1) * 1000).astype("f4")
+    base[rng.random(len(base)) < 0.05] = np.nan
+    ints = rng.integers(-50, 50, len(base)).astype("i2")
+    boxes, want = [], []
+    for b in range(n_boxes):
+        n = int(rng.integers(0, 1000))
+        start = b * 1000
+        x, k = base[start : start + n], ints[start : start + n]
+        lo, hi = sorted(rng.normal(size=2).tolist())
+        boxes.append(([x, k], [lo, -10], [bool(b % 2), True], [hi, 20], [True, bool(b % 3)]))
+        with np.errstate(invalid="ignore"):
+            inside_x = (x >= lo if b % 2 else x > lo) & (x <= hi)
+        inside_k = (k >= -10) & ((k <= 20) if b % 3 else (k < 20))
+        want.append(int(np.count_nonzero(inside_x & inside_k)))
+    assert _core.count_boxes(boxes) == want
+
+
+def test_a_box_the_core_cannot_count_is_an_error():
+    x = np.arange(10.0)
+    with pytest.raises(ValueError, match="2 columns but 1, 1, 1, 1 bounds"):
+        _core.count_boxes([([x, x], [0.0], [True], [1.0], [True])])
+    with pytest.raises(ValueError, match="a column holds 4 values, the table 10 rows"):
+        _core.count_boxes([([x, x[:4]], [0.0, 0.0], [True] * 2, [1.0, 1.0], [True] * 2)])
+    with pytest.raises(ValueError, match="at least one condition"):
+        _core.count_boxes([([], [], [], [], [])])

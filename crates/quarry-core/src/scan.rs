@@ -1007,10 +1007,13 @@ fn box_rows(conditions: &[&dyn InRange]) -> Result<usize> {
     Ok(n_rows)
 }
 
-/// Set bit `i` of `words` where row `first + i` (`i` below `n`) lies in
-/// the box, and clear the rest.
+/// Set bit `i` of `words` (`n.div_ceil(64)` of them) where row `first + i`
+/// (`i` below `n`) lies in the box, and clear the rest.
 fn mark_box(conditions: &[&dyn InRange], first: usize, n: usize, words: &mut [u64]) {
-    pack(n, words, |_| true);
+    words.fill(u64::MAX);
+    if !n.is_multiple_of(64) {
+        words[n / 64] = (1u64 << (n % 64)) - 1;
+    }
     for condition in conditions {
         condition.keep_inside(first, n, words);
     }
