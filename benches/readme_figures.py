@@ -335,7 +335,7 @@ def losses(
         "",
         "These are answers where decoding many rows from the index, reading a scanned "
         "column from the file, opening a file or a series (and, for a whole process, "
-        "importing Quarry), or planning and answering each of many small steps costs "
+        "importing Quarry), or looking a track's ids up one step at a time costs "
         "more than NumPy's pass over columns already in memory.",
         "",
     ]
