@@ -171,3 +171,18 @@ def test_vars_may_name_the_derived_variable(beam):
     with quarry.open(beam) as ds:
         manifest = ds.build_index(["r", "x"], derive=["r=sqrt(x**2 + y**2)"])
     assert {p.rsplit("/", 1)[1] for p in manifest.variables} == {"r", "x"}
+
+
+def test_a_name_resolves_anew_once_the_index_derives_another_of_it(tmp_path):
+    """``Dataset.variable`` keeps what a name resolved to only while the
+    variables it was resolved among stand: a derived ``/r`` made beside a
+    stored ``/g/r`` takes the bare name ``r`` from the next call on."""
+    path = str(tmp_path / "r.h5")
+    with h5py.File(path, "w") as f:
+        f["x"], f["g/r"] = np.array([3.0, -4.0]), np.array([1.0, 2.0])
+    with quarry.open(path) as ds:
+        assert ds.variable("r").path == "/g/r"
+        assert ds.variable("r").path == "/g/r"  # kept
+        ds.build_index(derive=["r=sqrt(x**2)"])
+        assert ds.query("r > 3.5").count() == 1  # opens the index, and its driver
+        assert ds.variable("r").path == "/r"

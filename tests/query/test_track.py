@@ -17,6 +17,13 @@ STEPS = 4
 N = 701
 
 
+def rows_of(ds, var, ids, tables=None):
+    """``find_rows`` of the ids ``ids`` (an array) in the id variable ``var``."""
+    from quarry.query.track import WantedIds, find_rows
+
+    return find_rows(ds, var, WantedIds.of(np.asarray(ids), var.dtype), tables)
+
+
 def write_run(path, seed=5, drop=0.1):
     """H5Part-like steps; particles shuffle between steps and some leave."""
     rng = np.random.default_rng(seed)
@@ -214,7 +221,7 @@ def test_rows_of_ids_match_a_dictionary_whichever_way_they_are_found(
         for kind in ("i8", "u8"):
             bounds = np.iinfo(kind)
             ids = np.array([v for v in asked if bounds.min <= v <= bounds.max], kind)
-            got = tracking.find_rows(ds, ds.variable("id"), ids)
+            got = rows_of(ds, ds.variable("id"), ids)
             assert got.tolist() == [row_of.get(v, -1) for v in ids.tolist()]
 
 
@@ -240,7 +247,7 @@ def test_a_series_tables_of_ids_match_a_dictionary(tmp_path, dtype, end):
     hash the column, the second keeps its table, the third and fourth use
     it; all four agree with a dict, for ids present, missing, below and
     above the table's range, asked as int64 and as uint64."""
-    from quarry.query.track import IdTables, find_rows
+    from quarry.query.track import IdTables
 
     info = np.iinfo(np.dtype(dtype))
     n = min(200, info.max - info.min + 1)
@@ -260,13 +267,13 @@ def test_a_series_tables_of_ids_match_a_dictionary(tmp_path, dtype, end):
             for kind in ("i8", "u8"):
                 bounds = np.iinfo(kind)
                 ids = np.array([v for v in near if bounds.min <= v <= bounds.max], kind)
-                got = find_rows(ds, var, ids, tables)
+                got = rows_of(ds, var, ids, tables)
                 assert got.tolist() == [row_of.get(v, -1) for v in ids.tolist()]
     assert tables.rows((path, "/id"), values[:1]) is not None  # the table was kept
 
 
 def test_id_tables_keep_only_unique_dense_ids_within_their_budget(tmp_path, monkeypatch):
-    from quarry.query.track import IdTables, find_rows
+    from quarry.query.track import IdTables
 
     path = str(tmp_path / "ids.h5")
     with h5py.File(path, "w") as f:
@@ -277,28 +284,28 @@ def test_id_tables_keep_only_unique_dense_ids_within_their_budget(tmp_path, monk
     with quarry.open(path) as ds:
         for name in ("dense", "sparse", "twice", "dense"):
             for _ in range(2):
-                find_rows(ds, ds.variable(name), np.array([3, 10]), tables)
+                rows_of(ds, ds.variable(name), np.array([3, 10]), tables)
         assert [
             tables.rows((path, f"/{k}"), np.array([3])) is not None
             for k in ("dense", "sparse", "twice")
         ] == [True, False, False]
         for _ in range(3):  # the repeated id is refused however often it is asked
             with pytest.raises(TrackingError, match="id 7 appears 2 times"):
-                find_rows(ds, ds.variable("twice"), np.array([7]), tables)
+                rows_of(ds, ds.variable("twice"), np.array([7]), tables)
         from quarry.query import track as tracking
 
         made = []  # and a column refused once is not made a table again
         offsets = tracking._offsets
         monkeypatch.setattr(tracking, "_offsets", lambda *a: made.append(a) or offsets(*a))
         for name in ("sparse", "twice"):
-            find_rows(ds, ds.variable(name), np.array([3]), tables)
+            rows_of(ds, ds.variable(name), np.array([3]), tables)
         assert made == []
         monkeypatch.undo()
         with h5py.File(str(tmp_path / "more.h5"), "w") as f:
             f["dense"] = np.arange(1000)[::-1]
     with quarry.open(str(tmp_path / "more.h5")) as other:
         for _ in range(2):
-            find_rows(other, other.variable("dense"), np.array([3]), tables)
+            rows_of(other, other.variable("dense"), np.array([3]), tables)
     assert tables.rows((path, "/dense"), np.array([3])) is None  # dropped: the budget holds one
     assert tables.rows((str(tmp_path / "more.h5"), "/dense"), np.array([3])).tolist() == [996]
 

@@ -155,10 +155,13 @@ def track(
     ids = np.asarray(ds.driver.gather(id_info.path, sel.ids()))
     _no_repeats(ids, id_info, anchor)
     steps = []
+    wanted: dict[np.dtype[Any], WantedIds] = {}  # the ids as each id dtype holds them
     for member in members:
         mds = series.dataset(member.file)
         info = _id_variable(mds, id_var, member)
-        rows = find_rows(mds, info, ids, series.id_tables)
+        if info.dtype not in wanted:
+            wanted[info.dtype] = WantedIds.of(ids, info.dtype)
+        rows = find_rows(mds, info, wanted[info.dtype], series.id_tables)
         values, variables = {}, {}
         for name in names:
             var = mds.variable(name, member.group)
@@ -361,29 +364,54 @@ def _offsets(values: npt.NDArray[np.integer[Any]], low: int) -> npt.NDArray[np.i
     return (wide - wide.dtype.type(low)).astype(np.intp)
 
 
+@record
+class WantedIds:
+    """Tracked ids as a variable of one integer dtype holds them (see
+    :func:`held_by`), made once per track and dtype, not once per step."""
+
+    held: npt.NDArray[np.bool_]
+    """Which of the ids the dtype can hold."""
+    wanted: npt.NDArray[np.integer[Any]]
+    """Those ids, in the dtype, ascending and each once."""
+    back: npt.NDArray[np.intp]
+    """Where each held id lies in ``wanted``."""
+
+    @classmethod
+    def of(cls, ids: npt.NDArray[np.integer[Any]], dtype: np.dtype[Any]) -> WantedIds:
+        """
+        Examples
+        --------
+        >>> w = WantedIds.of(np.array([300, 7, -1, 7]), np.dtype("u1"))
+        >>> w.held.tolist(), w.wanted.tolist(), w.back.tolist()
+        ([False, True, False, True], [7], [0, 0])
+        """
+        held = held_by(ids, dtype)
+        own = ids[held].astype(dtype)
+        wanted = np.unique(own)
+        return cls(held, wanted, np.searchsorted(wanted, own))
+
+
 def find_rows(
     ds: Dataset,
     info: VariableInfo,
-    ids: npt.NDArray[np.integer[Any]],
+    ids: WantedIds,
     tables: IdTables | None = None,
 ) -> npt.NDArray[np.int64]:
-    """The row holding each of ``ids`` in the id variable ``info``, -1 where
-    none does (ids compared exactly whatever the two dtypes: in the
-    variable's own, those it can hold); the index answers when it has the
-    variable and the set is small, one read of the column otherwise (or
-    ``tables``, where they hold the variable's)."""
-    store = ds.index if ds.has_index else None
-    held = held_by(ids, info.dtype)
-    own = ids[held].astype(info.dtype)
-    wanted = np.unique(own)
-    out = np.full(len(ids), -1, dtype=np.int64)
+    """The row holding each of the tracked ``ids`` in the id variable
+    ``info``, -1 where none does (ids compared exactly whatever the two
+    dtypes: in the variable's own, those it can hold); the index answers
+    when it has the variable and the set is small, one read of the column
+    otherwise (or ``tables``, where they hold the variable's)."""
+    held, wanted = ids.held, ids.wanted
+    out = np.full(len(held), -1, dtype=np.int64)
     if not len(wanted):
         return out
     key = (ds.path, info.path)
     kept = tables.rows(key, wanted) if tables is not None else None
     if kept is not None:
-        out[held] = kept[np.searchsorted(wanted, own)]
+        out[held] = kept[ids.back]
         return out
+    store = ds.index if ds.has_index else None
     candidates: npt.NDArray[np.int64] | None = None
     if store is not None and info.path in store.variables:
         bins = len(decode_edges(store.variables[info.path])) + 1
@@ -422,5 +450,5 @@ def find_rows(
     rows_of_wanted = np.full(len(wanted), -1, dtype=np.int64)
     hit = right > left
     rows_of_wanted[hit] = positions[order[left[hit]]]
-    out[held] = rows_of_wanted[np.searchsorted(wanted, own)]
+    out[held] = rows_of_wanted[ids.back]
     return out
