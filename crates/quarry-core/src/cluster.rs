@@ -263,11 +263,7 @@ fn add_axis_portable<T: BinFloat, K: Key, const SET: bool>(
         let mut bins = [0u32; CHUNK];
         let line = 64 / std::mem::size_of::<T>();
         for (bins, values) in bins.chunks_mut(line).zip(values.chunks(line)) {
-            prefetch(
-                values
-                    .as_ptr()
-                    .wrapping_add(PREFETCH_AHEAD / std::mem::size_of::<T>()),
-            );
+            prefetch_ahead(values);
             for (bin, &v) in bins.iter_mut().zip(values) {
                 *bin = v.bin(origin, size, last, nan);
             }
@@ -299,14 +295,26 @@ fn add_axis_portable<T: BinFloat, K: Key, const SET: bool>(
     }
 }
 
-/// How far ahead of the values being binned their memory is asked for:
-/// a source lent by a memory map sits in 4 KiB pages, whose boundaries the
+/// How far ahead of the values being read their memory is asked for: a
+/// source lent by a memory map sits in 4 KiB pages, whose boundaries the
 /// hardware's prefetcher does not cross.
-pub(crate) const PREFETCH_AHEAD: usize = 4096;
+const PREFETCH_AHEAD: usize = 4096;
+
+/// Ask for the memory [`PREFETCH_AHEAD`] bytes past each cache line of
+/// `values`, before they are read: called a line or a chunk at a time, it
+/// keeps the next page of a memory map coming.
+#[inline(always)]
+#[allow(clippy::inline_always)]
+pub(crate) fn prefetch_ahead<T>(values: &[T]) {
+    let ahead = values.as_ptr().cast::<u8>().wrapping_add(PREFETCH_AHEAD);
+    for line in (0..std::mem::size_of_val(values)).step_by(64) {
+        prefetch(ahead.wrapping_add(line));
+    }
+}
 
 #[inline(always)]
 #[allow(clippy::inline_always)]
-pub(crate) fn prefetch<T>(at: *const T) {
+fn prefetch(at: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is a hint: it never faults, wherever it points.
     unsafe {
@@ -804,13 +812,7 @@ pub fn stage<T: Plain>(
     let line = (64 / std::mem::size_of::<T>()).max(1);
     for (values, slots) in values.chunks(STAGE_ROWS).zip(slots.chunks(STAGE_ROWS)) {
         for (values, slots) in values.chunks(line).zip(slots.chunks(line)) {
-            // The values usually come from a memory map of the source, in
-            // 4 KiB pages the hardware's prefetcher does not cross.
-            prefetch(
-                values
-                    .as_ptr()
-                    .wrapping_add(PREFETCH_AHEAD / std::mem::size_of::<T>().max(1)),
-            );
+            prefetch_ahead(values);
             for (&value, &slot) in values.iter().zip(slots) {
                 staged[slot as usize] = value;
             }

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use roaring::RoaringBitmap;
 
 use crate::binning::BinLookup;
-use crate::cluster::{prefetch, PREFETCH_AHEAD};
+use crate::cluster::prefetch_ahead;
 use crate::error::{CoreError, Result};
 use crate::eval::Interval;
 use crate::key::{Key, Widen};
@@ -72,12 +72,7 @@ impl Values<'_> {
         each_values!(self, s => match rows {
             Rows::Range(start, n) => {
                 let values = &s[base + start..base + start + n];
-                // 4 KiB of the source ahead, which a memory map lends in
-                // pages the hardware's prefetcher does not cross.
-                let ahead = values.as_ptr().cast::<u8>().wrapping_add(PREFETCH_AHEAD);
-                for line in (0..std::mem::size_of_val(values)).step_by(64) {
-                    prefetch(ahead.wrapping_add(line));
-                }
+                prefetch_ahead(values);
                 for (o, v) in out.iter_mut().zip(values) {
                     *o = *v as f64;
                 }
@@ -901,14 +896,9 @@ fn pack_slice<T: Copy>(
     gather: impl Fn(&[u8; 64]) -> u64,
 ) {
     debug_assert_eq!(words.len(), values.len().div_ceil(64));
-    let bytes = 64 * std::mem::size_of::<T>();
     for (word, chunk) in words.iter_mut().zip(values.chunks(64)) {
-        // The values usually come from a memory map of the source, in
-        // 4 KiB pages the hardware's prefetcher does not cross.
-        let ahead = chunk.as_ptr().cast::<u8>().wrapping_add(PREFETCH_AHEAD);
-        for line in (0..bytes).step_by(64) {
-            prefetch(ahead.wrapping_add(line));
-        }
+        // The values usually come from a memory map of the source.
+        prefetch_ahead(chunk);
         let mut flags = [0u8; 64];
         for (flag, &value) in flags.iter_mut().zip(chunk) {
             *flag = u8::from(holds(value));
@@ -1120,10 +1110,7 @@ fn count_between_portable<T: PartialOrd + Copy>(values: &[T], ends: &[Option<(T,
     // cache for the others, and counted in 32 bits, which vectorise.
     let mut counts = vec![0u64; ends.len()];
     for chunk in values.chunks(4096) {
-        let ahead = chunk.as_ptr().cast::<u8>().wrapping_add(PREFETCH_AHEAD);
-        for line in (0..std::mem::size_of_val(chunk)).step_by(64) {
-            prefetch(ahead.wrapping_add(line));
-        }
+        prefetch_ahead(chunk);
         for (count, end) in counts.iter_mut().zip(ends) {
             if let &Some((lo, hi)) = end {
                 let inside: u32 = chunk.iter().map(|&v| u32::from(lo <= v && v <= hi)).sum();
