@@ -44,6 +44,7 @@ from quarry.index.layout import index_size, remove_debris
 from quarry.index.maintain import IndexReport
 from quarry.query.series import (
     MAX_STEP_BOXES,
+    STEP_BOXES_BUDGET,
     Member,
     MemberSelections,
     SeriesSelection,
@@ -201,9 +202,17 @@ class Series:
         return tuple(ds.query_state() for ds in self._datasets.values())
 
     def _keep_boxes(self, query: str, boxes: list[SmallBox | None]) -> None:
-        if len(self._step_boxes) >= MAX_STEP_BOXES:
-            self._step_boxes.clear()
-        self._step_boxes[query] = StepBoxes(boxes, self._state())
+        kept = StepBoxes(boxes, self._state())
+        if kept.nbytes > STEP_BOXES_BUDGET:
+            return
+        held = self._step_boxes
+        held.pop(query, None)
+        while held and (
+            len(held) >= MAX_STEP_BOXES
+            or sum(b.nbytes for b in held.values()) + kept.nbytes > STEP_BOXES_BUDGET
+        ):
+            del held[next(iter(held))]  # the one kept longest
+        held[query] = kept
 
     def select_all(self, names: Sequence[str]) -> SeriesSelection:
         """Every row of each member's table that the variables ``names`` form

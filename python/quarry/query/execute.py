@@ -33,7 +33,7 @@ from quarry.expr.plan import (
     everything,
 )
 from quarry.expr.postfix import postfix
-from quarry.formats.base import Driver, VariableInfo, gathers_in_place
+from quarry.formats.base import Driver, VariableInfo
 from quarry.index.store import IndexStore
 from quarry.query.stats import Access, CountingDriver, Estimate, QueryStats, Work
 from quarry.records import field, record, replace
@@ -56,12 +56,10 @@ BoxSpec = tuple[list["npt.NDArray[np.generic]"], list[Any], list[bool], list[Any
 @record
 class SmallBox:
     """An AND of ranges over a small table's own columns, scanned in one pass
-    (:meth:`Executor.small_box`); ``mapped`` where every column is a view of a
-    memory map, which costs nothing to keep."""
+    (:meth:`Executor.small_box`)."""
 
     columns: list[npt.NDArray[np.generic]]
     intervals: list[Interval]
-    mapped: bool
 
     @property
     def empty(self) -> bool:
@@ -479,12 +477,11 @@ class Executor:
             self._note(Access((leaf.var.key, leaf.interval), "scan"))
         intervals = [leaf.interval for leaf in leaves]
         if any(iv.empty for iv in intervals):
-            return SmallBox([], intervals, mapped=True)
+            return SmallBox([], intervals)
         columns = [self._values(leaf.var) for leaf in leaves]
         for values in columns:
             self._work.scanned(None, len(values), self.table.block_len)
-        mapped = all(gathers_in_place(self.driver, leaf.var.path) for leaf in leaves)
-        return SmallBox(columns, intervals, mapped)
+        return SmallBox(columns, intervals)
 
     def _count_by_index(self, leaf: RangeLeaf, col: _core.Column, choose: bool = False) -> int:
         """A range's count from its bins' counts and its checked candidates;

@@ -266,9 +266,12 @@ class MemberSelections(Sequence["Selection"]):
         return len(self._members)
 
 
-#: Queries whose steps' boxes a series keeps (see :class:`StepBoxes`); past
-#: this the cache starts again.
+#: Queries whose steps' boxes a series keeps (see :class:`StepBoxes`), and
+#: the bytes their columns may hold that are not views of a file's memory
+#: map (values copied out of the file: compressed, of another byte order, at
+#: an odd offset); past either, the boxes kept longest are let go.
 MAX_STEP_BOXES = 64
+STEP_BOXES_BUDGET = 64 << 20
 
 
 class StepBoxes:
@@ -277,9 +280,9 @@ class StepBoxes:
     a series, kept by the open series so that the query asked again counts
     every step in one call of the core (:func:`quarry._core.count_boxes`):
     over 720 steps of 2,000 rows, a call and a plan per step cost several
-    times what a NumPy program takes for the whole series. Only boxes whose
-    columns are views of memory maps are kept (they hold no memory); a member
-    without one (``None``) is answered by its own selection, each time.
+    times what a NumPy program takes for the whole series. A member without
+    one (``None``: a step too large for a box, or answered another way) is
+    answered by its own selection, each time.
 
     ``state`` is what the series looked like when the boxes were made (each
     file's open dataset and its driver): a rebuilt index or a file opened
@@ -306,14 +309,18 @@ class StepBoxes:
         self._scanned = [spec for spec in self._specs if spec is not None]
         self._whole = all(b is not None for b in boxes)
         """Whether every member has its box: the counts are then the core's alone."""
+        self.nbytes = sum(
+            _held_bytes(values) for b in boxes if b is not None for values in b.columns
+        )
+        """Bytes the boxes' columns hold of their own (see :data:`STEP_BOXES_BUDGET`)."""
 
     @staticmethod
     def count(
         members: Sequence[Member], selections: Sequence[Selection], kept: StepBoxes | None = None
     ) -> tuple[list[int], list[SmallBox | None]]:
-        """Each member's count, and its box where a memory-mapped one gave
-        it: the boxes counted in one call, the members ``kept`` holds no box
-        for asked of their selection (made only then)."""
+        """Each member's count, and its box where one gave it: the boxes
+        counted in one call, the members ``kept`` holds no box for asked of
+        their selection (made only then)."""
         from quarry import _core
         from quarry.query.execute import SmallBox
 
@@ -336,8 +343,30 @@ class StepBoxes:
                 answers.append(box)
         counted = iter(_core.count_boxes(specs) if specs else [])
         counts = [a if isinstance(a, int) else 0 if a.empty else next(counted) for a in answers]
-        boxes = [a if isinstance(a, SmallBox) and a.mapped else None for a in answers]
+        boxes = [a if isinstance(a, SmallBox) else None for a in answers]
         return counts, boxes
+
+
+def _held_bytes(values: npt.NDArray[np.generic]) -> int:
+    """Bytes ``values`` keep in memory: none for a view of a memory map.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> with tempfile.NamedTemporaryFile() as f:
+    ...     f.write(bytes(64))
+    ...     f.flush()
+    ...     mapped = np.memmap(f.name, dtype="f8", mode="r")[2:6]
+    ...     _held_bytes(mapped), _held_bytes(mapped.copy())
+    64
+    (0, 32)
+    """
+    import mmap
+
+    base: object = values
+    while getattr(base, "base", None) is not None:
+        base = base.base  # type: ignore[attr-defined]
+    return 0 if isinstance(base, mmap.mmap) else int(values.nbytes)
 
 
 class SeriesSelection:
