@@ -25,6 +25,7 @@ added later need no rebuild of the others.
 
 from __future__ import annotations
 
+import _thread
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -97,6 +98,9 @@ class Series:
         self._id_tables: IdTables | None = None
         self._step_boxes: dict[str, StepBoxes] = {}
         """Each query's small boxes in the members, kept for the query asked again."""
+        # A service's threads may ask at once. (``_thread``: what ``threading``
+        # builds on, without its import in a command's start-up.)
+        self._keeping = _thread.allocate_lock()
         self._names_in_steps: set[tuple[str, str]] = set()
         """(file, name) pairs found held by the file's steps alone, checked once
         (:meth:`_check_outside_steps`: 3.6 ms a query over 720 steps, else)."""
@@ -205,14 +209,15 @@ class Series:
         kept = StepBoxes(boxes, self._state())
         if kept.nbytes > STEP_BOXES_BUDGET:
             return
-        held = self._step_boxes
-        held.pop(query, None)
-        while held and (
-            len(held) >= MAX_STEP_BOXES
-            or sum(b.nbytes for b in held.values()) + kept.nbytes > STEP_BOXES_BUDGET
-        ):
-            del held[next(iter(held))]  # the one kept longest
-        held[query] = kept
+        with self._keeping:
+            held = self._step_boxes
+            held.pop(query, None)
+            while held and (
+                len(held) >= MAX_STEP_BOXES
+                or sum(b.nbytes for b in held.values()) + kept.nbytes > STEP_BOXES_BUDGET
+            ):
+                del held[next(iter(held))]  # the one kept longest
+            held[query] = kept
 
     def select_all(self, names: Sequence[str]) -> SeriesSelection:
         """Every row of each member's table that the variables ``names`` form

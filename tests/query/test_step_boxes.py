@@ -253,3 +253,25 @@ def test_a_box_the_core_cannot_count_is_an_error():
         _core.count_boxes([([x, x[:4]], [0.0, 0.0], [True] * 2, [1.0, 1.0], [True] * 2)])
     with pytest.raises(ValueError, match="at least one condition"):
         _core.count_boxes([([], [], [], [], [])])
+
+
+def test_threads_asking_at_once_keep_and_let_go_of_boxes_safely(tmp_path, monkeypatch):
+    """Threads of one process (a service's) asking many queries of one open
+    series at once, with room kept for two: every count is NumPy's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import quarry.series
+
+    monkeypatch.setattr(quarry.series, "MAX_STEP_BOXES", 2)
+    path = str(tmp_path / "steps.h5")
+    steps = write_steps(path, seed=6)
+    with quarry.open(path) as ds:
+        ds.build_index()
+    queries = [f"v0 > {lo} && v3 < {lo + 9}" for lo in range(-12, 12)]
+    wants = {q: [int(np.count_nonzero(box_mask(q, data))) for data in steps] for q in queries}
+    with quarry.open_series(path) as series:
+        series.query(everything(list(steps[0]))).counts()
+        with ThreadPoolExecutor(4) as pool:
+            got = list(pool.map(lambda q: (q, series.query(q).counts()), queries * 4))
+        assert all(counts == wants[q] for q, counts in got)
+        assert len(series._step_boxes) <= 2
