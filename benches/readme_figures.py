@@ -334,9 +334,8 @@ def losses(
         *(f"- {word}: " + "; ".join(items) + "." for word, items in found.items() if items),
         "",
         "These are answers where decoding many rows from the index, reading a scanned "
-        "column from the file, opening a file or a series (and, for a whole process, "
-        "importing Quarry), or looking a track's ids up one step at a time costs "
-        "more than NumPy's pass over columns already in memory.",
+        "column from the file, or opening a file or a series (and, for a whole process, "
+        "importing Quarry) costs more than NumPy's pass over columns already in memory.",
         "",
     ]
 
