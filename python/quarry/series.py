@@ -184,7 +184,7 @@ class Series:
 
         members = list(self.members)
         kept = self._step_boxes.get(query) if runner is None else None
-        if kept is not None and kept.state == self._state():
+        if kept is not None and kept.made_in(self._state()):
             # Planned in every member before, and nothing changed since.
             made = MemberSelections(members, partial(self._member_selection, query))
             return SeriesSelection(query, members, made, boxes=kept)
@@ -201,7 +201,7 @@ class Series:
             return answer
         return SeriesSelection(query, members, selections, keep=partial(self._keep_boxes, query))
 
-    def _state(self) -> tuple[object, ...]:
+    def _state(self) -> tuple[tuple[object, ...], ...]:
         """What the files' plans and columns depend on (:meth:`quarry.Dataset.query_state`)."""
         return tuple(ds.query_state() for ds in self._datasets.values())
 

@@ -17,7 +17,7 @@ import gc
 import importlib
 import os
 import re
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, overload
 
@@ -302,7 +302,7 @@ class StepBoxes:
     ([2, 3, 4], [2, 3, 4])
     """
 
-    def __init__(self, boxes: list[SmallBox | None], state: Hashable) -> None:
+    def __init__(self, boxes: list[SmallBox | None], state: tuple[tuple[object, ...], ...]) -> None:
         self.boxes = boxes
         self.state = state
         self._specs = [None if b is None or b.empty else b.spec() for b in boxes]
@@ -313,6 +313,23 @@ class StepBoxes:
             _held_bytes(values) for b in boxes if b is not None for values in b.columns
         )
         """Bytes the boxes' columns hold of their own (see :data:`STEP_BOXES_BUDGET`)."""
+
+    def made_in(self, state: tuple[tuple[object, ...], ...]) -> bool:
+        """Whether ``state`` holds the very objects the boxes were made with
+        (compared by identity: a driver opened again on the same file is
+        another, whatever its equality says).
+
+        Examples
+        --------
+        >>> a, b = object(), object()
+        >>> boxes = StepBoxes([], ((a, b),))
+        >>> boxes.made_in(((a, b),)), boxes.made_in(((a, object()),)), boxes.made_in(())
+        (True, False, False)
+        """
+        return len(state) == len(self.state) and all(
+            len(now) == len(then) and all(x is y for x, y in zip(now, then, strict=True))
+            for now, then in zip(state, self.state, strict=True)
+        )
 
     @staticmethod
     def count(
