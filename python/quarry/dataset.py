@@ -45,9 +45,6 @@ if TYPE_CHECKING:
     from quarry.reorg.build import MemberPlan
     from quarry.reorg.manifest import CopyManifest
 
-#: Names :meth:`Dataset.variable` keeps resolved; past this it starts again.
-MAX_RESOLVED = 4096
-
 
 def open(
     path: str | os.PathLike[str],
@@ -151,8 +148,6 @@ class Dataset:
         self._copy: ReorgCopy | None = None
         # The variables of each table of the file's copy, read once per open ([]: none).
         self._copy_tables: list[frozenset[str]] | None = None
-        # Names resolved by :meth:`variable` (a track resolves its names in every step).
-        self._resolved: dict[tuple[str, str | None], tuple[Driver, VariableInfo]] = {}
 
     def _open_file(self) -> tuple[Driver, str]:
         """The file's driver and its format. Where a fresh index recorded the
@@ -194,19 +189,12 @@ class Dataset:
         resolving only where one match's group holds the others; see
         :mod:`quarry.expr.names`), or a subarray
         of it (``x[0:10, 5]``)."""
-        found = self._resolved.get((name, path))
-        if found is not None and found[0] is self.driver:
-            return found[1]
         var = parse_variable(name)
-        if var.index is None:
-            info = resolve(var.name, self.variables(), self.path, path)
-        else:
-            info = self._planning(self._open_store()).variable(var, path)
-        if len(self._resolved) >= MAX_RESOLVED:
-            self._resolved.clear()
-        # Kept with the driver it was resolved among: a new one lists anew.
-        self._resolved[(name, path)] = (self.driver, info)
-        return info
+        if var.index is not None:
+            return self._planning(self._open_store()).variable(var, path)
+        self.variables()  # opens the index, whose derived variables are names too
+        # The planner of the file as now open resolves each name once.
+        return self._planning(self._store).resolved(var.name, path)
 
     def _open_store(self) -> IndexStore | None:
         """The index, opened; None where the file has none (queries scan).

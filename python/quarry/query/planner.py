@@ -141,13 +141,23 @@ class Planner:
         written = (var.name, var.index, path)
         info = self._names.get(written)
         if info is None:
-            info = resolve(var.name, self.driver.variables(), self.source, path)
+            info = self.resolved(var.name, path)
             if info.problem is not None:
                 raise UnsupportedVariableError(f"cannot query {info.path}: {info.problem}")
             if var.index is not None:
                 from quarry.formats.subarray import view_of
 
                 info = view_of(info, var.index)
+            self._names[written] = info
+        return info
+
+    def resolved(self, name: str, path: str | None = None) -> VariableInfo:
+        """The variable the plain name ``name`` refers to (bare names under
+        ``path``), queryable or not: resolved once per name and context."""
+        written = (name, "resolved", path)
+        info = self._names.get(written)
+        if info is None:
+            info = resolve(name, self.driver.variables(), self.source, path)
             self._names[written] = info
         return info
 
