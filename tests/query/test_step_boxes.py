@@ -174,6 +174,7 @@ def test_boxes_holding_copied_values_are_kept_within_a_budget(tmp_path, monkeypa
     memory-mapped columns hold none. Every count is NumPy's, kept or not."""
     import quarry.series
 
+    assert quarry.series.STEP_BOXES_BUDGET == 64 << 20  # as the README says
     monkeypatch.setattr(quarry.series, "STEP_BOXES_BUDGET", budget)
     mapped, copied = str(tmp_path / "mapped.h5"), str(tmp_path / "copied.h5")
     steps = write_steps(mapped, seed=4)
@@ -275,3 +276,22 @@ def test_threads_asking_at_once_keep_and_let_go_of_boxes_safely(tmp_path, monkey
             got = list(pool.map(lambda q: (q, series.query(q).counts()), queries * 4))
         assert all(counts == wants[q] for q, counts in got)
         assert len(series._step_boxes) <= 2
+
+
+def test_the_queries_kept_longest_are_let_go_first(tmp_path, monkeypatch):
+    import quarry.series
+
+    monkeypatch.setattr(quarry.series, "MAX_STEP_BOXES", 2)
+    path = str(tmp_path / "steps.h5")
+    steps = write_steps(path, seed=8)
+    with quarry.open(path) as ds:
+        ds.build_index()
+    queries = ["v0 > -3 && v3 < 7", "v1 >= 2 && v2 < 9", "v4 > -5 && v0 <= 1"]
+    with quarry.open_series(path) as series:
+        series.query(everything(list(steps[0]))).counts()
+        for query in queries:
+            series.query(query).counts()
+        assert list(series._step_boxes) == queries[1:]
+        series.query(queries[1]).counts()  # asked again: answered from its boxes
+        series.query(queries[0]).counts()  # kept again, in place of the one kept longest
+        assert list(series._step_boxes) == [queries[2], queries[0]]
