@@ -795,7 +795,7 @@ pub fn scan_range<K: Key, T: Widen<K>>(
         || (),
         |(), base, rows, t, u| {
             if let Rows::Range(start, n) = rows {
-                return pack_in_interval(&values[base + start..base + start + n], iv, t, u);
+                return pack_in_interval(&values[base + start..base + start + n], iv, t, Some(u));
             }
             let value = |i: usize| values[base + rows.row(i) as usize];
             pack(rows.len(), u, |i| value(i).widen().is_missing());
@@ -807,8 +807,8 @@ pub fn scan_range<K: Key, T: Widen<K>>(
     )
 }
 
-/// [`scan_range`]'s masks of consecutive `values`: missing ones in `u`, those
-/// inside `iv` in `t`. The interval's ends are chosen once, outside the loop,
+/// [`scan_range`]'s masks of consecutive `values`: missing ones in `u` (where
+/// given), those inside `iv` in `t`. The interval's ends are chosen once, outside the loop,
 /// and the values walked as a slice, so each word's compares run with no
 /// branch and no bounds check (half the time of a row looked up by its
 /// number with the ends tested per row); compiled for AVX2 where the CPU
@@ -817,7 +817,7 @@ fn pack_in_interval<K: Key, T: Widen<K>>(
     values: &[T],
     iv: &Interval<K>,
     t: &mut [u64],
-    u: &mut [u64],
+    u: Option<&mut [u64]>,
 ) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
@@ -835,7 +835,7 @@ unsafe fn pack_in_interval_avx2<K: Key, T: Widen<K>>(
     values: &[T],
     iv: &Interval<K>,
     t: &mut [u64],
-    u: &mut [u64],
+    u: Option<&mut [u64]>,
 ) {
     // SAFETY (of the gather): this copy runs only where the CPU has AVX2.
     pack_in_interval_portable(values, iv, t, u, |flags| unsafe {
@@ -849,12 +849,16 @@ fn pack_in_interval_portable<K: Key, T: Widen<K>>(
     values: &[T],
     iv: &Interval<K>,
     t: &mut [u64],
-    u: &mut [u64],
+    u: Option<&mut [u64]>,
     gather: impl Fn(&[u8; 64]) -> u64 + Copy,
 ) {
-    match T::narrow(iv.lo, iv.lo_incl, iv.hi, iv.hi_incl) {
-        Some((lo, hi)) => pack_both(values, t, u, |v| lo <= v && v <= hi, gather),
-        None => pack_both(values, t, u, |_| false, gather),
+    // Without `u` (a box's columns), `t` alone: a missing value lies in no
+    // interval, and the mask of the missing ones would cost as much again.
+    match (T::narrow(iv.lo, iv.lo_incl, iv.hi, iv.hi_incl), u) {
+        (Some((lo, hi)), Some(u)) => pack_both(values, t, u, |v| lo <= v && v <= hi, gather),
+        (Some((lo, hi)), None) => pack_slice(values, t, |v| lo <= v && v <= hi, gather),
+        (None, Some(u)) => pack_both(values, t, u, |_| false, gather),
+        (None, None) => t.fill(0),
     }
 }
 
@@ -929,15 +933,9 @@ impl<K: Key, T: Widen<K> + Sync> InRange for RangeOf<'_, K, T> {
     }
 
     fn keep_inside(&self, first: usize, n: usize, words: &mut [u64]) {
-        // The range scan's own kernel; a missing value lies in no interval.
-        let (mut inside, mut missing) = ([0u64; CHUNK_WORDS], [0u64; CHUNK_WORDS]);
-        let (inside, missing) = (&mut inside[..words.len()], &mut missing[..words.len()]);
-        pack_in_interval(
-            &self.values[first..first + n],
-            &self.interval,
-            inside,
-            missing,
-        );
+        let mut inside = [0u64; CHUNK_WORDS];
+        let inside = &mut inside[..words.len()];
+        pack_in_interval(&self.values[first..first + n], &self.interval, inside, None);
         words.iter_mut().zip(&*inside).for_each(|(w, m)| *w &= m);
     }
 }
@@ -1450,9 +1448,9 @@ mod tests {
             prop_assert!(u.is_empty());
             let words = x.len().div_ceil(64);
             let (mut t0, mut u0) = (vec![0u64; words], vec![0u64; words]);
-            pack_in_interval_portable(&x, &iv, &mut t0, &mut u0, bits_of_flags);
+            pack_in_interval_portable(&x, &iv, &mut t0, Some(&mut u0), bits_of_flags);
             let (mut t1, mut u1) = (vec![0u64; words], vec![0u64; words]);
-            pack_in_interval(&x, &iv, &mut t1, &mut u1);
+            pack_in_interval(&x, &iv, &mut t1, Some(&mut u1));
             prop_assert_eq!((t0, u0), (t1, u1));
         }
 

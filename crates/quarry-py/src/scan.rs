@@ -178,12 +178,21 @@ pub fn count_boxes<'py>(py: Python<'py>, boxes: Vec<BoxSpec<'py>>) -> Result<Vec
             .iter()
             .map(|c| c.iter().map(|r| r.rows()).sum::<usize>())
             .sum();
-        counts.extend(detach_pieces(py, scan::count_pieces(values), || {
+        counts.extend(if values < HELD_GIL_VALUES {
             scan::count_boxes(&conditions)
-        })?);
+        } else {
+            detach_pieces(py, scan::count_pieces(values), || {
+                scan::count_boxes(&conditions)
+            })
+        }?);
     }
     Ok(counts)
 }
+
+/// Up to this many values, [`count_boxes`] keeps the GIL: letting it go and
+/// taking it back costs more than their count (a few microseconds at most),
+/// as `NumPy` keeps it for short loops.
+const HELD_GIL_VALUES: usize = 1 << 14;
 
 /// Boxes whose columns [`count_boxes`] holds borrowed at once.
 const BOXES_BORROWED: usize = 32;
