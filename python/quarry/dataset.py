@@ -28,10 +28,12 @@ from quarry.index import IndexStore
 from quarry.index.locate import find_index, index_dirs, rebuild_command
 from quarry.pool import on_own_threads
 from quarry.query import Executor, Selection, Table
+from quarry.query.boxes import KeptBoxes, StepBoxes
 from quarry.query.planner import Planner
 
 if TYPE_CHECKING:
     from quarry.index.derived import Derivation
+    from quarry.query.execute import SmallBox
     from quarry.query.histogram import Histogram, Part
     from quarry.query.ranges import Shapes
     from quarry.query.selection import Runner
@@ -143,6 +145,9 @@ class Dataset:
             self.driver = self._with_derived(self._store.derivations)
         # Plans and what they resolved, for the file and index as now open.
         self._planner: Planner | None = None
+        self._kept = KeptBoxes()
+        """Each query's small box (:mod:`quarry.query.boxes`), by query and
+        context, kept for the query asked again."""
         # This file's step groups as a series, per context path: found once.
         self._steps: dict[str | None, Series] = {}
         self._copy: ReorgCopy | None = None
@@ -683,8 +688,8 @@ class Dataset:
         """What a query's plan and the columns it scans depend on, compared
         by identity: the driver (made anew with an index built, opened or
         checked, or the file opened again), the index and the reorganised
-        copies found. A series keeps its steps' boxes while this stays the
-        same (:class:`quarry.query.series.StepBoxes`).
+        copies found. A dataset or series keeps its queries' boxes while this
+        stays the same (:class:`quarry.query.boxes.StepBoxes`).
 
         Examples
         --------
@@ -702,7 +707,7 @@ class Dataset:
         ...     same, ds.query_state() == before
         (True, False)
         """
-        return (self.driver, self._store, self._copy_tables)
+        return (self.driver, self._store, self._listed_copies())
 
     @on_own_threads
     def query_table(self, query: str, path: str | None = None) -> Selection:
@@ -711,10 +716,23 @@ class Dataset:
         what :meth:`query` and each member of a series run."""
         store = self._open_store()
         planned = self._planning(store).plan(query, path)
-        executor = Executor(
-            self.driver, store, planned.table, self._factor, copies=self._reorganised
+        make = functools.partial(
+            Executor, self.driver, store, planned.table, self._factor, copies=self._reorganised
         )
-        return Selection(self, query, executor, planned, path=path)
+        state = (self.query_state(),)
+        kept = self._kept.get((query, path), state)
+        if kept is not None:  # asked before, and nothing changed since
+            return Selection(self, query, make, planned, path=path, boxes=kept)
+        keep = functools.partial(self._keep_boxes, (query, path), state)
+        return Selection(self, query, make, planned, path=path, keep=keep)
+
+    def _keep_boxes(
+        self,
+        query: tuple[str, str | None],
+        state: tuple[tuple[object, ...]],
+        boxes: list[SmallBox | None],
+    ) -> None:
+        self._kept.keep(query, StepBoxes(boxes, state))
 
     def _reorganised(self, variables: Collection[str] = ()) -> ReorgCopy | None:
         """The file's reorganised copy (:mod:`quarry.reorg`), opened and
@@ -723,16 +741,24 @@ class Dataset:
         damaged copy is refused as a stale index is, by the queries it could
         answer alone: one of other variables is answered without it."""
         if self._copy is None:
-            from quarry.reorg.store import copy_tables, open_copy
+            from quarry.reorg.store import open_copy
 
-            given = self.index_path if self._index_given else None
-            if self._copy_tables is None:  # looked for once per open
-                self._copy_tables = copy_tables(self.path, given) if self.has_copy else []
             wanted = set(variables)
-            if not any(wanted <= table for table in self._copy_tables):
+            if not any(wanted <= table for table in self._listed_copies()):
                 return None
+            given = self.index_path if self._index_given else None
             self._copy = open_copy(self.path, given, self._file_driver)
         return self._copy
+
+    def _listed_copies(self) -> list[frozenset[str]]:
+        """The variables of each table of the file's reorganised copy (none
+        without one), looked for once per open of the copy."""
+        if self._copy_tables is None:
+            from quarry.reorg.store import copy_tables
+
+            given = self.index_path if self._index_given else None
+            self._copy_tables = copy_tables(self.path, given) if self.has_copy else []
+        return self._copy_tables
 
     def select_all(
         self, names: Sequence[str], path: str | None = None
@@ -987,6 +1013,7 @@ class Dataset:
         self._store = None
         self._planner = None
         self._copy = None  # its file closes with the last member read from it
+        self._kept.clear()  # their columns are views of the file's map
         self._steps.clear()
         self._file_driver.close()
 

@@ -25,7 +25,6 @@ added later need no rebuild of the others.
 
 from __future__ import annotations
 
-import _thread
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -43,13 +42,11 @@ from quarry.errors import (
 from quarry.formats.sources import Sources, expand_sources
 from quarry.index.layout import index_size, remove_debris
 from quarry.index.maintain import IndexReport
+from quarry.query.boxes import KeptBoxes, StepBoxes
 from quarry.query.series import (
-    MAX_STEP_BOXES,
-    STEP_BOXES_BUDGET,
     Member,
     MemberSelections,
     SeriesSelection,
-    StepBoxes,
     at_member,
     few_collections,
     groups_named,
@@ -96,11 +93,8 @@ class Series:
         self._borrowed = frozenset(self._datasets)
         self._members: list[Member] | None = None
         self._id_tables: IdTables | None = None
-        self._step_boxes: dict[str, StepBoxes] = {}
+        self._kept = KeptBoxes()
         """Each query's small boxes in the members, kept for the query asked again."""
-        # A service's threads may ask at once. (``_thread``: what ``threading``
-        # builds on, without its import in a command's start-up.)
-        self._keeping = _thread.allocate_lock()
         self._names_in_steps: set[tuple[str, str]] = set()
         """(file, name) pairs found held by the file's steps alone, checked once
         (:meth:`_check_outside_steps`: 3.6 ms a query over 720 steps, else)."""
@@ -183,8 +177,8 @@ class Series:
         from quarry.expr import parse
 
         members = list(self.members)
-        kept = self._step_boxes.get(query) if runner is None else None
-        if kept is not None and kept.made_in(self._state()):
+        kept = self._kept.get(query, self._state()) if runner is None else None
+        if kept is not None:
             # Planned in every member before, and nothing changed since.
             made = MemberSelections(members, partial(self._member_selection, query))
             return SeriesSelection(query, members, made, boxes=kept)
@@ -199,25 +193,19 @@ class Series:
             answer = SeriesSelection(query, members, selections)
             answer.answer(runner)
             return answer
-        return SeriesSelection(query, members, selections, keep=partial(self._keep_boxes, query))
+        # The files as planned in (indexes opened): the boxes' columns are read
+        # through the drivers of now.
+        keep = partial(self._keep_boxes, query, self._state())
+        return SeriesSelection(query, members, selections, keep=keep)
 
     def _state(self) -> tuple[tuple[object, ...], ...]:
         """What the files' plans and columns depend on (:meth:`quarry.Dataset.query_state`)."""
         return tuple(ds.query_state() for ds in self._datasets.values())
 
-    def _keep_boxes(self, query: str, boxes: list[SmallBox | None]) -> None:
-        kept = StepBoxes(boxes, self._state())
-        if kept.nbytes > STEP_BOXES_BUDGET:
-            return
-        with self._keeping:
-            held = self._step_boxes
-            held.pop(query, None)
-            while held and (
-                len(held) >= MAX_STEP_BOXES
-                or sum(b.nbytes for b in held.values()) + kept.nbytes > STEP_BOXES_BUDGET
-            ):
-                del held[next(iter(held))]  # the one kept longest
-            held[query] = kept
+    def _keep_boxes(
+        self, query: str, state: tuple[tuple[object, ...], ...], boxes: list[SmallBox | None]
+    ) -> None:
+        self._kept.keep(query, StepBoxes(boxes, state))
 
     def select_all(self, names: Sequence[str]) -> SeriesSelection:
         """Every row of each member's table that the variables ``names`` form
@@ -519,7 +507,7 @@ class Series:
                     ds.close()
         self._datasets = {f: ds for f, ds in self._datasets.items() if f in self._borrowed}
         self._id_tables = None  # files opened again may have changed
-        self._step_boxes.clear()  # their columns are the closed files' maps
+        self._kept.clear()  # their columns are the closed files' maps
 
     def __enter__(self) -> Series:
         return self

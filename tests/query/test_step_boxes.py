@@ -1,5 +1,5 @@
 """A query asked again over a series of small steps counts every step's box in one
-call of the core (:class:`quarry.query.series.StepBoxes`), planning no member
+call of the core (:class:`quarry.query.boxes.StepBoxes`), planning no member
 again: the same counts as NumPy and as the first asking, for every dtype, NaN,
 fill values, empty ranges, steps of sizes that are no multiple of 64, and steps
 whose columns are not memory-mapped (answered by their own selections); a
@@ -95,7 +95,7 @@ def test_a_query_asked_again_counts_every_step_in_one_call(tmp_path, core_calls,
             # One core call for the steps with a box, whether read in place
             # from a memory map or copied out of the file; the step too large
             # for one is planned and answered on its own.
-            kept = series._step_boxes[query]
+            kept = series._kept._held[query]
             scanned = any(b is not None and not b.empty for b in kept.boxes)
             assert core_calls["count_boxes"] - before["count_boxes"] == int(scanned)
             unkept = [k for k, b in enumerate(kept.boxes) if b is None]
@@ -172,10 +172,10 @@ def test_boxes_holding_copied_values_are_kept_within_a_budget(tmp_path, monkeypa
     """Boxes whose columns are copies (compressed steps) are kept while they
     hold at most the budget's bytes, the oldest let go first; boxes of
     memory-mapped columns hold none. Every count is NumPy's, kept or not."""
-    import quarry.series
+    import quarry.query.boxes
 
-    assert quarry.series.STEP_BOXES_BUDGET == 64 << 20  # as the README says
-    monkeypatch.setattr(quarry.series, "STEP_BOXES_BUDGET", budget)
+    assert quarry.query.boxes.KEPT_BYTES == 64 << 20  # as the README says
+    monkeypatch.setattr(quarry.query.boxes, "KEPT_BYTES", budget)
     mapped, copied = str(tmp_path / "mapped.h5"), str(tmp_path / "copied.h5")
     steps = write_steps(mapped, seed=4)
     assert write_steps(copied, seed=4, chunked=set(range(len(steps)))) is not None
@@ -188,7 +188,7 @@ def test_boxes_holding_copied_values_are_kept_within_a_budget(tmp_path, monkeypa
             for query in queries * 2:
                 want = [int(np.count_nonzero(box_mask(query, data))) for data in steps]
                 assert series.query(query).counts() == want, query
-            held = series._step_boxes
+            held = series._kept._held
             assert sum(b.nbytes for b in held.values()) <= budget
             if path == mapped:
                 assert list(held)[-3:] == queries and {b.nbytes for b in held.values()} == {0}
@@ -261,9 +261,9 @@ def test_threads_asking_at_once_keep_and_let_go_of_boxes_safely(tmp_path, monkey
     series at once, with room kept for two: every count is NumPy's."""
     from concurrent.futures import ThreadPoolExecutor
 
-    import quarry.series
+    import quarry.query.boxes
 
-    monkeypatch.setattr(quarry.series, "MAX_STEP_BOXES", 2)
+    monkeypatch.setattr(quarry.query.boxes, "MAX_KEPT_QUERIES", 2)
     path = str(tmp_path / "steps.h5")
     steps = write_steps(path, seed=6)
     with quarry.open(path) as ds:
@@ -275,13 +275,13 @@ def test_threads_asking_at_once_keep_and_let_go_of_boxes_safely(tmp_path, monkey
         with ThreadPoolExecutor(4) as pool:
             got = list(pool.map(lambda q: (q, series.query(q).counts()), queries * 4))
         assert all(counts == wants[q] for q, counts in got)
-        assert len(series._step_boxes) <= 2
+        assert len(series._kept.queries()) <= 2
 
 
 def test_the_queries_kept_longest_are_let_go_first(tmp_path, monkeypatch):
-    import quarry.series
+    import quarry.query.boxes
 
-    monkeypatch.setattr(quarry.series, "MAX_STEP_BOXES", 2)
+    monkeypatch.setattr(quarry.query.boxes, "MAX_KEPT_QUERIES", 2)
     path = str(tmp_path / "steps.h5")
     steps = write_steps(path, seed=8)
     with quarry.open(path) as ds:
@@ -291,7 +291,7 @@ def test_the_queries_kept_longest_are_let_go_first(tmp_path, monkeypatch):
         series.query(everything(list(steps[0]))).counts()
         for query in queries:
             series.query(query).counts()
-        assert list(series._step_boxes) == queries[1:]
+        assert series._kept.queries() == queries[1:]
         series.query(queries[1]).counts()  # asked again: answered from its boxes
         series.query(queries[0]).counts()  # kept again, in place of the one kept longest
-        assert list(series._step_boxes) == [queries[2], queries[0]]
+        assert series._kept.queries() == [queries[2], queries[0]]

@@ -78,6 +78,13 @@ class SmallBox:
         )
 
 
+def counted(answer: int | SmallBox) -> int:
+    """A count, or the count of a :class:`SmallBox` (:meth:`Executor.count_or_box`)."""
+    if isinstance(answer, int):
+        return answer
+    return 0 if answer.empty else _core.count_boxes([answer.spec()])[0]
+
+
 class Intervals(NamedTuple):
     """Intervals as arrays: ``lo (<|<=) x (<|<=) hi``, and which are empty."""
 
@@ -414,18 +421,18 @@ class Executor:
         return self.eval(plan, self.part, want_unknown=False)[0]
 
     def count(self, plan: PlanNode) -> int:
-        """Number of rows where the plan is true; a single indexed range is
-        counted from per-bin counts plus its checked candidates, or in one
-        pass over the column where that is cheaper (:meth:`estimate`)."""
-        answer = self.count_or_box(plan)
-        if isinstance(answer, SmallBox):
-            return 0 if answer.empty else _core.count_boxes([answer.spec()])[0]
-        return answer
+        """Number of rows where the plan is true (:meth:`count_or_box`, its
+        box counted)."""
+        return counted(self.count_or_box(plan))
 
     def count_or_box(self, plan: PlanNode) -> int | SmallBox:
-        """:meth:`count`, or the :meth:`small_box` that gives it, left to
-        the caller to count with others (a series' small steps, in one call
-        of :func:`quarry._core.count_boxes`)."""
+        """Number of rows where the plan is true, or the :meth:`small_box`
+        that gives it, left to the caller to count (with others: a series'
+        small steps, in one call of :func:`quarry._core.count_boxes`) and to
+        keep for the query asked again (:mod:`quarry.query.boxes`). A single
+        indexed range is counted from per-bin counts plus its checked
+        candidates, or in one pass over the column where that is cheaper
+        (:meth:`estimate`)."""
         through = self._through_copy(plan, rows=False)
         if isinstance(through, int):
             return through
@@ -473,15 +480,23 @@ class Executor:
             or (self.store is not None and not self.store.proven(x.var.path for x in leaves))
         ):
             return None
-        for leaf in leaves:
-            self._note(Access((leaf.var.key, leaf.interval), "scan"))
+        self.box_counted(plan)
         intervals = [leaf.interval for leaf in leaves]
         if any(iv.empty for iv in intervals):
             return SmallBox([], intervals)
-        columns = [self._values(leaf.var) for leaf in leaves]
-        for values in columns:
-            self._work.scanned(None, len(values), self.table.block_len)
-        return SmallBox(columns, intervals)
+        return SmallBox([self._values(leaf.var) for leaf in leaves], intervals)
+
+    def box_counted(self, plan: PlanNode) -> None:
+        """Note the work of :meth:`small_box`'s ``plan`` (an AND of ranges):
+        each range scanned, for :meth:`access` and :meth:`stats`; also where
+        a box kept from before counted it (:mod:`quarry.query.boxes`)."""
+        assert isinstance(plan, AndNode)
+        leaves = [x for x in plan.items if isinstance(x, RangeLeaf)]
+        for leaf in leaves:
+            self._note(Access((leaf.var.key, leaf.interval), "scan"))
+        if not any(leaf.interval.empty for leaf in leaves):  # nothing read, else
+            for _ in leaves:
+                self._work.scanned(None, self.table.n_rows, self.table.block_len)
 
     def _count_by_index(self, leaf: RangeLeaf, col: _core.Column, choose: bool = False) -> int:
         """A range's count from its bins' counts and its checked candidates;

@@ -9,7 +9,7 @@ from quarry import _core
 from quarry.errors import QuarryError, ShapeMismatchError
 from quarry.expr.names import name_list
 from quarry.pool import jobs, on_own_threads
-from quarry.query.execute import Executor, SmallBox, Table
+from quarry.query.execute import Executor, SmallBox, Table, counted
 from quarry.query.stats import Access, QueryStats
 from quarry.records import replace
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from quarry.join import GridSpec, Interpolated
     from quarry.outputs.columns import OutputTable
     from quarry.query.aggregate import AggregateValue
+    from quarry.query.boxes import StepBoxes
     from quarry.query.histogram import Histogram, Part
     from quarry.query.planner import PlannedQuery
     from quarry.reorg.binning import Axis as BinAxis
@@ -68,17 +69,28 @@ class Selection:
         self,
         dataset: Dataset,
         query: str,
-        executor: Executor,
+        executor: Executor | Callable[[], Executor],
         planned: PlannedQuery | None = None,
         *,
         path: str | None = None,
         rows: _core.RowSet | None = None,
+        boxes: StepBoxes | None = None,
+        keep: Callable[[list[SmallBox | None]], None] | None = None,
     ) -> None:
         self.dataset = dataset
         self.query = query
         self.plan = planned.plan if planned is not None else None
         self._planned = planned
-        self._executor = executor
+        self._made = executor if isinstance(executor, Executor) else None
+        self._make = executor
+        """What makes the executor, when first needed: a query answered by a
+        kept box may need none."""
+        self._boxes = boxes
+        """The box this query gave before in this table and state of its
+        file (:mod:`quarry.query.boxes`): it counts the query, unplanned."""
+        self._keep = keep
+        """Where the box a count is made from goes to be kept."""
+        self._counted_by_box = False
         self._rows = rows
         """The hits: known from the start for a saved selection (no plan)."""
         self._count: int | None = None
@@ -94,6 +106,15 @@ class Selection:
         """Each name as written in the query -> the full path it resolved to."""
         self.path = path
         """The context bare names resolve in (``Dataset.query(q, path=...)``)."""
+
+    @property
+    def _executor(self) -> Executor:
+        if self._made is None:
+            assert not isinstance(self._make, Executor)
+            self._made = self._make()
+            if self._counted_by_box and self.plan is not None:
+                self._made.box_counted(self.plan)
+        return self._made
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -206,8 +227,16 @@ class Selection:
         if self._count is None:
             if self._rows is not None or self.plan is None:
                 self._count = len(self.rows)
+            elif self._boxes is not None:
+                self._count = self._boxes.counts()[0]
+                self._counted_by_box = True
+                if self._made is not None:  # else noted when it is made
+                    self._made.box_counted(self.plan)
             else:
-                self._count = self._executor.count(self.plan)
+                answer = self._executor.count_or_box(self.plan)
+                if isinstance(answer, SmallBox) and self._keep is not None:
+                    self._keep([answer])
+                self._count = counted(answer)
         return self._count
 
     def count_or_box(self) -> int | SmallBox:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     from quarry.formats.base import VariableInfo
     from quarry.join import GridSpec, Interpolated
+    from quarry.query.boxes import StepBoxes
     from quarry.query.execute import SmallBox
     from quarry.query.histogram import Bins, Histogram, Range
     from quarry.query.selection import Runner, Selection
@@ -266,124 +267,35 @@ class MemberSelections(Sequence["Selection"]):
         return len(self._members)
 
 
-#: Queries whose steps' boxes a series keeps (see :class:`StepBoxes`), and
-#: the bytes their columns may hold that are not views of a file's memory
-#: map (values copied out of the file: compressed, of another byte order, at
-#: an odd offset); past either, the boxes kept longest are let go.
-MAX_STEP_BOXES = 64
-STEP_BOXES_BUDGET = 64 << 20
+def _member_counts(
+    members: Sequence[Member], selections: Sequence[Selection], kept: StepBoxes | None
+) -> tuple[list[int], list[SmallBox | None]]:
+    """Each member's count, and its box where one gave it: the boxes counted
+    in one call of the core, the members ``kept`` holds no box for asked of
+    their selection (made only then)."""
+    from quarry import _core
+    from quarry.query.execute import SmallBox
 
-
-class StepBoxes:
-    """The small boxes (:meth:`Executor.small_box
-    <quarry.query.execute.Executor.small_box>`) of one query in each member of
-    a series, kept by the open series so that the query asked again counts
-    every step in one call of the core (:func:`quarry._core.count_boxes`):
-    over 720 steps of 2,000 rows, a call and a plan per step cost several
-    times what a NumPy program takes for the whole series. A member without
-    one (``None``: a step too large for a box, or answered another way) is
-    answered by its own selection, each time.
-
-    ``state`` is what the series looked like when the boxes were made (each
-    file's open dataset and its driver): a rebuilt index or a file opened
-    again makes other columns, and the boxes are made anew.
-
-    Examples
-    --------
-    >>> import quarry, h5py, numpy as np, tempfile, os
-    >>> path = os.path.join(tempfile.mkdtemp(), "s.h5")
-    >>> with h5py.File(path, "w") as f:
-    ...     for s in range(3):
-    ...         f[f"Step#{s}/e"], f[f"Step#{s}/x"] = np.arange(9.0) + s, np.arange(9.0)
-    >>> with quarry.open_series(path) as series:
-    ...     first = series.query("e > 4 && x < 7").counts()
-    ...     again = series.query("e > 4 && x < 7")  # the kept boxes count it
-    ...     first, again.counts()
-    ([2, 3, 4], [2, 3, 4])
-    """
-
-    def __init__(self, boxes: list[SmallBox | None], state: tuple[tuple[object, ...], ...]) -> None:
-        self.boxes = boxes
-        self.state = state
-        self._specs = [None if b is None or b.empty else b.spec() for b in boxes]
-        self._scanned = [spec for spec in self._specs if spec is not None]
-        self._whole = all(b is not None for b in boxes)
-        """Whether every member has its box: the counts are then the core's alone."""
-        self.nbytes = sum(
-            _held_bytes(values) for b in boxes if b is not None for values in b.columns
-        )
-        """Bytes the boxes' columns hold of their own (see :data:`STEP_BOXES_BUDGET`)."""
-
-    def made_in(self, state: tuple[tuple[object, ...], ...]) -> bool:
-        """Whether ``state`` holds the very objects the boxes were made with
-        (compared by identity: a driver opened again on the same file is
-        another, whatever its equality says).
-
-        Examples
-        --------
-        >>> a, b = object(), object()
-        >>> boxes = StepBoxes([], ((a, b),))
-        >>> boxes.made_in(((a, b),)), boxes.made_in(((a, object()),)), boxes.made_in(())
-        (True, False, False)
-        """
-        return len(state) == len(self.state) and all(
-            len(now) == len(then) and all(x is y for x, y in zip(now, then, strict=True))
-            for now, then in zip(state, self.state, strict=True)
-        )
-
-    @staticmethod
-    def count(
-        members: Sequence[Member], selections: Sequence[Selection], kept: StepBoxes | None = None
-    ) -> tuple[list[int], list[SmallBox | None]]:
-        """Each member's count, and its box where one gave it: the boxes
-        counted in one call, the members ``kept`` holds no box for asked of
-        their selection (made only then)."""
-        from quarry import _core
-        from quarry.query.execute import SmallBox
-
-        if kept is not None and kept._whole:
-            counted = iter(_core.count_boxes(kept._scanned))
-            return [0 if spec is None else next(counted) for spec in kept._specs], kept.boxes
-        answers: list[int | SmallBox] = []
-        specs = []
-        for k, member in enumerate(members):
-            box = kept.boxes[k] if kept is not None else None
-            if box is None:
-                answer = at_member(member, selections[k].count_or_box)
-                if isinstance(answer, SmallBox) and not answer.empty:
-                    specs.append(answer.spec())
-                answers.append(answer)
-            else:
-                spec = kept._specs[k] if kept is not None else None
-                if spec is not None:
-                    specs.append(spec)
-                answers.append(box)
-        counted = iter(_core.count_boxes(specs) if specs else [])
-        counts = [a if isinstance(a, int) else 0 if a.empty else next(counted) for a in answers]
-        boxes = [a if isinstance(a, SmallBox) else None for a in answers]
-        return counts, boxes
-
-
-def _held_bytes(values: npt.NDArray[np.generic]) -> int:
-    """Bytes ``values`` keep in memory: none for a view of a memory map.
-
-    Examples
-    --------
-    >>> import numpy as np, tempfile
-    >>> with tempfile.NamedTemporaryFile() as f:
-    ...     f.write(bytes(64))
-    ...     f.flush()
-    ...     mapped = np.memmap(f.name, dtype="f8", mode="r")[2:6]
-    ...     _held_bytes(mapped), _held_bytes(mapped.copy())
-    64
-    (0, 32)
-    """
-    import mmap
-
-    base: object = values
-    while getattr(base, "base", None) is not None:
-        base = base.base  # type: ignore[attr-defined]
-    return 0 if isinstance(base, mmap.mmap) else int(values.nbytes)
+    if kept is not None and kept.whole:
+        return kept.counts(), kept.boxes
+    answers: list[int | SmallBox] = []
+    specs = []
+    for k, member in enumerate(members):
+        box = kept.boxes[k] if kept is not None else None
+        if box is None:
+            answer = at_member(member, selections[k].count_or_box)
+            if isinstance(answer, SmallBox) and not answer.empty:
+                specs.append(answer.spec())
+            answers.append(answer)
+        else:
+            spec = kept.specs[k] if kept is not None else None
+            if spec is not None:
+                specs.append(spec)
+            answers.append(box)
+    counted = iter(_core.count_boxes(specs) if specs else [])
+    counts = [a if isinstance(a, int) else 0 if a.empty else next(counted) for a in answers]
+    boxes = [a if isinstance(a, SmallBox) else None for a in answers]
+    return counts, boxes
 
 
 class SeriesSelection:
@@ -438,7 +350,7 @@ class SeriesSelection:
         """Hits per member, in order."""
         if self._counts is None:
             with few_collections():
-                self._counts, boxes = StepBoxes.count(self.members, self.selections, self._boxes)
+                self._counts, boxes = _member_counts(self.members, self.selections, self._boxes)
             if self._keep is not None and any(b is not None for b in boxes):
                 self._keep(boxes)
         return self._counts
