@@ -24,6 +24,7 @@ from quarry import _clash, _core  # noqa: F401
 from quarry.errors import (
     AmbiguousNameError,
     BatchQueryError,
+    ClosedDatasetError,
     CorruptIndexError,
     HistogramError,
     IndexMissingError,
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AmbiguousNameError",
     "BatchQueryError",
+    "ClosedDatasetError",
     "CorruptIndexError",
     "Dataset",
     "HistogramError",

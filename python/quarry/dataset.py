@@ -13,6 +13,7 @@ from quarry import _core
 from quarry.errors import (
     AmbiguousNameError,
     BatchQueryError,
+    ClosedDatasetError,
     IndexMissingError,
     QuarryError,
     ReorgError,
@@ -138,6 +139,7 @@ class Dataset:
         self._store: IndexStore | None = None
         self._opened_as = self._file_stat()
         """The file as it was when opened (see :meth:`_as_it_is_now`)."""
+        self._closed = False
         self._file_driver, self._backend = self._open_file()
         self.driver: Driver = self._file_driver
         """The file's driver; with the index's derived variables once it is open."""
@@ -183,10 +185,38 @@ class Dataset:
     def variables(self) -> list[VariableInfo]:
         """Every array in the file (unsupported ones carry a ``problem``), and
         the derived variables its index defines."""
+        self.check_open()
         if self._store is None and self.has_index:
             with contextlib.suppress(QuarryError):  # a stale index is reported on use
                 _ = self.index
         return self.driver.variables()
+
+    @property
+    def opened(self) -> object | None:
+        """What stands for this open of the file (None once closed): a
+        selection made in another can no longer read through it."""
+        return None if self._closed else self._file_driver
+
+    def check_open(self) -> None:
+        """Raise :class:`~quarry.errors.ClosedDatasetError` where this dataset
+        was closed: its file can no longer be read through it.
+
+        Examples
+        --------
+        >>> import quarry, h5py, numpy as np, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "c.h5")
+        >>> with h5py.File(path, "w") as f:
+        ...     f["x"] = np.arange(4.0)
+        >>> with quarry.open(path) as ds:
+        ...     ds.check_open()
+        >>> ds.query("x > 1")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        quarry.errors.ClosedDatasetError: .../c.h5 is closed: open it again (quarry.open) to use it
+        """
+        if self._closed:
+            raise ClosedDatasetError(
+                f"{self.path} is closed: open it again (quarry.open) to use it"
+            )
 
     def variable(self, name: str, path: str | None = None) -> VariableInfo:
         """The variable ``name`` refers to: a full path, or a bare name looked up
@@ -204,6 +234,7 @@ class Dataset:
     def _open_store(self) -> IndexStore | None:
         """The index, opened; None where the file has none (queries scan).
         An index already open is used as it is (no ``stat`` per query)."""
+        self.check_open()
         if self._store is not None:
             return self._store
         return self.index if self.has_index else None
@@ -345,10 +376,12 @@ class Dataset:
         opened, before an index or a copy is made of it: the open file would
         give its values as they were then, and the index, stamped with the
         file as it is now, would pass for fresh."""
+        self.check_open()
         now = self._file_stat()
         if now == self._opened_as:
             return
         self.close()
+        self._closed = False  # the same dataset, on the file as it is now
         self._copy_tables = None
         self._opened_as = now
         self._file_driver, self._backend = self._open_file()
@@ -1016,6 +1049,7 @@ class Dataset:
         self._kept.clear()  # their columns are views of the file's map
         self._steps.clear()
         self._file_driver.close()
+        self._closed = True
 
     def __enter__(self) -> Dataset:
         return self

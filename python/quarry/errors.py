@@ -280,6 +280,11 @@ class IndexNotWritableError(QuarryError, PermissionError):
     """No directory Quarry may write a new index in (read-only data)."""
 
 
+class ClosedDatasetError(QuarryError, ValueError):
+    """A dataset used after it was closed, or a selection read after its
+    dataset was closed or its file opened again (it changed)."""
+
+
 class StaleSelectionError(QuarryError):
     """A saved selection whose data file changed after it was saved."""
 

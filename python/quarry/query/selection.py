@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from quarry import _core
-from quarry.errors import QuarryError, ShapeMismatchError
+from quarry.errors import ClosedDatasetError, QuarryError, ShapeMismatchError
 from quarry.expr.names import name_list
 from quarry.pool import jobs, on_own_threads
 from quarry.query.execute import Executor, SmallBox, Table, counted
@@ -91,6 +91,8 @@ class Selection:
         self._keep = keep
         """Where the box a count is made from goes to be kept."""
         self._counted_by_box = False
+        self._opened = dataset.opened
+        """The open of the file this selection reads through."""
         self._rows = rows
         """The hits: known from the start for a saved selection (no plan)."""
         self._count: int | None = None
@@ -106,6 +108,23 @@ class Selection:
         """Each name as written in the query -> the full path it resolved to."""
         self.path = path
         """The context bare names resolve in (``Dataset.query(q, path=...)``)."""
+
+    def _check_current(self) -> None:
+        """Raise :class:`~quarry.errors.ClosedDatasetError` where the dataset
+        was closed, or its file opened again (it changed), since this
+        selection was made: its file can no longer be read through it."""
+        if self.dataset.opened is not self._opened:
+            self.dataset.check_open()
+            raise ClosedDatasetError(
+                f"{self.dataset.path} was opened again since {self.query!r} was asked "
+                "(the file changed): ask it again"
+            )
+
+    @property
+    def _reading(self) -> Executor:
+        """The executor, for work that reads the file (checked first)."""
+        self._check_current()
+        return self._executor
 
     @property
     def _executor(self) -> Executor:
@@ -171,7 +190,7 @@ class Selection:
     def rows(self) -> _core.RowSet:
         if self._rows is None:
             assert self.plan is not None, "a loaded selection comes with its rows"
-            self._rows = self._executor.rows(self.plan)
+            self._rows = self._reading.rows(self.plan)
         return self._rows
 
     def stats(self) -> QueryStats:
@@ -228,12 +247,13 @@ class Selection:
             if self._rows is not None or self.plan is None:
                 self._count = len(self.rows)
             elif self._boxes is not None:
+                self._check_current()
                 self._count = self._boxes.counts()[0]
                 self._counted_by_box = True
                 if self._made is not None:  # else noted when it is made
                     self._made.box_counted(self.plan)
             else:
-                answer = self._executor.count_or_box(self.plan)
+                answer = self._reading.count_or_box(self.plan)
                 if isinstance(answer, SmallBox) and self._keep is not None:
                     self._keep([answer])
                 self._count = counted(answer)
@@ -245,7 +265,7 @@ class Selection:
         for a series to count its steps' boxes in one call."""
         if self._count is not None or self._rows is not None or self.plan is None:
             return self.count()
-        return self._executor.count_or_box(self.plan)
+        return self._reading.count_or_box(self.plan)
 
     @on_own_threads
     def ids(self) -> npt.NDArray[np.int64]:
@@ -291,9 +311,9 @@ class Selection:
         if cached is None:
             ids = self.ids()
             if len(ids) == 0:
-                cached = self._executor.physical(var, np.empty(0, dtype=var.dtype))
+                cached = self._reading.physical(var, np.empty(0, dtype=var.dtype))
             else:
-                cached = self._executor.values_at(var, ids)
+                cached = self._reading.values_at(var, ids)
             self._values[var.key] = cached
         return cached
 
@@ -353,7 +373,7 @@ class Selection:
         ...     ds.query("x > 2").share(1, 2).ids().tolist()
         [4, 5, 6, 7]
         """
-        part = self._executor.share(first, stop)
+        part = self._reading.share(first, stop)
         assert part.part is not None
         rows = None
         if self.plan is None:  # a loaded selection: its rows are known
@@ -386,7 +406,7 @@ class Selection:
             self._table_variable(n) for n in ([names] if isinstance(names, str) else names)
         ]
         weight = self._table_variable(weights) if weights is not None else None
-        return Part(self._executor, self.rows, variables, weight)
+        return Part(self._reading, self.rows, variables, weight)
 
     def coords_of(self, name: str) -> npt.NDArray[np.int64]:
         """N-d indices of the hits in variable ``name``'s own array: where a
