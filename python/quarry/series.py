@@ -174,14 +174,14 @@ class Series:
         MPI ranks) the counts are answered by it now; otherwise each member
         answers when read.
         """
-        from quarry.expr import parse
-
         members = list(self.members)
         kept = self._kept.get(query, self._state()) if runner is None else None
         if kept is not None:
             # Planned in every member before, and nothing changed since.
             made = MemberSelections(members, partial(self._member_selection, query))
             return SeriesSelection(query, members, made, boxes=kept)
+        from quarry.expr import parse
+
         tree = parse(query)  # a syntax error is the same in every member: say it once
         self._check_outside_steps(tree)
         selections = []

@@ -276,8 +276,6 @@ def _member_counts(
     from quarry import _core
     from quarry.query.execute import SmallBox
 
-    if kept is not None and kept.whole:
-        return kept.counts(), kept.boxes
     answers: list[int | SmallBox] = []
     specs = []
     for k, member in enumerate(members):
@@ -349,6 +347,9 @@ class SeriesSelection:
     def counts(self) -> list[int]:
         """Hits per member, in order."""
         if self._counts is None:
+            if self._boxes is not None and self._boxes.whole:  # the core's alone
+                self._counts = self._boxes.counts()
+                return self._counts
             with few_collections():
                 self._counts, boxes = _member_counts(self.members, self.selections, self._boxes)
             if self._keep is not None and any(b is not None for b in boxes):
