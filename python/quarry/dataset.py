@@ -139,7 +139,10 @@ class Dataset:
         self._store: IndexStore | None = None
         self._opened_as = self._file_stat()
         """The file as it was when opened (see :meth:`_as_it_is_now`)."""
-        self._closed = False
+        self.opened: object | None = object()
+        """What stands for this open of the file (None once closed): a
+        selection made in another can no longer read through it (an
+        attribute, not a property: every count of a kept box reads it)."""
         self._file_driver, self._backend = self._open_file()
         self.driver: Driver = self._file_driver
         """The file's driver; with the index's derived variables once it is open."""
@@ -191,12 +194,6 @@ class Dataset:
                 _ = self.index
         return self.driver.variables()
 
-    @property
-    def opened(self) -> object | None:
-        """What stands for this open of the file (None once closed): a
-        selection made in another can no longer read through it."""
-        return None if self._closed else self._file_driver
-
     def check_open(self) -> None:
         """Raise :class:`~quarry.errors.ClosedDatasetError` where this dataset
         was closed: its file can no longer be read through it.
@@ -213,7 +210,7 @@ class Dataset:
         Traceback (most recent call last):
         quarry.errors.ClosedDatasetError: .../c.h5 is closed: open it again (quarry.open) to use it
         """
-        if self._closed:
+        if self.opened is None:
             raise ClosedDatasetError(
                 f"{self.path} is closed: open it again (quarry.open) to use it"
             )
@@ -381,10 +378,10 @@ class Dataset:
         if now == self._opened_as:
             return
         self.close()
-        self._closed = False  # the same dataset, on the file as it is now
         self._copy_tables = None
         self._opened_as = now
         self._file_driver, self._backend = self._open_file()
+        self.opened = object()  # the same dataset, on the file as it is now
         self.driver = self._file_driver
         if self._store is not None:
             self.driver = self._with_derived(self._store.derivations)
@@ -399,6 +396,7 @@ class Dataset:
         self._file_driver.close()
         backend = backend_for(self.path, self._sidecars)
         self._file_driver, self._backend = backend.open(self.path, self._sidecars), backend.name
+        self.opened = object()
         self.driver = self._file_driver
 
     def index_variables(
@@ -1049,7 +1047,7 @@ class Dataset:
         self._kept.clear()  # their columns are views of the file's map
         self._steps.clear()
         self._file_driver.close()
-        self._closed = True
+        self.opened = None
 
     def __enter__(self) -> Dataset:
         return self
