@@ -61,9 +61,7 @@ class StepBoxes:
     def __init__(self, boxes: list[SmallBox | None], state: tuple[tuple[object, ...], ...]) -> None:
         self.boxes = boxes
         self.state = state
-        self.specs: list[BoxSpec | None] = [
-            None if b is None or b.empty else b.spec() for b in boxes
-        ]
+        self.specs: list[BoxSpec | None] = [None if b is None or b.empty else b.spec for b in boxes]
         """Each member's box as the core takes it; None: no box, or an empty one."""
         self._scanned = [spec for spec in self.specs if spec is not None]
         self.whole = all(b is not None for b in boxes)

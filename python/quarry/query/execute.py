@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable, Collection
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from quarry import _core
@@ -66,8 +67,10 @@ class SmallBox:
         """Whether a range holds no value, and so the box no row."""
         return any(iv.empty for iv in self.intervals)
 
+    @cached_property
     def spec(self) -> BoxSpec:
-        """The box as :func:`quarry._core.scan_box` and ``count_boxes`` take it."""
+        """The box as :func:`quarry._core.scan_box` and ``count_boxes`` take it:
+        made once, whether it is counted, kept for the query asked again, or both."""
         ivs = self.intervals
         return (
             self.columns,
@@ -82,7 +85,7 @@ def counted(answer: int | SmallBox) -> int:
     """A count, or the count of a :class:`SmallBox` (:meth:`Executor.count_or_box`)."""
     if isinstance(answer, int):
         return answer
-    return 0 if answer.empty else _core.count_boxes([answer.spec()])[0]
+    return 0 if answer.empty else _core.count_boxes([answer.spec])[0]
 
 
 class Intervals(NamedTuple):
@@ -417,7 +420,7 @@ class Executor:
         if small is not None:
             if small.empty:
                 return self._empty()
-            return _core.scan_box(*small.spec(), self.table.block_len)
+            return _core.scan_box(*small.spec, self.table.block_len)
         return self.eval(plan, self.part, want_unknown=False)[0]
 
     def count(self, plan: PlanNode) -> int:

@@ -283,7 +283,7 @@ def _member_counts(
         if box is None:
             answer = at_member(member, selections[k].count_or_box)
             if isinstance(answer, SmallBox) and not answer.empty:
-                specs.append(answer.spec())
+                specs.append(answer.spec)
             answers.append(answer)
         else:
             spec = kept.specs[k] if kept is not None else None
